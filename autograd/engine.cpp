@@ -1,0 +1,137 @@
+// The reverse sweep: order the graph below a root, then run each node's backward
+// closure from the root down, accumulating gradients into the inputs.
+
+#include <cmath>
+#include <unordered_set>
+
+#include "autograd/record.hpp"
+
+namespace xgrad {
+
+namespace {
+thread_local bool grad_mode = true;
+thread_local bool anomaly_mode = false;
+}  // namespace
+
+bool grad_enabled() { return grad_mode; }
+NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
+NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
+
+bool anomaly_mode_enabled() { return anomaly_mode; }
+AnomalyModeGuard::AnomalyModeGuard() : previous_(anomaly_mode) { anomaly_mode = true; }
+AnomalyModeGuard::~AnomalyModeGuard() { anomaly_mode = previous_; }
+
+void accumulate_grad(Node& node, Storage&& grad) {
+  if (!node.grad) {
+    node.grad = std::move(grad);
+    return;
+  }
+  std::visit(
+      [&](auto& acc) {
+        using Array = std::decay_t<decltype(acc)>;
+        const Array& g = std::get<Array>(grad);
+        if (acc.shape() != g.shape())
+          fail("backward", "internal error: a gradient of shape " + shape_str(to_shape(g.shape())) +
+                               " reached a tensor of shape " + shape_str(to_shape(acc.shape())));
+        acc += g;
+      },
+      *node.grad);
+}
+
+void check_anomaly(const char* op, const char* phase, const Storage& values,
+                   const std::vector<NodePtr>& inputs) {
+  const bool finite = std::visit(
+      [](const auto& a) {
+        for (auto v : a)
+          if (!std::isfinite(v)) return false;
+        return true;
+      },
+      values);
+  if (finite) return;
+  std::string shapes;
+  for (const NodePtr& input : inputs) shapes += (shapes.empty() ? "" : ", ") + shape_str(input->shape());
+  fail(std::string("anomaly: ") + op, std::string(phase) + " produced NaN or Inf (inputs " + shapes + ")");
+}
+
+namespace {
+
+// Nodes reachable from root through inputs that require grad, inputs before users.
+std::vector<NodePtr> topological_order(const NodePtr& root) {
+  std::vector<NodePtr> order;
+  std::unordered_set<const Node*> visited{root.get()};
+  std::vector<std::pair<Node*, std::size_t>> stack{{root.get(), 0}};
+  std::vector<NodePtr> owners{root};  // parallel to stack: keeps each node alive
+  while (!stack.empty()) {
+    auto& [node, next_input] = stack.back();
+    if (next_input < node->inputs.size()) {
+      const NodePtr& input = node->inputs[next_input++];
+      if (!input->requires_grad || !visited.insert(input.get()).second) continue;
+      if (input->graph_freed)
+        fail("backward", std::string("the graph through '") + input->op +
+                             "' was freed by an earlier backward(); pass retain_graph = true to "
+                             "the first call to go through it again");
+      stack.emplace_back(input.get(), 0);
+      owners.push_back(input);
+    } else {
+      order.push_back(std::move(owners.back()));
+      owners.pop_back();
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
+  std::vector<NodePtr> order = topological_order(root);
+  accumulate_grad(*root, std::move(seed));
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node& node = **it;
+    if (node.is_leaf() || !node.grad) continue;  // leaves keep grads; unreached nodes skip
+    node.backward(node);
+    if (anomaly_mode)
+      for (std::size_t i = 0; i < node.inputs.size(); ++i)
+        if (node.inputs[i]->grad)
+          check_anomaly(node.op, ("backward (gradient of input " + std::to_string(i) + ")").c_str(),
+                        *node.inputs[i]->grad, node.inputs);
+    node.grad.reset();  // only leaves keep their gradient
+    if (!retain_graph) {
+      node.backward = nullptr;
+      node.inputs.clear();
+      node.graph_freed = true;
+    }
+  }
+}
+
+}  // namespace
+
+void Tensor::backward(bool retain_graph) const {
+  if (!defined()) fail("backward", "called on an undefined tensor");
+  if (node_->graph_freed)
+    fail("backward", std::string("the graph of '") + node_->op +
+                         "' was freed by an earlier backward(); pass retain_graph = true to the "
+                         "first call to run backward twice");
+  if (numel() != 1)
+    fail("backward", "the root has shape " + shape_str(shape()) +
+                         "; a non-scalar root needs a seed gradient of that shape: backward(seed)");
+  backward(Tensor::ones(shape(), dtype()), retain_graph);
+}
+
+void Tensor::backward(const Tensor& seed, bool retain_graph) const {
+  if (!defined()) fail("backward", "called on an undefined tensor");
+  if (!seed.defined()) fail("backward", "the seed gradient is undefined");
+  if (!node_->requires_grad)
+    fail("backward", "the root " + shape_str(shape()) +
+                         " does not require grad: no input of the computation had requires_grad "
+                         "set, or it ran under NoGradGuard");
+  if (node_->graph_freed)
+    fail("backward", std::string("the graph of '") + node_->op +
+                         "' was freed by an earlier backward(); pass retain_graph = true to the "
+                         "first call to run backward twice");
+  if (seed.shape() != shape())
+    fail("backward", "seed gradient of shape " + shape_str(seed.shape()) +
+                         " does not match the root's shape " + shape_str(shape()));
+  const Tensor typed_seed = seed.dtype() == dtype() ? seed.clone() : seed.detach().to(dtype());
+  run_backward(node_, Storage(*typed_seed.node()->value), retain_graph);
+}
+
+}  // namespace xgrad

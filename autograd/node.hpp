@@ -1,0 +1,81 @@
+#pragma once
+// Internal: the graph node behind a Tensor handle. It pulls in xtensor, so only op
+// implementations and autograd/xtensor.hpp include it.
+
+#include <functional>
+#include <optional>
+#include <variant>
+
+#include <xtensor/xarray.hpp>
+
+#include "autograd/tensor.hpp"
+
+namespace xgrad {
+
+using Storage = std::variant<xt::xarray<float>, xt::xarray<double>>;
+using NodePtr = std::shared_ptr<Node>;
+
+struct Node {
+  // Shared so that detach() is free; parameters are updated in place through it.
+  std::shared_ptr<Storage> value;
+  std::optional<Storage> grad;
+  bool requires_grad = false;
+  const char* op = nullptr;  // the op that made this node; nullptr for a leaf
+  // Inputs of the op, kept alive for backward. Backward closures must reach inputs
+  // through here and never capture a node: ~Node relies on it to free long chains
+  // without recursion.
+  std::vector<NodePtr> inputs;
+  // Reads this node's grad and adds into the inputs' grads. Empty for leaves and once
+  // the graph has been freed.
+  std::function<void(Node& self)> backward;
+  bool graph_freed = false;
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();
+
+  bool is_leaf() const { return op == nullptr; }
+  DType dtype() const { return value->index() == 0 ? DType::float32 : DType::float64; }
+  template <class T> xt::xarray<T>& values() { return std::get<xt::xarray<T>>(*value); }
+  template <class T> const xt::xarray<T>& values() const {
+    return std::get<xt::xarray<T>>(*value);
+  }
+  Shape shape() const;
+};
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::float32; }
+template <> constexpr DType dtype_of<double>() { return DType::float64; }
+
+// Runs f(float{}) or f(double{}) for the runtime dtype; write the body as a generic
+// lambda `[&](auto tag) { using T = decltype(tag); ... }`.
+template <class F>
+decltype(auto) dispatch(DType dtype, F&& f) {
+  if (dtype == DType::float32) return f(float{});
+  return f(double{});
+}
+
+template <class T>
+Shape to_shape(const T& xshape) {
+  return Shape(xshape.begin(), xshape.end());
+}
+
+template <class T>
+typename xt::xarray<T>::shape_type to_xshape(const Shape& shape) {
+  return typename xt::xarray<T>::shape_type(shape.begin(), shape.end());
+}
+
+// A leaf tensor owning `values`.
+template <class T>
+Tensor make_leaf(xt::xarray<T>&& values, bool requires_grad = false) {
+  auto node = std::make_shared<Node>();
+  node->value = std::make_shared<Storage>(std::move(values));
+  node->requires_grad = requires_grad;
+  return Tensor(std::move(node));
+}
+
+// Adds `grad` into node.grad (taking it when there is none yet).
+void accumulate_grad(Node& node, Storage&& grad);
+
+}  // namespace xgrad

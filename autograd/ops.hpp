@@ -1,0 +1,120 @@
+#pragma once
+// The differentiable ops. Each records its own backward next to its forward (see
+// autograd/ops/*.cpp). Binary elementwise ops broadcast as numpy does, and their
+// gradients are summed back to each input's shape. Axes may be negative (from the end).
+// Both operands of a binary op must have the same dtype: convert with Tensor::to().
+
+#include <cstdint>
+#include <vector>
+
+#include "autograd/tensor.hpp"
+
+namespace xgrad {
+
+// ---- elementwise (ops/elementwise.cpp) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor add(const Tensor& x, double s);
+Tensor mul(const Tensor& x, double s);
+Tensor rsub(double s, const Tensor& x);  // s - x
+Tensor rdiv(double s, const Tensor& x);  // s / x
+Tensor pow(const Tensor& x, double exponent);
+Tensor pow(const Tensor& base, const Tensor& exponent);  // needs base > 0 where exponent's grad is used
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor abs(const Tensor& x);  // gradient 0 at 0
+
+// Comparisons give 1 where true and 0 where false, in the operands' dtype; no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double s);
+Tensor ne(const Tensor& a, double s);
+Tensor lt(const Tensor& a, double s);
+Tensor le(const Tensor& a, double s);
+Tensor gt(const Tensor& a, double s);
+Tensor ge(const Tensor& a, double s);
+
+// Selection. A condition or mask is any tensor: nonzero means true. All three operands
+// broadcast together; no gradient flows to the condition.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+// x with `value` wherever mask is true (as torch.masked_fill; mask broadcasts to x).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& x, double s);
+Tensor operator+(double s, const Tensor& x);
+Tensor operator-(const Tensor& x, double s);
+Tensor operator-(double s, const Tensor& x);
+Tensor operator*(const Tensor& x, double s);
+Tensor operator*(double s, const Tensor& x);
+Tensor operator/(const Tensor& x, double s);
+Tensor operator/(double s, const Tensor& x);
+
+// ---- activations (ops/activation.cpp) ----
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);  // gradient 0 at 0
+// Exact GELU, x * Phi(x); approximate = true uses the tanh form (as PyTorch's 'tanh').
+Tensor gelu(const Tensor& x, bool approximate = false);
+// Numerically stable: the row maximum is subtracted first.
+Tensor softmax(const Tensor& x, int axis = -1);
+Tensor log_softmax(const Tensor& x, int axis = -1);
+// Inverted dropout: in training, zeroes each element with probability p and scales the
+// rest by 1 / (1 - p), drawing from `gen`; identity when p == 0 or not training.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+// ---- reductions (ops/reduce.cpp) ----
+Tensor sum(const Tensor& x);  // all elements, shape []
+Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
+// Gradient flows to the first maximal element of each reduced group (as torch.max(dim)).
+Tensor max(const Tensor& x);
+Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
+
+// ---- linear algebra (ops/linalg.cpp) ----
+// Matrix product over the last two axes with broadcast batch axes, as numpy.matmul:
+// [..., n, k] x [..., k, m] -> [..., n, m]; a 1-D operand is a row (left) or column
+// (right) vector. transpose_a / transpose_b use the transposed last two axes of that
+// operand without copying it (the GEMM reads it transposed).
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+
+// ---- shape (ops/shape.cpp) ----
+// One entry may be -1: inferred from the element count.
+Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape);
+Tensor permute(const Tensor& x, const std::vector<int>& axes);
+Tensor transpose(const Tensor& x, int axis0, int axis1);
+// Elements start, start + step, ... < end along `axis` (end is clamped to the size).
+Tensor slice(const Tensor& x, int axis, std::size_t start, std::size_t end, std::size_t step = 1);
+Tensor concat(const std::vector<Tensor>& xs, int axis);
+// Pieces of the given sizes along `axis`; they must add up to that axis' size.
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::size_t>& sizes, int axis);
+// `chunks` pieces of equal size along `axis` (which must divide evenly).
+std::vector<Tensor> chunk(const Tensor& x, std::size_t chunks, int axis);
+Tensor unsqueeze(const Tensor& x, int axis);
+Tensor squeeze(const Tensor& x, int axis);  // the axis must have size 1
+Tensor expand(const Tensor& x, const Shape& shape);  // broadcast to `shape`
+
+// ---- indexing (ops/indexing.cpp) ----
+// Rows of weight [num, d] picked by ids of any shape: result ids.shape + [d].
+Tensor embedding(const Tensor& weight, const Indices& ids);
+
+// ---- losses (ops/loss.cpp) ----
+// Mean cross-entropy of logits [..., C] (classes on the last axis) against integer
+// targets of shape [...]. Targets equal to ignore_index count neither in the sum nor
+// in the mean; if every target is ignored the loss is 0 with zero gradient.
+Tensor cross_entropy(const Tensor& logits, const Indices& targets, std::int64_t ignore_index = -100);
+
+}  // namespace xgrad

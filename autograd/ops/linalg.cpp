@@ -1,0 +1,155 @@
+// Batched matrix product through CBLAS. Transposes (requested, or needed by backward)
+// become GEMM flags, never copies; broadcast batch gradients are summed by GEMMs with
+// beta = 1 into the same slot.
+
+#include "autograd/kernels/gemm.hpp"
+#include "autograd/ops.hpp"
+#include "autograd/ops/shape_util.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// Everything one matmul call needs: sizes of op(A) [n, k], op(B) [k, m], and for each
+// batch the offsets of its A, B and C matrices.
+struct MatmulPlan {
+  bool trans_a = false, trans_b = false;
+  std::size_t n = 0, k = 0, m = 0;
+  std::size_t lda = 0, ldb = 0;  // row strides of A and B as stored
+  std::vector<std::size_t> a_offset, b_offset;  // per output batch
+  Shape out_shape;
+};
+
+// Offsets of each output batch's matrix inside a source whose batch shape broadcasts.
+std::vector<std::size_t> batch_offsets(const Shape& source_batch, const Shape& out_batch,
+                                       std::size_t matrix_size) {
+  const std::size_t lead = out_batch.size() - source_batch.size();
+  std::vector<std::size_t> strides(out_batch.size(), 0);
+  std::size_t stride = matrix_size;
+  for (std::size_t i = out_batch.size(); i-- > lead;) {
+    const std::size_t dim = source_batch[i - lead];
+    strides[i] = dim == 1 ? 0 : stride;
+    stride *= dim;
+  }
+  std::vector<std::size_t> offsets(numel(out_batch), 0);
+  std::vector<std::size_t> index(out_batch.size(), 0);
+  for (std::size_t b = 0; b < offsets.size(); ++b) {
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < index.size(); ++i) offset += index[i] * strides[i];
+    offsets[b] = offset;
+    for (std::size_t i = index.size(); i-- > 0;) {  // next multi-index, row-major
+      if (++index[i] < out_batch[i]) break;
+      index[i] = 0;
+    }
+  }
+  return offsets;
+}
+
+MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_b) {
+  const auto describe = [&] {
+    return shape_str(a) + (trans_a ? " (transposed)" : "") + " and " + shape_str(b) +
+           (trans_b ? " (transposed)" : "");
+  };
+  if (a.size() < 2 || b.size() < 2) fail("matmul", "needs at least 2-D operands, got " + describe());
+  MatmulPlan p;
+  p.trans_a = trans_a;
+  p.trans_b = trans_b;
+  const std::size_t a_rows = a[a.size() - 2], a_cols = a.back();
+  const std::size_t b_rows = b[b.size() - 2], b_cols = b.back();
+  p.n = trans_a ? a_cols : a_rows;
+  p.k = trans_a ? a_rows : a_cols;
+  const std::size_t k_b = trans_b ? b_cols : b_rows;
+  p.m = trans_b ? b_rows : b_cols;
+  if (p.k != k_b)
+    fail("matmul", "shapes " + describe() + " do not match: inner dimensions " + std::to_string(p.k) +
+                       " and " + std::to_string(k_b));
+  p.lda = std::max<std::size_t>(a_cols, 1);  // CBLAS rejects a leading dimension of 0
+  p.ldb = std::max<std::size_t>(b_cols, 1);
+  const Shape a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
+  Shape out_batch;
+  try {
+    out_batch = broadcast_shapes("matmul", a_batch, b_batch);
+  } catch (const Error&) {
+    fail("matmul", "batch dimensions of " + describe() + " cannot be broadcast together");
+  }
+  if (numel(b_batch) == 1 && a_batch == out_batch && !trans_a) {
+    // B is one matrix and A is a contiguous stack: fold A's batches into its rows.
+    p.n *= numel(a_batch);
+    p.a_offset = {0};
+    p.b_offset = {0};
+  } else {
+    p.a_offset = batch_offsets(a_batch, out_batch, a_rows * a_cols);
+    p.b_offset = batch_offsets(b_batch, out_batch, b_rows * b_cols);
+  }
+  p.out_shape = out_batch;
+  p.out_shape.push_back(trans_a ? a_cols : a_rows);
+  p.out_shape.push_back(p.m);
+  return p;
+}
+
+bool is_empty(const MatmulPlan& p) { return p.n == 0 || p.m == 0 || p.k == 0; }
+
+template <class T>
+void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
+  if (is_empty(p)) return;  // nothing flows through an empty product
+  const T* g = ctx.grad().data();
+  const T* a = ctx.input(0).data();
+  const T* b = ctx.input(1).data();
+  const std::size_t c_size = p.n * p.m;
+  if (ctx.needs_grad(0)) {
+    T* da = ctx.grad_buffer(0).data();
+    for (std::size_t i = 0; i < p.a_offset.size(); ++i) {
+      if (!p.trans_a)  // dA = dC op(B)^T
+        kernels::gemm<T>(false, !p.trans_b, p.n, p.k, p.m, T(1), g + i * c_size, p.m,
+                         b + p.b_offset[i], p.ldb, T(1), da + p.a_offset[i], p.lda);
+      else  // A stored [k, n]: dA = op(B) dC^T
+        kernels::gemm<T>(p.trans_b, true, p.k, p.n, p.m, T(1), b + p.b_offset[i], p.ldb,
+                         g + i * c_size, p.m, T(1), da + p.a_offset[i], p.lda);
+    }
+  }
+  if (ctx.needs_grad(1)) {
+    T* db = ctx.grad_buffer(1).data();
+    for (std::size_t i = 0; i < p.b_offset.size(); ++i) {
+      if (!p.trans_b)  // dB = op(A)^T dC
+        kernels::gemm<T>(!p.trans_a, false, p.k, p.m, p.n, T(1), a + p.a_offset[i], p.lda,
+                         g + i * c_size, p.m, T(1), db + p.b_offset[i], p.ldb);
+      else  // B stored [m, k]: dB = dC^T op(A)
+        kernels::gemm<T>(true, p.trans_a, p.m, p.k, p.n, T(1), g + i * c_size, p.m,
+                         a + p.a_offset[i], p.lda, T(1), db + p.b_offset[i], p.ldb);
+    }
+  }
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  check_same_dtype("matmul", a, b);
+  // Vectors as numpy treats them: a row on the left, a column on the right.
+  if (a.dim() == 1 || b.dim() == 1) {
+    if ((a.dim() == 1 && transpose_a) || (b.dim() == 1 && transpose_b))
+      fail("matmul", "a 1-D operand cannot be transposed: shapes " + shape_str(a.shape()) + " and " +
+                         shape_str(b.shape()));
+    const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
+    const Tensor b2 = b.dim() == 1 ? unsqueeze(b, -1) : b;
+    Tensor out = matmul(a2, b2, transpose_a, transpose_b);
+    if (b.dim() == 1) out = squeeze(out, -1);
+    if (a.dim() == 1) out = squeeze(out, -2 + (b.dim() == 1 ? 1 : 0));
+    return out;
+  }
+  const MatmulPlan plan = plan_matmul(a.shape(), b.shape(), transpose_a, transpose_b);
+  return dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* av = a.node()->values<T>().data();
+    const T* bv = b.node()->values<T>().data();
+    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(plan.out_shape));
+    if (is_empty(plan)) out.fill(T(0));  // a sum over k = 0 terms; GEMM would not run
+    const std::size_t c_size = plan.n * plan.m;
+    for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i)
+      kernels::gemm<T>(plan.trans_a, plan.trans_b, plan.n, plan.m, plan.k, T(1), av + plan.a_offset[i],
+                       plan.lda, bv + plan.b_offset[i], plan.ldb, T(0), out.data() + i * c_size, plan.m);
+    return record<T>("matmul", std::move(out), {a, b},
+                     [plan](BackwardContext<T>& ctx) { matmul_backward(plan, ctx); });
+  });
+}
+
+}  // namespace xgrad

@@ -1,0 +1,125 @@
+#pragma once
+// The Tensor handle: a cheap, shared reference to one node of the autograd graph.
+// This header is light on purpose (no xtensor): user code and tests include it freely;
+// autograd/xtensor.hpp converts to and from xtensor arrays.
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace xgrad {
+
+using Shape = std::vector<std::size_t>;
+
+enum class DType { float32, float64 };
+
+// Every error xgrad raises for bad input; the message starts with the op's name.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+const char* dtype_name(DType dtype);
+std::string shape_str(const Shape& shape);  // "[2, 3]"
+std::size_t numel(const Shape& shape);
+
+struct Node;
+class Generator;
+
+// Integer ids (token ids, class targets): not differentiable, so not a Tensor.
+struct Indices {
+  std::vector<std::int64_t> values;
+  Shape shape;
+
+  Indices() = default;
+  Indices(std::vector<std::int64_t> values, Shape shape);  // checks numel(shape) == values.size()
+  std::size_t numel() const { return values.size(); }
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: defined() is false
+  explicit Tensor(std::shared_ptr<Node> node);
+
+  // Factories. Values are given as double and stored in `dtype`.
+  static Tensor from_vector(const std::vector<double>& values, Shape shape,
+                            DType dtype = DType::float32, bool requires_grad = false);
+  static Tensor scalar(double value, DType dtype = DType::float32);
+  static Tensor zeros(Shape shape, DType dtype = DType::float32);
+  static Tensor ones(Shape shape, DType dtype = DType::float32);
+  static Tensor full(Shape shape, double value, DType dtype = DType::float32);
+  static Tensor arange(std::size_t n, DType dtype = DType::float32);
+  static Tensor randn(Shape shape, Generator& gen, DType dtype = DType::float32);
+  static Tensor uniform(Shape shape, double low, double high, Generator& gen,
+                        DType dtype = DType::float32);
+
+  bool defined() const { return node_ != nullptr; }
+  Shape shape() const;
+  std::size_t dim() const;
+  std::size_t size(int axis) const;  // negative axes count from the end
+  std::size_t numel() const;
+  DType dtype() const;
+
+  bool requires_grad() const;
+  // Marks a leaf as a parameter to differentiate with respect to.
+  Tensor& requires_grad_(bool enabled = true);
+  bool is_leaf() const;  // made by the user (or detached), not by a recorded op
+  const char* op_name() const;  // op that produced this tensor, "" for leaves
+
+  Tensor grad() const;  // undefined until a backward reaches this leaf
+  void zero_grad();     // forgets the accumulated gradient
+  Tensor detach() const;  // same data, no graph, requires_grad false
+  Tensor to(DType dtype) const;  // differentiable cast
+  Tensor clone() const;          // copy of the data, no graph
+
+  double item() const;  // the value of a one-element tensor
+  std::vector<double> to_vector() const;
+  // Raw contiguous row-major data; T must match dtype() (checked).
+  template <class T> T* data();
+  template <class T> const T* data() const;
+
+  // Reverse-mode sweep from this tensor. A scalar root is seeded with 1; any other
+  // root needs a seed of its shape. The graph is freed afterwards unless retain_graph.
+  void backward(bool retain_graph = false) const;
+  void backward(const Tensor& seed, bool retain_graph = false) const;
+
+  const std::shared_ptr<Node>& node() const { return node_; }
+
+ private:
+  std::shared_ptr<Node> node_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// While alive, ops record no graph (evaluation, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+bool grad_enabled();
+
+// While alive, the first op whose forward output or backward gradient holds a NaN or
+// Inf throws an Error naming the op and its input shapes.
+class AnomalyModeGuard {
+ public:
+  AnomalyModeGuard();
+  ~AnomalyModeGuard();
+  AnomalyModeGuard(const AnomalyModeGuard&) = delete;
+  AnomalyModeGuard& operator=(const AnomalyModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+bool anomaly_mode_enabled();
+
+}  // namespace xgrad

@@ -1,0 +1,64 @@
+#pragma once
+// Shared by the test suites: seeded inputs, gradient checks reported through Boost.Test,
+// and checks that an error names what it should.
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <initializer_list>
+#include <string>
+
+#include "autograd/gradcheck.hpp"
+#include "autograd/ops.hpp"
+#include "autograd/random.hpp"
+
+namespace xgrad::test {
+
+// N(0, 1) values in float64, a parameter unless requires_grad is false.
+inline Tensor randn64(Shape shape, std::uint64_t seed, bool requires_grad = true) {
+  Generator gen(seed);
+  Tensor t = Tensor::randn(std::move(shape), gen, DType::float64);
+  t.requires_grad_(requires_grad);
+  return t;
+}
+
+inline Tensor uniform64(Shape shape, double low, double high, std::uint64_t seed,
+                        bool requires_grad = true) {
+  Generator gen(seed);
+  Tensor t = Tensor::uniform(std::move(shape), low, high, gen, DType::float64);
+  t.requires_grad_(requires_grad);
+  return t;
+}
+
+// Runs gradcheck with its default tolerances; a failure shows gradcheck's report.
+inline void check_gradients(const TensorFunction& f, const std::vector<Tensor>& inputs) {
+  try {
+    BOOST_CHECK(gradcheck(f, inputs));
+  } catch (const Error& e) {
+    BOOST_ERROR(e.what());
+  }
+}
+
+inline void check_close(const std::vector<double>& actual, const std::vector<double>& expected,
+                        double tolerance = 1e-12) {
+  BOOST_REQUIRE_EQUAL(actual.size(), expected.size());
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    BOOST_CHECK_MESSAGE(std::abs(actual[i] - expected[i]) <= tolerance * (1.0 + std::abs(expected[i])),
+                        "element " << i << ": " << actual[i] << " vs expected " << expected[i]);
+}
+
+// `f` must throw xgrad::Error whose message contains every one of `parts`.
+template <class F>
+void check_error(F&& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    BOOST_ERROR("expected an xgrad::Error, nothing was thrown");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& part : parts)
+      BOOST_CHECK_MESSAGE(message.find(part) != std::string::npos,
+                          "message \"" << message << "\" lacks \"" << part << "\"");
+  }
+}
+
+}  // namespace xgrad::test

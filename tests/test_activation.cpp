@@ -1,0 +1,97 @@
+#define BOOST_TEST_MODULE activation
+#include "helpers.hpp"
+
+#include <limits>
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+using Inputs = std::vector<Tensor>;
+
+BOOST_AUTO_TEST_CASE(pointwise_activation_gradients) {
+  const Tensor x = randn64({3, 5}, 1);
+  check_gradients([](const Inputs& in) { return tanh(in[0]); }, {x});
+  check_gradients([](const Inputs& in) { return sigmoid(in[0]); }, {x});
+  check_gradients([](const Inputs& in) { return relu(in[0]); }, {x});
+  check_gradients([](const Inputs& in) { return gelu(in[0]); }, {x});
+  check_gradients([](const Inputs& in) { return gelu(in[0], /*approximate=*/true); }, {x});
+}
+
+BOOST_AUTO_TEST_CASE(activation_values) {
+  const Tensor x = Tensor::from_vector({-1.0, 0.0, 2.0}, {3}, DType::float64);
+  check_close(relu(x).to_vector(), {0.0, 0.0, 2.0});
+  check_close(sigmoid(x).to_vector(), {1 / (1 + std::exp(1.0)), 0.5, 1 / (1 + std::exp(-2.0))});
+  check_close(tanh(x).to_vector(), {std::tanh(-1.0), 0.0, std::tanh(2.0)});
+  // GELU(x) = x * Phi(x); PyTorch's values to 1e-12.
+  check_close(gelu(x).to_vector(), {-0.15865525393145707, 0.0, 1.9544997361036416});
+  check_close(gelu(x, true).to_vector(), {-0.15880800939172324, 0.0, 1.954597694087775});
+  // Saturation stays finite.
+  const Tensor big = Tensor::from_vector({-1000.0, 1000.0}, {2}, DType::float32);
+  check_close(sigmoid(big).to_vector(), {0.0, 1.0});
+}
+
+BOOST_AUTO_TEST_CASE(softmax_over_every_axis) {
+  const Tensor x = randn64({2, 3, 4}, 2);
+  for (int axis : {0, 1, 2, -1, -2}) {
+    check_gradients([axis](const Inputs& in) { return softmax(in[0], axis); }, {x});
+    check_gradients([axis](const Inputs& in) { return log_softmax(in[0], axis); }, {x});
+    // Rows sum to one along the axis.
+    const auto sums = sum(softmax(x, axis), {axis}).to_vector();
+    for (double s : sums) BOOST_CHECK_CLOSE(s, 1.0, 1e-10);
+    check_close(log_softmax(x, axis).to_vector(), log(softmax(x, axis)).to_vector(), 1e-12);
+  }
+  check_error([&] { softmax(x, 3); }, {"softmax", "axis 3", "[2, 3, 4]"});
+}
+
+BOOST_AUTO_TEST_CASE(softmax_with_large_logits_does_not_overflow) {
+  for (DType dtype : {DType::float32, DType::float64}) {
+    const Tensor x = Tensor::from_vector({1000.0, 1001.0, 999.0, -1e4, 1e4, 0.0}, {2, 3}, dtype);
+    const auto p = softmax(x).to_vector();
+    const auto lp = log_softmax(x).to_vector();
+    const double e = std::exp(1.0), z = 1 + e + 1 / e;
+    check_close(p, {1 / z, e / z, 1 / (e * z), 0.0, 1.0, 0.0}, 1e-6);
+    check_close({lp[0], lp[1], lp[2], lp[4]}, {-std::log(z), 1 - std::log(z), -1 - std::log(z), 0.0}, 1e-6);
+    BOOST_CHECK_CLOSE(lp[3], -2e4, 1e-5);
+  }
+  // Gradient check at large, well separated-but-not-saturated logits.
+  const Tensor big = add(randn64({2, 5}, 3, false), 500.0).requires_grad_();
+  check_gradients([](const Inputs& in) { return softmax(in[0]); }, {big});
+  check_gradients([](const Inputs& in) { return log_softmax(in[0]); }, {big});
+}
+
+BOOST_AUTO_TEST_CASE(fully_masked_softmax_row_is_zero_not_nan) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor x = Tensor::from_vector({-inf, -inf, 0.0, 1.0}, {2, 2}, DType::float64);
+  const auto p = softmax(x).to_vector();
+  check_close({p[0], p[1]}, {0.0, 0.0});
+  BOOST_CHECK_CLOSE(p[2] + p[3], 1.0, 1e-12);
+  const auto lp = log_softmax(x).to_vector();
+  BOOST_CHECK(std::isinf(lp[0]) && lp[0] < 0);
+}
+
+BOOST_AUTO_TEST_CASE(dropout_is_inverted_seeded_and_identity_when_off) {
+  const Tensor x = randn64({4, 50}, 4);
+  Generator gen(7);
+  // Identity when not training or p == 0: the very same tensor.
+  BOOST_CHECK(dropout(x, 0.5, false, gen).node() == x.node());
+  BOOST_CHECK(dropout(x, 0.0, true, gen).node() == x.node());
+
+  Generator g1(11), g2(11);
+  const auto a = dropout(x, 0.3, true, g1).to_vector();
+  const auto b = dropout(x, 0.3, true, g2).to_vector();
+  BOOST_CHECK(a == b);  // same seed, same mask
+  const auto xv = x.to_vector();
+  std::size_t dropped = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == 0.0) ++dropped;
+    else BOOST_CHECK_CLOSE(a[i], xv[i] / 0.7, 1e-10);
+  }
+  BOOST_CHECK(dropped > 30 && dropped < 90);  // about 60 of 200
+
+  check_gradients([](const Inputs& in) {
+    Generator fixed(5);  // reseeded per call: gradcheck needs a deterministic function
+    return dropout(in[0], 0.4, true, fixed);
+  }, {x});
+  check_error([&] { dropout(x, 1.0, true, gen); }, {"dropout", "outside [0, 1)"});
+  check_error([&] { dropout(x, -0.1, true, gen); }, {"dropout"});
+}

@@ -1,0 +1,110 @@
+#define BOOST_TEST_MODULE elementwise
+#include "helpers.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+using Inputs = std::vector<Tensor>;
+using Binary = Tensor (*)(const Tensor&, const Tensor&);
+
+BOOST_AUTO_TEST_CASE(arithmetic_gradients_same_shape) {
+  const Tensor a = randn64({3, 4}, 1), b = uniform64({3, 4}, 0.5, 2.0, 2);
+  check_gradients([](const Inputs& in) { return add(in[0], in[1]); }, {a, b});
+  check_gradients([](const Inputs& in) { return sub(in[0], in[1]); }, {a, b});
+  check_gradients([](const Inputs& in) { return mul(in[0], in[1]); }, {a, b});
+  check_gradients([](const Inputs& in) { return div(in[0], in[1]); }, {a, b});
+  check_gradients([](const Inputs& in) { return neg(in[0]); }, {a});
+}
+
+BOOST_AUTO_TEST_CASE(arithmetic_gradients_broadcast) {
+  // [3, 1, 4] with [2, 4]: both sides broadcast, gradients are summed back.
+  const Tensor a = randn64({3, 1, 4}, 3), b = uniform64({2, 4}, 0.5, 2.0, 4);
+  for (Binary op : std::vector<Binary>{add, sub, mul, div}) {
+    Tensor out = op(a, b);
+    BOOST_CHECK(out.shape() == (Shape{3, 2, 4}));
+    check_gradients([op](const Inputs& in) { return op(in[0], in[1]); }, {a, b});
+  }
+  // A scalar tensor and a column against a row.
+  const Tensor s = uniform64({}, 0.5, 2.0, 5), col = randn64({3, 1}, 6), row = uniform64({1, 5}, 0.5, 2, 7);
+  check_gradients([](const Inputs& in) { return in[0] * in[1]; }, {s, a});
+  check_gradients([](const Inputs& in) { return in[0] / in[1]; }, {col, row});
+}
+
+BOOST_AUTO_TEST_CASE(broadcast_values) {
+  Tensor a = Tensor::from_vector({1, 2, 3}, {3, 1}, DType::float64);
+  Tensor b = Tensor::from_vector({10, 20}, {2}, DType::float64);
+  Tensor c = a + b;
+  BOOST_CHECK(c.shape() == (Shape{3, 2}));
+  check_close(c.to_vector(), {11, 21, 12, 22, 13, 23});
+}
+
+BOOST_AUTO_TEST_CASE(scalar_variants_and_operators) {
+  const Tensor x = uniform64({2, 3}, 0.5, 2.0, 8);
+  check_gradients([](const Inputs& in) { return in[0] + 2.5; }, {x});
+  check_gradients([](const Inputs& in) { return 2.5 - in[0]; }, {x});
+  check_gradients([](const Inputs& in) { return in[0] - 2.5; }, {x});
+  check_gradients([](const Inputs& in) { return 3.0 * in[0]; }, {x});
+  check_gradients([](const Inputs& in) { return in[0] / 4.0; }, {x});
+  check_gradients([](const Inputs& in) { return 2.0 / in[0]; }, {x});
+  check_gradients([](const Inputs& in) { return -in[0]; }, {x});
+  check_close((2.0 - Tensor::from_vector({0.5}, {1}, DType::float64)).to_vector(), {1.5});
+  check_close((2.0 / Tensor::from_vector({0.5}, {1}, DType::float64)).to_vector(), {4.0});
+}
+
+BOOST_AUTO_TEST_CASE(pow_exp_log_sqrt_abs) {
+  const Tensor pos = uniform64({2, 3}, 0.5, 2.0, 9);
+  const Tensor any = randn64({2, 3}, 10);
+  check_gradients([](const Inputs& in) { return pow(in[0], 3.0); }, {any});
+  check_gradients([](const Inputs& in) { return pow(in[0], -1.5); }, {pos});
+  check_gradients([](const Inputs& in) { return pow(in[0], in[1]); }, {pos, any});
+  check_gradients([](const Inputs& in) { return pow(in[0], in[1]); }, {pos, uniform64({3}, -1, 1, 11)});
+  check_gradients([](const Inputs& in) { return exp(in[0]); }, {any});
+  check_gradients([](const Inputs& in) { return log(in[0]); }, {pos});
+  check_gradients([](const Inputs& in) { return sqrt(in[0]); }, {pos});
+  check_gradients([](const Inputs& in) { return abs(in[0]); }, {any});
+  check_close(abs(Tensor::from_vector({-2, 0, 3}, {3}, DType::float64)).to_vector(), {2, 0, 3});
+}
+
+BOOST_AUTO_TEST_CASE(comparisons) {
+  Tensor a = Tensor::from_vector({1, 2, 3}, {3}, DType::float64);
+  Tensor b = Tensor::from_vector({2, 2, 2}, {3}, DType::float64);
+  check_close(eq(a, b).to_vector(), {0, 1, 0});
+  check_close(ne(a, b).to_vector(), {1, 0, 1});
+  check_close(lt(a, b).to_vector(), {1, 0, 0});
+  check_close(le(a, b).to_vector(), {1, 1, 0});
+  check_close(gt(a, b).to_vector(), {0, 0, 1});
+  check_close(ge(a, b).to_vector(), {0, 1, 1});
+  check_close(eq(a, 3.0).to_vector(), {0, 0, 1});
+  check_close(gt(a, 1.5).to_vector(), {0, 1, 1});
+  BOOST_CHECK(!eq(randn64({3}, 1), 0.0).requires_grad());
+}
+
+BOOST_AUTO_TEST_CASE(where_and_masked_fill) {
+  const Tensor a = randn64({2, 3}, 12), b = randn64({3}, 13);
+  const Tensor cond = Tensor::from_vector({1, 0, 1, 0, 0, 1}, {2, 3}, DType::float32);
+  check_gradients([cond](const Inputs& in) { return where(cond, in[0], in[1]); }, {a, b});
+  Tensor w = where(cond, a, b);
+  const auto av = a.to_vector(), bv = b.to_vector(), wv = w.to_vector();
+  BOOST_CHECK_EQUAL(wv[0], av[0]);
+  BOOST_CHECK_EQUAL(wv[1], bv[1]);
+
+  // The Annotated Transformer's idiom: hide positions where mask == 0.
+  const Tensor mask = Tensor::from_vector({1, 1, 0}, {1, 3}, DType::float64);
+  Tensor filled = masked_fill(a, eq(mask, 0.0), -1e9);
+  BOOST_CHECK_EQUAL(filled.to_vector()[2], -1e9);
+  BOOST_CHECK_EQUAL(filled.to_vector()[0], av[0]);
+  check_gradients([mask](const Inputs& in) { return masked_fill(in[0], eq(mask, 0.0), -1e9); }, {a});
+  check_error([&] { masked_fill(b, cond, 0.0); }, {"masked_fill", "[2, 3]", "[3]"});
+}
+
+BOOST_AUTO_TEST_CASE(shape_and_dtype_errors_name_the_op) {
+  const Tensor a = randn64({2, 3}, 14), b = randn64({4, 5}, 15);
+  check_error([&] { add(a, b); }, {"add", "[2, 3]", "[4, 5]"});
+  check_error([&] { mul(a, b); }, {"mul", "[2, 3]", "[4, 5]"});
+  check_error([&] { div(a, b); }, {"div"});
+  check_error([&] { sub(a, b); }, {"sub"});
+  check_error([&] { pow(a, b); }, {"pow"});
+  check_error([&] { where(a, a, b); }, {"where", "[2, 3]", "[4, 5]"});
+  check_error([&] { add(a, a.to(DType::float32)); }, {"add", "float64", "float32"});
+  check_error([&] { add(a, Tensor()); }, {"add", "undefined"});
+}

@@ -1,0 +1,181 @@
+#define BOOST_TEST_MODULE engine
+#include "helpers.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+BOOST_AUTO_TEST_CASE(tensor_basics) {
+  Tensor t = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, DType::float64);
+  BOOST_CHECK(t.shape() == (Shape{2, 3}));
+  BOOST_CHECK_EQUAL(t.numel(), 6u);
+  BOOST_CHECK_EQUAL(t.size(-1), 3u);
+  BOOST_CHECK(t.dtype() == DType::float64);
+  BOOST_CHECK(t.is_leaf());
+  BOOST_CHECK(!t.requires_grad());
+  BOOST_CHECK_EQUAL(t.data<double>()[4], 5.0);
+  BOOST_CHECK_EQUAL(sum(t).item(), 21.0);
+  check_error([&] { t.item(); }, {"item", "[2, 3]"});
+  check_error([&] { t.data<float>(); }, {"float32", "float64"});
+  check_error([] { Tensor::from_vector({1, 2, 3}, {2, 2}); }, {"from_vector", "[2, 2]"});
+  BOOST_CHECK(!Tensor().defined());
+}
+
+BOOST_AUTO_TEST_CASE(copies_share_the_node) {
+  Tensor a = Tensor::zeros({2});
+  Tensor b = a;  // a handle, not a copy of the data
+  b.data<float>()[0] = 7;
+  BOOST_CHECK_EQUAL(a.data<float>()[0], 7.0f);
+  Tensor c = a.clone();
+  c.data<float>()[0] = 1;
+  BOOST_CHECK_EQUAL(a.data<float>()[0], 7.0f);
+}
+
+BOOST_AUTO_TEST_CASE(simple_gradients) {
+  Tensor x = Tensor::from_vector({2.0}, {}, DType::float64, true);
+  Tensor y = x * x * x + 2.0 * x;  // dy/dx = 3x^2 + 2 = 14
+  y.backward();
+  BOOST_CHECK_CLOSE(x.grad().item(), 14.0, 1e-12);
+  BOOST_CHECK(!y.is_leaf());
+  BOOST_CHECK_EQUAL(std::string(y.op_name()), "add");
+}
+
+BOOST_AUTO_TEST_CASE(diamond_graph_sums_both_paths) {
+  // y = a*b + a*c with b = 2a, c = exp(a): a is reached along three paths.
+  Tensor a = Tensor::from_vector({0.5, -1.0}, {2}, DType::float64, true);
+  Tensor b = 2.0 * a;
+  Tensor c = exp(a);
+  Tensor y = sum(a * b + a * c);
+  y.backward();
+  const auto g = a.grad().to_vector();
+  const auto v = a.to_vector();
+  for (int i = 0; i < 2; ++i)
+    BOOST_CHECK_CLOSE(g[i], 4 * v[i] + std::exp(v[i]) * (1 + v[i]), 1e-10);
+}
+
+BOOST_AUTO_TEST_CASE(node_used_twice_as_both_operands) {
+  Tensor x = Tensor::from_vector({3.0}, {}, DType::float64, true);
+  Tensor y = x * x;
+  (y * y).backward();  // d(x^4)/dx = 4x^3
+  BOOST_CHECK_CLOSE(x.grad().item(), 108.0, 1e-12);
+}
+
+BOOST_AUTO_TEST_CASE(gradients_accumulate_across_backward_calls) {
+  Tensor x = Tensor::from_vector({1.0, 2.0}, {2}, DType::float64, true);
+  sum(x * 3.0).backward();
+  sum(x * 3.0).backward();
+  check_close(x.grad().to_vector(), {6.0, 6.0});
+  x.zero_grad();
+  BOOST_CHECK(!x.grad().defined());
+  sum(x).backward();
+  check_close(x.grad().to_vector(), {1.0, 1.0});
+}
+
+BOOST_AUTO_TEST_CASE(retain_graph_allows_a_second_backward) {
+  Tensor x = Tensor::from_vector({1.5}, {}, DType::float64, true);
+  Tensor y = exp(x) * x;
+  y.backward(/*retain_graph=*/true);
+  const double once = x.grad().item();
+  y.backward();
+  BOOST_CHECK_CLOSE(x.grad().item(), 2 * once, 1e-12);
+  // Now the graph is freed: a third pass is an error that says what to do.
+  check_error([&] { y.backward(); }, {"backward", "freed", "retain_graph"});
+}
+
+BOOST_AUTO_TEST_CASE(freed_graph_is_detected_below_the_root) {
+  Tensor x = Tensor::from_vector({1.0, 2.0}, {2}, DType::float64, true);
+  Tensor shared = exp(x);
+  sum(shared).backward();
+  check_error([&] { sum(shared * 2.0).backward(); }, {"backward", "exp", "freed"});
+}
+
+BOOST_AUTO_TEST_CASE(non_scalar_root_needs_a_seed) {
+  Tensor x = randn64({2, 3}, 1);
+  Tensor y = x * 2.0;
+  check_error([&] { y.backward(); }, {"backward", "[2, 3]", "seed"});
+  check_error([&] { y.backward(Tensor::ones({3, 2}, DType::float64)); }, {"backward", "[3, 2]", "[2, 3]"});
+  y.backward(Tensor::full({2, 3}, 0.5, DType::float64));
+  check_close(x.grad().to_vector(), std::vector<double>(6, 1.0));
+}
+
+BOOST_AUTO_TEST_CASE(backward_without_grad_is_an_error) {
+  Tensor x = Tensor::ones({2});
+  check_error([&] { sum(x).backward(); }, {"backward", "does not require grad"});
+  Tensor p = Tensor::ones({2}).requires_grad_();
+  check_error([&] { (p * 2.0).requires_grad_(false); }, {"requires_grad_", "mul_scalar"});
+}
+
+BOOST_AUTO_TEST_CASE(no_grad_guard_records_nothing) {
+  Tensor x = randn64({3}, 2);
+  {
+    NoGradGuard guard;
+    BOOST_CHECK(!grad_enabled());
+    Tensor y = x * 2.0;
+    BOOST_CHECK(!y.requires_grad());
+    BOOST_CHECK(y.is_leaf());
+    {
+      NoGradGuard nested;
+    }
+    BOOST_CHECK(!grad_enabled());  // the inner guard restores the outer state
+  }
+  BOOST_CHECK(grad_enabled());
+  BOOST_CHECK((x * 2.0).requires_grad());
+}
+
+BOOST_AUTO_TEST_CASE(detach_stops_gradient_and_shares_data) {
+  Tensor x = Tensor::from_vector({2.0}, {}, DType::float64, true);
+  Tensor d = x.detach();
+  BOOST_CHECK(!d.requires_grad());
+  (x * d).backward();  // d is a constant: gradient is d = 2, not 2x = 4
+  BOOST_CHECK_CLOSE(x.grad().item(), 2.0, 1e-12);
+  x.data<double>()[0] = 5.0;
+  BOOST_CHECK_EQUAL(d.item(), 5.0);
+}
+
+BOOST_AUTO_TEST_CASE(dtype_conversion_is_differentiable) {
+  Tensor x = Tensor::from_vector({0.25, 0.5}, {2}, DType::float32, true);
+  Tensor y = x.to(DType::float64);
+  BOOST_CHECK(y.dtype() == DType::float64);
+  sum(y * y).backward();
+  BOOST_CHECK(x.grad().dtype() == DType::float32);
+  check_close(x.grad().to_vector(), {0.5, 1.0});
+}
+
+BOOST_AUTO_TEST_CASE(a_chain_of_100000_ops) {
+  // Backward must not recurse and the graph must not be freed recursively either.
+  Tensor x = Tensor::from_vector({1.0}, {}, DType::float64, true);
+  Tensor y = x;
+  for (int i = 0; i < 100000; ++i) y = y * 1.0 + 0.0;
+  y.backward();
+  BOOST_CHECK_CLOSE(x.grad().item(), 1.0, 1e-12);
+  // Drop a retained chain too: its destruction is iterative.
+  Tensor z = x;
+  for (int i = 0; i < 100000; ++i) z = z + 1e-5;
+  z.backward(true);
+  BOOST_CHECK_CLOSE(z.item(), 2.0, 1e-9);
+  z = Tensor();
+}
+
+BOOST_AUTO_TEST_CASE(unreached_branches_get_no_gradient) {
+  Tensor x = randn64({2}, 4);
+  Tensor unused = randn64({2}, 5);
+  Tensor side = unused * 3.0;  // never part of the loss
+  sum(x * 2.0).backward();
+  BOOST_CHECK(!unused.grad().defined());
+  BOOST_CHECK(x.grad().defined());
+}
+
+BOOST_AUTO_TEST_CASE(anomaly_mode_names_the_op_in_forward) {
+  Tensor x = Tensor::from_vector({1.0, -1.0}, {2}, DType::float64, true);
+  BOOST_CHECK_NO_THROW(log(x));  // NaN silently without the guard, as in PyTorch
+  AnomalyModeGuard guard;
+  BOOST_CHECK(anomaly_mode_enabled());
+  check_error([&] { log(x); }, {"anomaly", "log", "forward", "[2]"});
+}
+
+BOOST_AUTO_TEST_CASE(anomaly_mode_names_the_op_in_backward) {
+  // sqrt(0) is finite but its gradient is infinite.
+  Tensor x = Tensor::from_vector({0.0, 4.0}, {2}, DType::float64, true);
+  AnomalyModeGuard guard;
+  Tensor y = sum(sqrt(x));
+  check_error([&] { y.backward(); }, {"anomaly", "sqrt", "backward"});
+}

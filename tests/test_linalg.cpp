@@ -1,0 +1,85 @@
+#define BOOST_TEST_MODULE linalg
+#include "helpers.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+using Inputs = std::vector<Tensor>;
+
+namespace {
+
+// Plain triple loop over the last two axes, batch axes already equal.
+std::vector<double> naive_matmul(const std::vector<double>& a, const std::vector<double>& b, std::size_t batch,
+                                 std::size_t n, std::size_t k, std::size_t m) {
+  std::vector<double> c(batch * n * m, 0.0);
+  for (std::size_t z = 0; z < batch; ++z)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < m; ++j)
+        for (std::size_t p = 0; p < k; ++p) c[(z * n + i) * m + j] += a[(z * n + i) * k + p] * b[(z * k + p) * m + j];
+  return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(matmul_values) {
+  const Tensor a = randn64({2, 3, 4}, 1), b = randn64({2, 4, 5}, 2);
+  const Tensor c = matmul(a, b);
+  BOOST_CHECK(c.shape() == (Shape{2, 3, 5}));
+  check_close(c.to_vector(), naive_matmul(a.to_vector(), b.to_vector(), 2, 3, 4, 5), 1e-12);
+  // Transposed operands are read in place and give the same product.
+  check_close(matmul(transpose(a, -1, -2), b, true, false).to_vector(), c.to_vector(), 1e-12);
+  check_close(matmul(a, transpose(b, -1, -2), false, true).to_vector(), c.to_vector(), 1e-12);
+  check_close(matmul(transpose(a, -1, -2), transpose(b, -1, -2), true, true).to_vector(), c.to_vector(), 1e-12);
+}
+
+BOOST_AUTO_TEST_CASE(matmul_gradients_2d_and_batched) {
+  check_gradients([](const Inputs& in) { return matmul(in[0], in[1]); }, {randn64({3, 4}, 3), randn64({4, 2}, 4)});
+  check_gradients([](const Inputs& in) { return matmul(in[0], in[1]); },
+                  {randn64({2, 3, 4}, 5), randn64({2, 4, 2}, 6)});
+  // A stack times one matrix (the Linear layer's case, batches folded into rows).
+  check_gradients([](const Inputs& in) { return matmul(in[0], in[1]); }, {randn64({2, 3, 4}, 7), randn64({4, 5}, 8)});
+  check_gradients([](const Inputs& in) { return matmul(in[0], in[1], false, true); },
+                  {randn64({2, 3, 4}, 7), randn64({5, 4}, 8)});
+}
+
+BOOST_AUTO_TEST_CASE(matmul_gradients_with_broadcast_batch) {
+  // [2, 1, 3, 4] x [3, 4, 2] -> [2, 3, 3, 2]: both sides broadcast their batch axes.
+  const Tensor a = randn64({2, 1, 3, 4}, 9), b = randn64({3, 4, 2}, 10);
+  BOOST_CHECK(matmul(a, b).shape() == (Shape{2, 3, 3, 2}));
+  check_gradients([](const Inputs& in) { return matmul(in[0], in[1]); }, {a, b});
+  // One matrix on the left, a stack on the right.
+  check_gradients([](const Inputs& in) { return matmul(in[0], in[1]); }, {randn64({3, 4}, 11), randn64({2, 4, 2}, 12)});
+}
+
+BOOST_AUTO_TEST_CASE(matmul_gradients_with_transposes) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const Tensor a = ta ? randn64({2, 4, 3}, 13) : randn64({2, 3, 4}, 13);
+      const Tensor b = tb ? randn64({1, 5, 4}, 14) : randn64({1, 4, 5}, 14);
+      BOOST_CHECK(matmul(a, b, ta, tb).shape() == (Shape{2, 3, 5}));
+      check_gradients([ta, tb](const Inputs& in) { return matmul(in[0], in[1], ta, tb); }, {a, b});
+    }
+}
+
+BOOST_AUTO_TEST_CASE(matmul_with_vectors) {
+  const Tensor m = randn64({3, 4}, 15), v = randn64({4}, 16), w = randn64({3}, 17);
+  BOOST_CHECK(matmul(m, v).shape() == (Shape{3}));
+  BOOST_CHECK(matmul(w, m).shape() == (Shape{4}));
+  BOOST_CHECK(matmul(v, v).shape().empty());
+  check_gradients([](const Inputs& in) { return matmul(in[0], in[1]); }, {m, v});
+  check_gradients([](const Inputs& in) { return matmul(in[0], in[1]); }, {w, m});
+  check_gradients([](const Inputs& in) { return matmul(in[0], in[1]); }, {v, randn64({4}, 18)});
+}
+
+BOOST_AUTO_TEST_CASE(matmul_with_an_empty_inner_dimension_is_zero) {
+  const Tensor c = matmul(Tensor::zeros({2, 0}), Tensor::zeros({0, 3}));
+  BOOST_CHECK(c.shape() == (Shape{2, 3}));
+  check_close(c.to_vector(), std::vector<double>(6, 0.0));
+}
+
+BOOST_AUTO_TEST_CASE(matmul_errors_name_the_shapes) {
+  check_error([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); }, {"matmul", "[2, 3]", "[4, 5]", "3 and 4"});
+  check_error([] { matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 4})); }, {"matmul", "batch", "[2, 2, 3]"});
+  check_error([] { matmul(Tensor::zeros({3}), Tensor::zeros({3, 2}), true); }, {"matmul", "1-D"});
+  check_error([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}, DType::float64)); }, {"matmul", "float32", "float64"});
+}

@@ -1,0 +1,79 @@
+#define BOOST_TEST_MODULE shape
+#include "helpers.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+using Inputs = std::vector<Tensor>;
+
+BOOST_AUTO_TEST_CASE(reshape_unsqueeze_squeeze) {
+  const Tensor x = randn64({2, 3, 4}, 1);
+  BOOST_CHECK(reshape(x, {6, -1}).shape() == (Shape{6, 4}));
+  BOOST_CHECK(reshape(x, {-1}).shape() == (Shape{24}));
+  check_close(reshape(x, {4, 6}).to_vector(), x.to_vector());
+  check_gradients([](const Inputs& in) { return reshape(in[0], {4, -1}) * 2.0; }, {x});
+  BOOST_CHECK(unsqueeze(x, 0).shape() == (Shape{1, 2, 3, 4}));
+  BOOST_CHECK(unsqueeze(x, -1).shape() == (Shape{2, 3, 4, 1}));
+  BOOST_CHECK(squeeze(unsqueeze(x, 1), 1).shape() == x.shape());
+  check_gradients([](const Inputs& in) { return squeeze(unsqueeze(in[0], 2), -2) * 2.0; }, {x});
+  check_error([&] { reshape(x, {5, -1}); }, {"reshape", "[2, 3, 4]", "24"});
+  check_error([&] { reshape(x, {-1, -1}); }, {"reshape", "-1"});
+  check_error([&] { squeeze(x, 0); }, {"squeeze", "[2, 3, 4]", "size 2"});
+}
+
+BOOST_AUTO_TEST_CASE(permute_and_transpose) {
+  const Tensor x = Tensor::from_vector({0, 1, 2, 3, 4, 5}, {2, 3}, DType::float64);
+  check_close(transpose(x, 0, 1).to_vector(), {0, 3, 1, 4, 2, 5});
+  const Tensor y = randn64({2, 3, 4}, 2);
+  BOOST_CHECK(permute(y, {2, 0, 1}).shape() == (Shape{4, 2, 3}));
+  check_gradients([](const Inputs& in) { return permute(in[0], {2, 0, 1}); }, {y});
+  check_gradients([](const Inputs& in) { return transpose(in[0], -1, 0); }, {y});
+  check_error([&] { permute(y, {0, 0, 1}); }, {"permute", "twice"});
+  check_error([&] { permute(y, {0, 1}); }, {"permute", "[2, 3, 4]"});
+}
+
+BOOST_AUTO_TEST_CASE(slice_values_and_gradients) {
+  const Tensor x = Tensor::from_vector({0, 1, 2, 3, 4, 5, 6, 7}, {2, 4}, DType::float64);
+  check_close(slice(x, 1, 1, 3).to_vector(), {1, 2, 5, 6});
+  check_close(slice(x, -1, 0, 4, 2).to_vector(), {0, 2, 4, 6});
+  check_close(slice(x, 0, 1, 100).to_vector(), {4, 5, 6, 7});  // end is clamped
+  BOOST_CHECK(slice(x, 1, 2, 2).shape() == (Shape{2, 0}));
+  const Tensor y = randn64({3, 5, 2}, 3);
+  check_gradients([](const Inputs& in) { return slice(in[0], 1, 1, 5, 2); }, {y});
+  // Overlapping slices accumulate into the same input.
+  check_gradients([](const Inputs& in) { return slice(in[0], 1, 0, 3) * slice(in[0], 1, 2, 5); }, {y});
+  check_error([&] { slice(y, 1, 6, 7); }, {"slice", "[3, 5, 2]"});
+  check_error([&] { slice(y, 3, 0, 1); }, {"slice", "axis 3"});
+}
+
+BOOST_AUTO_TEST_CASE(concat_split_chunk) {
+  const Tensor a = randn64({2, 3}, 4), b = randn64({2, 1}, 5), c = randn64({2, 2}, 6);
+  const Tensor joined = concat({a, b, c}, 1);
+  BOOST_CHECK(joined.shape() == (Shape{2, 6}));
+  check_close(slice(joined, 1, 3, 4).to_vector(), b.to_vector());
+  check_gradients([](const Inputs& in) { return concat({in[0], in[1], in[2]}, -1); }, {a, b, c});
+  check_gradients([](const Inputs& in) { return concat({in[0], in[0]}, 0); }, {a});
+
+  const auto parts = split(joined, {3, 1, 2}, 1);
+  BOOST_REQUIRE_EQUAL(parts.size(), 3u);
+  check_close(parts[0].to_vector(), a.to_vector());
+  check_close(parts[2].to_vector(), c.to_vector());
+  check_gradients([](const Inputs& in) {
+    auto p = split(in[0], {1, 2}, 0);
+    return concat({p[1], p[0] * 3.0}, 0);
+  }, {randn64({3, 2}, 7)});
+  const auto thirds = chunk(randn64({6, 2}, 8), 3, 0);
+  BOOST_CHECK(thirds.size() == 3 && thirds[1].shape() == (Shape{2, 2}));
+  check_error([&] { concat({a, randn64({3, 3}, 9)}, 1); }, {"concat", "[3, 3]", "[2, 3]"});
+  check_error([&] { split(a, {1, 1}, 1); }, {"split", "[2, 3]"});
+  check_error([&] { chunk(a, 2, 1); }, {"chunk", "[2, 3]"});
+}
+
+BOOST_AUTO_TEST_CASE(expand_broadcasts_and_sums_back) {
+  const Tensor x = randn64({3, 1}, 10);
+  const Tensor e = expand(x, {2, 3, 4});
+  BOOST_CHECK(e.shape() == (Shape{2, 3, 4}));
+  BOOST_CHECK_EQUAL(e.to_vector()[5], x.to_vector()[1]);
+  check_gradients([](const Inputs& in) { return expand(in[0], {2, 3, 4}); }, {x});
+  check_error([&] { expand(x, {2, 4}); }, {"expand", "[3, 1]", "[2, 4]"});
+}
