@@ -53,3 +53,19 @@ BOOST_AUTO_TEST_CASE(a_function_that_leaves_float64_is_refused) {
   check_error([] { gradcheck([](const Inputs& in) { return in[0].to(DType::float32); }, {randn64({2}, 9)}); },
               {"gradcheck", "float32"});
 }
+
+// The example in the README, kept compiling and passing here.
+namespace {
+Tensor my_layer(const std::vector<Tensor>& in) {
+  const Tensor &x = in[0], &w = in[1], &b = in[2];
+  return gelu(matmul(x, w, /*transpose_a=*/false, /*transpose_b=*/true) + b);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(readme_example) {
+  Generator gen(0);
+  Tensor x = Tensor::randn({4, 3}, gen, DType::float64).requires_grad_();
+  Tensor w = Tensor::randn({5, 3}, gen, DType::float64).requires_grad_();
+  Tensor b = Tensor::randn({5}, gen, DType::float64);
+  BOOST_CHECK(gradcheck(my_layer, {x, w, b}));
+}
