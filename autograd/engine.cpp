@@ -23,7 +23,7 @@ AnomalyModeGuard::~AnomalyModeGuard() { anomaly_mode = previous_; }
 
 void accumulate_grad(Node& node, Storage&& grad) {
   if (!node.grad) {
-    node.grad = std::move(grad);
+    node.grad = std::make_shared<Storage>(std::move(grad));
     return;
   }
   std::visit(

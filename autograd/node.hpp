@@ -3,7 +3,6 @@
 // implementations and autograd/xtensor.hpp include it.
 
 #include <functional>
-#include <optional>
 #include <variant>
 
 #include <xtensor/xarray.hpp>
@@ -18,7 +17,8 @@ using NodePtr = std::shared_ptr<Node>;
 struct Node {
   // Shared so that detach() is free; parameters are updated in place through it.
   std::shared_ptr<Storage> value;
-  std::optional<Storage> grad;
+  // Shared so that Tensor::grad() hands it out without a copy; accumulation is in place.
+  std::shared_ptr<Storage> grad;
   bool requires_grad = false;
   const char* op = nullptr;  // the op that made this node; nullptr for a leaf
   // Inputs of the op, kept alive for backward. Backward closures must reach inputs

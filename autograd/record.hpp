@@ -38,7 +38,8 @@ class BackwardContext {
   // place (matmul with beta = 1, scatter-add for embedding).
   xt::xarray<T>& grad_buffer(std::size_t i) {
     Node& input = *self_.inputs[i];
-    if (!input.grad) input.grad = Storage(xt::xarray<T>(xt::zeros<T>(input.values<T>().shape())));
+    if (!input.grad)
+      input.grad = std::make_shared<Storage>(xt::xarray<T>(xt::zeros<T>(input.values<T>().shape())));
     return std::get<xt::xarray<T>>(*input.grad);
   }
 

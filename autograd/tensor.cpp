@@ -160,7 +160,9 @@ Tensor& Tensor::requires_grad_(bool enabled) {
 Tensor Tensor::grad() const {
   const Node& n = checked(*this, "grad");
   if (!n.grad) return Tensor();
-  return std::visit([](const auto& g) { return make_leaf(std::decay_t<decltype(g)>(g)); }, *n.grad);
+  auto grad = std::make_shared<Node>();
+  grad->value = n.grad;  // shared, not copied: later backward passes add into it
+  return Tensor(std::move(grad));
 }
 
 void Tensor::zero_grad() {

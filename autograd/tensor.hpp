@@ -70,7 +70,9 @@ class Tensor {
   bool is_leaf() const;  // made by the user (or detached), not by a recorded op
   const char* op_name() const;  // op that produced this tensor, "" for leaves
 
-  Tensor grad() const;  // undefined until a backward reaches this leaf
+  // Undefined until a backward reaches this leaf. Shares the gradient's storage (no
+  // copy), which later backward passes add into: clone() to keep a snapshot.
+  Tensor grad() const;
   void zero_grad();     // forgets the accumulated gradient
   Tensor detach() const;  // same data, no graph, requires_grad false
   Tensor to(DType dtype) const;  // differentiable cast

@@ -62,8 +62,12 @@ BOOST_AUTO_TEST_CASE(node_used_twice_as_both_operands) {
 BOOST_AUTO_TEST_CASE(gradients_accumulate_across_backward_calls) {
   Tensor x = Tensor::from_vector({1.0, 2.0}, {2}, DType::float64, true);
   sum(x * 3.0).backward();
+  const Tensor first = x.grad();
+  const Tensor snapshot = x.grad().clone();
   sum(x * 3.0).backward();
   check_close(x.grad().to_vector(), {6.0, 6.0});
+  check_close(first.to_vector(), {6.0, 6.0});  // grad() shares the accumulating storage
+  check_close(snapshot.to_vector(), {3.0, 3.0});
   x.zero_grad();
   BOOST_CHECK(!x.grad().defined());
   sum(x).backward();

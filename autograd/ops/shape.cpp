@@ -2,6 +2,7 @@
 // Each result owns its data (a contiguous copy); backward maps the gradient back.
 
 #include <numeric>
+#include <optional>
 
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xmanipulation.hpp>
