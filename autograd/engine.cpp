@@ -49,7 +49,8 @@ void check_anomaly(const char* op, const char* phase, const Storage& values,
       values);
   if (finite) return;
   std::string shapes;
-  for (const NodePtr& input : inputs) shapes += (shapes.empty() ? "" : ", ") + shape_str(input->shape());
+  for (const NodePtr& input : inputs)
+    if (input) shapes += (shapes.empty() ? "" : ", ") + shape_str(input->shape());
   fail(std::string("anomaly: ") + op, std::string(phase) + " produced NaN or Inf (inputs " + shapes + ")");
 }
 
@@ -65,7 +66,7 @@ std::vector<NodePtr> topological_order(const NodePtr& root) {
     auto& [node, next_input] = stack.back();
     if (next_input < node->inputs.size()) {
       const NodePtr& input = node->inputs[next_input++];
-      if (!input->requires_grad || !visited.insert(input.get()).second) continue;
+      if (!input || !input->requires_grad || !visited.insert(input.get()).second) continue;
       if (input->graph_freed)
         fail("backward", std::string("the graph through '") + input->op +
                              "' was freed by an earlier backward(); pass retain_graph = true to "
@@ -90,7 +91,7 @@ void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
     node.backward(node);
     if (anomaly_mode)
       for (std::size_t i = 0; i < node.inputs.size(); ++i)
-        if (node.inputs[i]->grad)
+        if (node.inputs[i] && node.inputs[i]->grad)
           check_anomaly(node.op, ("backward (gradient of input " + std::to_string(i) + ")").c_str(),
                         *node.inputs[i]->grad, node.inputs);
     node.grad.reset();  // only leaves keep their gradient

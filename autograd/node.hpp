@@ -21,7 +21,7 @@ struct Node {
   std::shared_ptr<Storage> grad;
   bool requires_grad = false;
   const char* op = nullptr;  // the op that made this node; nullptr for a leaf
-  // Inputs of the op, kept alive for backward. Backward closures must reach inputs
+  // Inputs of the op, kept alive for backward (null for an optional input not given). Backward closures must reach inputs
   // through here and never capture a node: ~Node relies on it to free long chains
   // without recursion.
   std::vector<NodePtr> inputs;

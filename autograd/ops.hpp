@@ -91,6 +91,17 @@ Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
 // operand without copying it (the GEMM reads it transposed).
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
+// y = x W^T + b over the last axis: x [..., in], weight [out, in] (PyTorch's layout),
+// bias [out] or an undefined Tensor for none. One GEMM for all leading axes, the bias
+// folded in as its accumulator.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- normalization (ops/normalization.cpp) ----
+// (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as
+// PyTorch); weight and bias are [d], either may be an undefined Tensor for none.
+Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+
 // ---- shape (ops/shape.cpp) ----
 // One entry may be -1: inferred from the element count.
 Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape);

@@ -23,8 +23,10 @@ class BackwardContext {
   const xt::xarray<T>& grad() const { return std::get<xt::xarray<T>>(*self_.grad); }
   const xt::xarray<T>& output() const { return self_.values<T>(); }
   const xt::xarray<T>& input(std::size_t i) const { return self_.inputs[i]->values<T>(); }
-  bool needs_grad(std::size_t i) const { return self_.inputs[i]->requires_grad; }
+  // False for an optional input that was not given (an undefined Tensor).
+  bool needs_grad(std::size_t i) const { return self_.inputs[i] && self_.inputs[i]->requires_grad; }
   Node& input_node(std::size_t i) { return *self_.inputs[i]; }
+  bool has_input(std::size_t i) const { return self_.inputs[i] != nullptr; }
 
   // Adds g (which must have input i's shape) into input i's gradient.
   template <class E>

@@ -83,3 +83,26 @@ BOOST_AUTO_TEST_CASE(matmul_errors_name_the_shapes) {
   check_error([] { matmul(Tensor::zeros({3}), Tensor::zeros({3, 2}), true); }, {"matmul", "1-D"});
   check_error([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}, DType::float64)); }, {"matmul", "float32", "float64"});
 }
+
+BOOST_AUTO_TEST_CASE(linear_matches_matmul_plus_bias) {
+  const Tensor x = randn64({2, 3, 4}, 20), w = randn64({5, 4}, 21), b = randn64({5}, 22);
+  check_close(linear(x, w, b).to_vector(), (matmul(x, w, false, true) + b).to_vector(), 1e-12);
+  check_close(linear(x, w).to_vector(), matmul(x, w, false, true).to_vector(), 1e-12);
+  BOOST_CHECK(linear(randn64({4}, 23), w, b).shape() == (Shape{5}));
+}
+
+BOOST_AUTO_TEST_CASE(linear_gradients) {
+  const Tensor x = randn64({2, 3, 4}, 24), w = randn64({5, 4}, 25), b = randn64({5}, 26);
+  check_gradients([](const Inputs& in) { return linear(in[0], in[1], in[2]); }, {x, w, b});
+  check_gradients([](const Inputs& in) { return linear(in[0], in[1]); }, {x, w});
+  check_gradients([](const Inputs& in) { return linear(in[0], in[1], in[2]); }, {randn64({4}, 27), w, b});
+  // The weight used twice in one graph accumulates through the GEMM's beta = 1.
+  check_gradients([](const Inputs& in) { return linear(linear(in[0], in[1]), in[1], in[2]); },
+                  {randn64({3, 4}, 28), randn64({4, 4}, 29), randn64({4}, 30)});
+}
+
+BOOST_AUTO_TEST_CASE(linear_errors) {
+  check_error([] { linear(Tensor::zeros({2, 3}), Tensor::zeros({5, 4})); }, {"linear", "[2, 3]", "[5, 4]"});
+  check_error([] { linear(Tensor::zeros({2, 4}), Tensor::zeros({5, 4}), Tensor::zeros({4})); },
+              {"linear", "bias", "[4]", "[5]"});
+}

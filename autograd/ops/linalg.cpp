@@ -153,3 +153,55 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 }
 
 }  // namespace xgrad
+
+namespace xgrad {
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_same_dtype("linear", x, weight);
+  const Shape x_shape = x.shape(), w_shape = weight.shape();
+  if (x_shape.empty() || w_shape.size() != 2 || w_shape[1] != x_shape.back())
+    fail("linear", "input " + shape_str(x_shape) + " does not fit weight " + shape_str(w_shape) +
+                       " (expected input [..., in] and weight [out, in])");
+  const std::size_t in = w_shape[1], out = w_shape[0];
+  if (bias.defined()) {
+    check_same_dtype("linear", x, bias);
+    if (bias.shape() != Shape{out})
+      fail("linear", "bias of shape " + shape_str(bias.shape()) + " does not fit weight " + shape_str(w_shape) +
+                         " (expected [" + std::to_string(out) + "])");
+  }
+  const std::size_t rows = in ? numel(x_shape) / in : numel(Shape(x_shape.begin(), x_shape.end() - 1));
+  Shape out_shape = x_shape;
+  out_shape.back() = out;
+  return dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    xt::xarray<T> y = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    T* yv = y.data();
+    if (bias.defined()) {
+      const T* b = bias.node()->values<T>().data();
+      for (std::size_t r = 0; r < rows; ++r) std::copy_n(b, out, yv + r * out);
+    } else {
+      std::fill_n(yv, rows * out, T(0));
+    }
+    if (rows && out && in)  // y += x W^T, the bias (or zeros) as GEMM's accumulator
+      kernels::gemm<T>(false, true, rows, out, in, T(1), x.node()->values<T>().data(), in,
+                       weight.node()->values<T>().data(), in, T(1), yv, out);
+    return record<T>("linear", std::move(y), {x, weight, bias}, [rows, in, out](BackwardContext<T>& ctx) {
+      const T* g = ctx.grad().data();
+      if (rows && out && in) {
+        if (ctx.needs_grad(0))  // dx = g W
+          kernels::gemm<T>(false, false, rows, in, out, T(1), g, out, ctx.input(1).data(), in, T(1),
+                           ctx.grad_buffer(0).data(), in);
+        if (ctx.needs_grad(1))  // dW = g^T x
+          kernels::gemm<T>(true, false, out, in, rows, T(1), g, out, ctx.input(0).data(), in, T(1),
+                           ctx.grad_buffer(1).data(), in);
+      }
+      if (ctx.needs_grad(2)) {  // db = column sums of g
+        T* db = ctx.grad_buffer(2).data();
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t o = 0; o < out; ++o) db[o] += g[r * out + o];
+      }
+    });
+  });
+}
+
+}  // namespace xgrad

@@ -1,0 +1,68 @@
+#include "autograd/kernels/layernorm.hpp"
+
+#include <cmath>
+
+namespace xgrad::kernels {
+
+template <class T>
+void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd,
+                        std::size_t rows, std::size_t d, T eps) {
+  const T inv_d = T(1) / static_cast<T>(d);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    T sum = 0;
+    for (std::size_t j = 0; j < d; ++j) sum += xr[j];
+    const T mu = sum * inv_d;
+    T squares = 0;  // two passes: the variance of shifted values does not cancel
+    for (std::size_t j = 0; j < d; ++j) squares += (xr[j] - mu) * (xr[j] - mu);
+    const T inv_std = T(1) / std::sqrt(squares * inv_d + eps);
+    for (std::size_t j = 0; j < d; ++j) {
+      T v = (xr[j] - mu) * inv_std;
+      if (weight) v *= weight[j];
+      if (bias) v += bias[j];
+      yr[j] = v;
+    }
+    mean[r] = mu;
+    rstd[r] = inv_std;
+  }
+}
+
+template <class T>
+void layer_norm_backward(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd,
+                         T* dx, T* dweight, T* dbias, std::size_t rows, std::size_t d) {
+  const T inv_d = T(1) / static_cast<T>(d);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    const T* dyr = dy + r * d;
+    T* dxr = dx + r * d;
+    // With xhat = (x - mean) * rstd and g = dy * weight:
+    //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+    T g_sum = 0, g_xhat_sum = 0;
+    for (std::size_t j = 0; j < d; ++j) {
+      const T xhat = (xr[j] - mean[r]) * rstd[r];
+      const T g = weight ? dyr[j] * weight[j] : dyr[j];
+      g_sum += g;
+      g_xhat_sum += g * xhat;
+      if (dweight) dweight[j] += dyr[j] * xhat;
+      if (dbias) dbias[j] += dyr[j];
+    }
+    const T g_mean = g_sum * inv_d, g_xhat_mean = g_xhat_sum * inv_d;
+    for (std::size_t j = 0; j < d; ++j) {
+      const T xhat = (xr[j] - mean[r]) * rstd[r];
+      const T g = weight ? dyr[j] * weight[j] : dyr[j];
+      dxr[j] = rstd[r] * (g - g_mean - xhat * g_xhat_mean);
+    }
+  }
+}
+
+#define XGRAD_INSTANTIATE(T)                                                                  \
+  template void layer_norm_forward<T>(const T*, const T*, const T*, T*, T*, T*, std::size_t,   \
+                                      std::size_t, T);                                        \
+  template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*,   \
+                                       T*, T*, std::size_t, std::size_t);
+XGRAD_INSTANTIATE(float)
+XGRAD_INSTANTIATE(double)
+#undef XGRAD_INSTANTIATE
+
+}  // namespace xgrad::kernels
