@@ -37,21 +37,30 @@ std::vector<std::vector<double>> input_grads(const Tensor& out, const Tensor& se
 }  // namespace
 
 bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+  // Private float64 copies, so the caller's tensors are never touched.
+  std::vector<Tensor> copies;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) throw Error("gradcheck: input " + std::to_string(i) + " is undefined");
+    copies.push_back(inputs[i].detach().to(DType::float64).clone().requires_grad_(inputs[i].requires_grad()));
+  }
+  return gradcheck_in_place(f, copies, options);
+}
+
+bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tensors,
+                        const GradcheckOptions& options) {
   const auto failed = [&](const std::string& message) {
     if (options.raise) throw GradcheckError("gradcheck: " + message);
     return false;
   };
-
-  // Private float64 copies, so the caller's tensors are never touched.
-  std::vector<Tensor> xs;
+  const auto input_name = [&](std::size_t i) {
+    return i < options.input_names.size() ? "'" + options.input_names[i] + "'" : std::to_string(i);
+  };
+  std::vector<Tensor> xs = tensors;
   std::vector<std::size_t> checked;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) throw Error("gradcheck: input " + std::to_string(i) + " is undefined");
-    xs.push_back(inputs[i].detach().to(DType::float64).clone());
-    if (inputs[i].requires_grad()) {
-      xs.back().requires_grad_();
-      checked.push_back(i);
-    }
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].defined() || xs[i].dtype() != DType::float64 || !xs[i].is_leaf())
+      throw Error("gradcheck: input " + std::to_string(i) + " must be a defined float64 leaf");
+    if (xs[i].requires_grad()) checked.push_back(i);
   }
   if (checked.empty()) throw Error("gradcheck: no input has requires_grad set");
 
@@ -94,7 +103,7 @@ bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const
           if (!(std::abs(exact - numeric) <= options.atol + options.rtol * std::abs(numeric))) {
             std::ostringstream report;
             report.precision(10);
-            report << "Jacobian mismatch for input " << checked[c] << " (shape " << shape_str(x.shape())
+            report << "Jacobian mismatch for input " << input_name(checked[c]) << " (shape " << shape_str(x.shape())
                    << ") at element " << index_str(e, x.shape()) << ", output element "
                    << index_str(o, out_shape) << ": analytic " << exact << ", numeric " << numeric
                    << " (atol " << options.atol << ", rtol " << options.rtol << ")";
@@ -112,7 +121,7 @@ bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const
     for (std::size_t c = 0; c < checked.size(); ++c)
       for (std::size_t e = 0; e < grads[c].size(); ++e)
         if (grads[c][e] != 0.0)
-          return failed("a zero output gradient gave input " + std::to_string(checked[c]) + " a gradient of " +
+          return failed("a zero output gradient gave input " + input_name(checked[c]) + " a gradient of " +
                         std::to_string(grads[c][e]) + " at element " + index_str(e, xs[checked[c]].shape()));
   }
   if (options.check_repeat) {
@@ -124,7 +133,7 @@ bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const
       for (std::size_t e = 0; e < first[c].size(); ++e)
         if (first[c][e] != second[c][e])
           return failed("two backward passes through the same graph disagree for input " +
-                        std::to_string(checked[c]) + " at element " + index_str(e, xs[checked[c]].shape()) +
+                        input_name(checked[c]) + " at element " + index_str(e, xs[checked[c]].shape()) +
                         ": " + std::to_string(first[c][e]) + " then " + std::to_string(second[c][e]));
   }
   return true;

@@ -26,6 +26,8 @@ struct GradcheckOptions {
   bool check_zero_grad = true;
   bool check_repeat = true;
   bool raise = true;  // throw GradcheckError on failure; otherwise return false
+  // Names for the inputs in failure reports ("input 2" without them).
+  std::vector<std::string> input_names;
 };
 
 class GradcheckError : public Error {
@@ -39,5 +41,11 @@ using TensorFunction = std::function<Tensor(const std::vector<Tensor>&)>;
 // options.raise is off) with a report: input, element index, analytic and numeric values.
 bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs,
                const GradcheckOptions& options = {});
+
+// The same checks on the given tensors themselves, without copies: each must be a
+// float64 leaf. Those with requires_grad are perturbed in place (and restored) and
+// their gradients are overwritten. nn::gradcheck uses it on a module's parameters.
+bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tensors,
+                        const GradcheckOptions& options = {});
 
 }  // namespace xgrad

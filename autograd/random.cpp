@@ -25,4 +25,11 @@ std::uint64_t Generator::below(std::uint64_t n) {
   return x % n;
 }
 
+Generator& default_generator() {
+  static Generator generator(0);
+  return generator;
+}
+
+void manual_seed(std::uint64_t seed) { default_generator().seed(seed); }
+
 }  // namespace xgrad

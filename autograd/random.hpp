@@ -23,4 +23,9 @@ class Generator {
   std::mt19937_64 engine_;
 };
 
+// The generator that parameter initialization and Dropout draw from unless given their
+// own (as PyTorch's global generator): manual_seed(s) makes model building repeatable.
+Generator& default_generator();
+void manual_seed(std::uint64_t seed);
+
 }  // namespace xgrad

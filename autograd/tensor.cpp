@@ -200,6 +200,14 @@ Tensor Tensor::to(DType target) const {
   });
 }
 
+void Tensor::set_data(const Tensor& source) {
+  Node& n = const_cast<Node&>(checked(*this, "set_data"));
+  if (!n.is_leaf())
+    fail("Tensor::set_data", std::string("only leaves can be overwritten; this tensor comes from '") + n.op + "'");
+  n.value = std::make_shared<Storage>(*checked(source, "set_data").value);
+  n.grad.reset();
+}
+
 double Tensor::item() const {
   const Node& n = checked(*this, "item");
   if (xgrad::numel(n.shape()) != 1)

@@ -77,6 +77,10 @@ class Tensor {
   Tensor detach() const;  // same data, no graph, requires_grad false
   Tensor to(DType dtype) const;  // differentiable cast
   Tensor clone() const;          // copy of the data, no graph
+  // Replaces this leaf's data by a copy of source's (shape and dtype may change) while
+  // keeping its node, so every handle to it (a layer's member, a module's registry) sees
+  // the new data. Drops the gradient. Module::to() and load_state_dict() use it.
+  void set_data(const Tensor& source);
 
   double item() const;  // the value of a one-element tensor
   std::vector<double> to_vector() const;

@@ -1,0 +1,78 @@
+#include "nn/embedding.hpp"
+
+#include <cmath>
+
+#include "autograd/ops.hpp"
+#include "nn/init.hpp"
+
+namespace xgrad::nn {
+
+namespace {
+
+// x + table[:L], with L read from x's position axis.
+Tensor add_positions(const char* layer, const Tensor& x, const Tensor& table, bool batch_first) {
+  const Shape shape = x.defined() ? x.shape() : Shape{};
+  const std::size_t max_len = table.shape()[0], d = table.shape()[1];
+  if (shape.size() < 2 || shape.back() != d || (!batch_first && shape.size() != 3))
+    throw Error(std::string(layer) + ": input " + shape_str(shape) + " does not fit d_model " + std::to_string(d) +
+                (batch_first ? " (expected [..., L, d])" : " (expected [L, N, d])"));
+  const std::size_t length = batch_first ? shape[shape.size() - 2] : shape[0];
+  if (length > max_len)
+    throw Error(std::string(layer) + ": sequence length " + std::to_string(length) + " of input " +
+                shape_str(shape) + " exceeds max_len " + std::to_string(max_len));
+  Tensor positions = slice(table, 0, 0, length);
+  if (!batch_first) positions = unsqueeze(positions, 1);  // [L, 1, d] broadcasts over N
+  return x + positions;
+}
+
+}  // namespace
+
+Embedding::Embedding(std::size_t num, std::size_t dim) : num_embeddings(num), embedding_dim(dim) {
+  weight = register_parameter("weight", Tensor::zeros({num, dim}));
+  init::normal_(weight, 0.0, 1.0);
+}
+
+Tensor Embedding::forward(const Indices& ids) { return embedding(weight, ids); }
+
+std::string Embedding::extra_repr() const {
+  return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
+}
+
+PositionalEncoding::PositionalEncoding(std::size_t d, std::size_t max_len, double dropout_p, bool batch_first)
+    : d_model(d), max_len(max_len), batch_first(batch_first) {
+  std::vector<double> table(max_len * d);
+  for (std::size_t pos = 0; pos < max_len; ++pos)
+    for (std::size_t i = 0; i < d; i += 2) {
+      const double angle = static_cast<double>(pos) * std::exp(-std::log(10000.0) * static_cast<double>(i) / static_cast<double>(d));
+      table[pos * d + i] = std::sin(angle);
+      if (i + 1 < d) table[pos * d + i + 1] = std::cos(angle);
+    }
+  pe = register_buffer("pe", Tensor::from_vector(table, {max_len, d}), /*persistent=*/false);
+  dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p));
+}
+
+Tensor PositionalEncoding::forward(const Tensor& x) {
+  return dropout->forward(add_positions("PositionalEncoding", x, pe, batch_first));
+}
+
+std::string PositionalEncoding::extra_repr() const {
+  return "d_model=" + std::to_string(d_model) + ", max_len=" + std::to_string(max_len) +
+         (batch_first ? "" : ", batch_first=false");
+}
+
+LearnedPositionalEncoding::LearnedPositionalEncoding(std::size_t max_len, std::size_t d, bool batch_first)
+    : max_len(max_len), d_model(d), batch_first(batch_first) {
+  weight = register_parameter("weight", Tensor::zeros({max_len, d}));
+  init::normal_(weight, 0.0, 1.0);
+}
+
+Tensor LearnedPositionalEncoding::forward(const Tensor& x) {
+  return add_positions("LearnedPositionalEncoding", x, weight, batch_first);
+}
+
+std::string LearnedPositionalEncoding::extra_repr() const {
+  return "max_len=" + std::to_string(max_len) + ", d_model=" + std::to_string(d_model) +
+         (batch_first ? "" : ", batch_first=false");
+}
+
+}  // namespace xgrad::nn

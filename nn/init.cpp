@@ -1,0 +1,57 @@
+#include "nn/init.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "autograd/ops.hpp"
+
+namespace xgrad::nn::init {
+
+Fans fans(const Shape& shape) {
+  if (shape.size() < 2)
+    throw Error("init.fans: needs a tensor of at least 2 dimensions, got " + shape_str(shape));
+  std::size_t receptive = 1;
+  for (std::size_t i = 2; i < shape.size(); ++i) receptive *= shape[i];
+  return {shape[1] * receptive, shape[0] * receptive};
+}
+
+double calculate_gain(Nonlinearity nonlinearity, double negative_slope) {
+  switch (nonlinearity) {
+    case Nonlinearity::linear:
+    case Nonlinearity::sigmoid: return 1.0;
+    case Nonlinearity::tanh: return 5.0 / 3.0;
+    case Nonlinearity::relu: return std::sqrt(2.0);
+    case Nonlinearity::leaky_relu: return std::sqrt(2.0 / (1.0 + negative_slope * negative_slope));
+  }
+  return 1.0;
+}
+
+void uniform_(Tensor& t, double low, double high, Generator& gen) {
+  NoGradGuard no_grad;
+  t.set_data(Tensor::uniform(t.shape(), low, high, gen, t.dtype()));
+}
+
+void normal_(Tensor& t, double mean, double std, Generator& gen) {
+  NoGradGuard no_grad;
+  t.set_data(Tensor::randn(t.shape(), gen, t.dtype()) * std + mean);
+}
+
+void constant_(Tensor& t, double value) { t.set_data(Tensor::full(t.shape(), value, t.dtype())); }
+void zeros_(Tensor& t) { constant_(t, 0.0); }
+void ones_(Tensor& t) { constant_(t, 1.0); }
+
+void xavier_uniform_(Tensor& t, double gain, Generator& gen) {
+  const Fans f = fans(t.shape());
+  const double bound = gain * std::sqrt(6.0 / static_cast<double>(f.in + f.out));
+  uniform_(t, -bound, bound, gen);
+}
+
+void kaiming_uniform_(Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity, Generator& gen) {
+  const Fans f = fans(t.shape());
+  const std::size_t fan = mode == FanMode::fan_in ? f.in : f.out;
+  if (fan == 0) throw Error("init.kaiming_uniform_: zero fan for shape " + shape_str(t.shape()));
+  const double bound = calculate_gain(nonlinearity, a) * std::sqrt(3.0 / static_cast<double>(fan));
+  uniform_(t, -bound, bound, gen);
+}
+
+}  // namespace xgrad::nn::init

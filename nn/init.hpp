@@ -1,0 +1,33 @@
+#pragma once
+// Parameter initialization, in place, with PyTorch's formulas (torch.nn.init). Each draws
+// from `gen`, by default the process-wide generator (xgrad::manual_seed).
+
+#include "autograd/random.hpp"
+#include "autograd/tensor.hpp"
+
+namespace xgrad::nn::init {
+
+enum class FanMode { fan_in, fan_out };
+enum class Nonlinearity { linear, sigmoid, tanh, relu, leaky_relu };
+
+struct Fans {
+  std::size_t in = 0, out = 0;
+};
+// For a weight [out, in, *receptive]: fan_in = in * receptive, fan_out = out * receptive.
+Fans fans(const Shape& shape);
+// The recommended gain for a nonlinearity (leaky_relu uses negative_slope).
+double calculate_gain(Nonlinearity nonlinearity, double negative_slope = 0.01);
+
+void uniform_(Tensor& t, double low, double high, Generator& gen = default_generator());
+void normal_(Tensor& t, double mean, double std, Generator& gen = default_generator());
+void constant_(Tensor& t, double value);
+void zeros_(Tensor& t);
+void ones_(Tensor& t);
+// U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio).
+void xavier_uniform_(Tensor& t, double gain = 1.0, Generator& gen = default_generator());
+// U(-b, b) with b = gain * sqrt(3 / fan) (He et al.); `a` is leaky_relu's slope.
+void kaiming_uniform_(Tensor& t, double a = 0.0, FanMode mode = FanMode::fan_in,
+                      Nonlinearity nonlinearity = Nonlinearity::leaky_relu,
+                      Generator& gen = default_generator());
+
+}  // namespace xgrad::nn::init

@@ -1,0 +1,15 @@
+#include "nn/loss.hpp"
+
+#include "autograd/ops.hpp"
+
+namespace xgrad::nn {
+
+Tensor CrossEntropyLoss::forward(const Tensor& logits, const Indices& targets) {
+  return cross_entropy(logits, targets, ignore_index);
+}
+
+std::string CrossEntropyLoss::extra_repr() const {
+  return ignore_index == -100 ? "" : "ignore_index=" + std::to_string(ignore_index);
+}
+
+}  // namespace xgrad::nn

@@ -1,0 +1,111 @@
+#pragma once
+// Module: the base of every layer and model, as torch.nn.Module. A module registers its
+// parameters, buffers and submodules by name; everything else (dotted names, train/eval,
+// dtype conversion, state dicts, printing) follows from that registry.
+//
+//   class Affine : public nn::Module {
+//    public:
+//     explicit Affine(std::size_t d)
+//         : scale(register_parameter("scale", Tensor::ones({d}))),
+//           shift(register_parameter("shift", Tensor::zeros({d}))) {}
+//     Tensor forward(const Tensor& x) override { return x * scale + shift; }
+//     Tensor scale, shift;
+//   };
+
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/gradcheck.hpp"
+#include "autograd/tensor.hpp"
+
+namespace xgrad::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = std::map<std::string, Tensor>;
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The single-tensor call that Sequential chains. Layers with other inputs (Embedding's
+  // ids, attention's query/key/value) add their own forward; this one then throws.
+  virtual Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  // Recursive, in registration order, with dotted paths: "blocks.0.attn.w_q.weight".
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  NamedTensors named_buffers() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
+    return children_;
+  }
+  std::size_t num_parameters() const;  // total element count
+
+  Module& train(bool on = true);  // recursive
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+  // Converts every parameter and buffer in place (handles held by layers stay valid).
+  Module& to(DType dtype);
+  void zero_grad();
+
+  // Parameters and persistent buffers by dotted name (the tensors themselves, not copies).
+  StateDict state_dict() const;
+  // Copies values in (converted to each destination's dtype). Checks everything first:
+  // missing or unexpected names (strict) and shape mismatches throw one Error listing
+  // them all, and leave the module unchanged.
+  virtual void load_state_dict(const StateDict& state, bool strict = true);
+
+  // "Linear" etc. (the class name by default) and the details shown in its print.
+  virtual std::string type_name() const;
+  virtual std::string extra_repr() const { return ""; }
+  // The module tree, one line per module with its parameter count.
+  std::string to_string() const;
+
+ protected:
+  // Registers a parameter (requires_grad is set) and returns the same tensor handle.
+  Tensor register_parameter(const std::string& name, Tensor value);
+  // A buffer is state that is not trained (a running statistic, a fixed table);
+  // non-persistent ones are left out of the state dict.
+  Tensor register_buffer(const std::string& name, Tensor value, bool persistent = true);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+ private:
+  struct Buffer {
+    std::string name;
+    Tensor value;
+    bool persistent;
+  };
+  void check_new_name(const std::string& name) const;
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void collect_parameters(const std::string& prefix, NamedTensors& out) const;
+  void collect_buffers(const std::string& prefix, bool persistent_only, NamedTensors& out) const;
+  void print_tree(std::ostream& os, const std::string& label, int depth) const;
+
+  NamedTensors parameters_;
+  std::vector<Buffer> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
+// Gradient check of a module in float64: converts the module with to(float64) (it stays
+// converted), then checks the gradient of forward(inputs) with respect to every input
+// that requires grad and every parameter, in place. Reseed any Generator forward uses.
+bool gradcheck(Module& module, const std::function<Tensor(const std::vector<Tensor>&)>& forward,
+               const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
+}  // namespace xgrad::nn

@@ -1,0 +1,11 @@
+#pragma once
+// Everything in nn/ at once.
+
+#include "nn/activation.hpp"
+#include "nn/embedding.hpp"
+#include "nn/init.hpp"
+#include "nn/linear.hpp"
+#include "nn/loss.hpp"
+#include "nn/module.hpp"
+#include "nn/normalization.hpp"
+#include "nn/sequential.hpp"

@@ -1,0 +1,30 @@
+#include "nn/normalization.hpp"
+
+#include <sstream>
+
+#include "autograd/ops.hpp"
+
+namespace xgrad::nn {
+
+LayerNorm::LayerNorm(std::size_t d, double eps, bool elementwise_affine) : d(d), eps(eps) {
+  if (!(eps > 0.0)) throw Error("LayerNorm: eps must be positive, got " + std::to_string(eps));
+  if (elementwise_affine) {
+    weight = register_parameter("weight", Tensor::ones({d}));
+    bias = register_parameter("bias", Tensor::zeros({d}));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  if (!x.defined() || x.dim() == 0 || x.shape().back() != d)
+    throw Error("LayerNorm: input " + shape_str(x.defined() ? x.shape() : Shape{}) +
+                " does not end in the normalized size " + std::to_string(d));
+  return layer_norm(x, weight, bias, eps);
+}
+
+std::string LayerNorm::extra_repr() const {
+  std::ostringstream os;
+  os << d << ", eps=" << eps << ", elementwise_affine=" << (weight.defined() ? "true" : "false");
+  return os.str();
+}
+
+}  // namespace xgrad::nn

@@ -1,0 +1,22 @@
+#include "nn/sequential.hpp"
+
+namespace xgrad::nn {
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+Module& Sequential::operator[](std::size_t i) const {
+  if (i >= size())
+    throw Error("Sequential: index " + std::to_string(i) + " is out of range for " + std::to_string(size()) +
+                " modules");
+  return *named_children()[i].second;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (const auto& [name, module] : named_children()) y = module->forward(y);
+  return y;
+}
+
+}  // namespace xgrad::nn

@@ -1,0 +1,315 @@
+#define BOOST_TEST_MODULE nn
+#include "helpers.hpp"
+
+#include <sstream>
+
+#include "nn/nn.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+using Inputs = std::vector<Tensor>;
+
+namespace {
+
+// A pre-LN residual block, to exercise nesting: x + ff(ln(x)).
+class Block : public nn::Module {
+ public:
+  explicit Block(std::size_t d) {
+    ln = register_module("ln", std::make_shared<nn::LayerNorm>(d));
+    ff = register_module("ff", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+                                   std::make_shared<nn::Linear>(d, 2 * d), std::make_shared<nn::ReLU>(),
+                                   std::make_shared<nn::Linear>(2 * d, d)}));
+  }
+  Tensor forward(const Tensor& x) override { return x + ff->forward(ln->forward(x)); }
+  std::shared_ptr<nn::LayerNorm> ln;
+  std::shared_ptr<nn::Sequential> ff;
+};
+
+class Model : public nn::Module {
+ public:
+  Model() {
+    blocks = register_module("blocks", std::make_shared<nn::Sequential>());
+    blocks->push_back(std::make_shared<Block>(4));
+    blocks->push_back(std::make_shared<Block>(4));
+    head = register_module("head", std::make_shared<nn::Linear>(4, 3));
+    register_buffer("steps", Tensor::zeros({1}));
+    register_buffer("scratch", Tensor::zeros({2}), /*persistent=*/false);
+  }
+  Tensor forward(const Tensor& x) override { return head->forward(blocks->forward(x)); }
+  std::shared_ptr<nn::Sequential> blocks;
+  std::shared_ptr<nn::Linear> head;
+};
+
+// The custom layer shown in the README.
+class Affine : public nn::Module {
+ public:
+  explicit Affine(std::size_t d)
+      : scale(register_parameter("scale", Tensor::ones({d}))),
+        shift(register_parameter("shift", Tensor::zeros({d}))) {}
+  Tensor forward(const Tensor& x) override { return x * scale + shift; }
+  Tensor scale, shift;
+};
+
+std::vector<std::string> names_of(const nn::NamedTensors& named) {
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : named) names.push_back(name);
+  return names;
+}
+
+void check_module_gradients(nn::Module& module, const std::function<Tensor(const Inputs&)>& forward,
+                            const Inputs& inputs) {
+  try {
+    BOOST_CHECK(nn::gradcheck(module, forward, inputs));
+  } catch (const Error& e) {
+    BOOST_ERROR(module.type_name() << ": " << e.what());
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(parameters_have_dotted_names_in_registration_order) {
+  Model model;
+  const std::vector<std::string> expected = {
+      "blocks.0.ln.weight",   "blocks.0.ln.bias",     "blocks.0.ff.0.weight", "blocks.0.ff.0.bias",
+      "blocks.0.ff.2.weight", "blocks.0.ff.2.bias",   "blocks.1.ln.weight",   "blocks.1.ln.bias",
+      "blocks.1.ff.0.weight", "blocks.1.ff.0.bias",   "blocks.1.ff.2.weight", "blocks.1.ff.2.bias",
+      "head.weight",          "head.bias"};
+  BOOST_CHECK(names_of(model.named_parameters()) == expected);
+  BOOST_CHECK_EQUAL(model.parameters().size(), expected.size());
+  for (const Tensor& p : model.parameters()) BOOST_CHECK(p.requires_grad());
+  // 2 blocks x (LN 8 + 4x8+8 + 8x4+4) + head 4x3+3
+  BOOST_CHECK_EQUAL(model.num_parameters(), 2u * (8 + 40 + 36) + 15);
+  BOOST_CHECK(names_of(model.named_buffers()) == (std::vector<std::string>{"steps", "scratch"}));
+  const nn::StateDict state = model.state_dict();
+  BOOST_CHECK_EQUAL(state.size(), expected.size() + 1);  // + the persistent buffer only
+  BOOST_CHECK(state.count("steps") && !state.count("scratch"));
+}
+
+BOOST_AUTO_TEST_CASE(train_and_eval_are_recursive) {
+  Model model;
+  model.eval();
+  BOOST_CHECK(!model.is_training() && !model.blocks->is_training() && !model.head->is_training());
+  BOOST_CHECK(!(*model.blocks)[1].is_training());
+  model.train();
+  BOOST_CHECK(model.is_training() && (*model.blocks)[0].is_training());
+}
+
+BOOST_AUTO_TEST_CASE(to_dtype_converts_in_place_and_keeps_handles) {
+  Model model;
+  const Tensor weight_handle = model.head->weight;
+  const auto before = weight_handle.to_vector();
+  model.to(DType::float64);
+  for (const Tensor& p : model.parameters()) BOOST_CHECK(p.dtype() == DType::float64);
+  BOOST_CHECK(model.head->weight.dtype() == DType::float64);
+  BOOST_CHECK(weight_handle.dtype() == DType::float64);  // the same node
+  check_close(weight_handle.to_vector(), before, 1e-7);
+  const Tensor y = model(randn64({2, 5, 4}, 1, false));
+  BOOST_CHECK(y.dtype() == DType::float64 && y.shape() == (Shape{2, 5, 3}));
+}
+
+BOOST_AUTO_TEST_CASE(zero_grad_clears_every_parameter) {
+  Model model;
+  sum(model(Tensor::ones({2, 4}))).backward();
+  for (const Tensor& p : model.parameters()) BOOST_CHECK(p.grad().defined());
+  model.zero_grad();
+  for (const Tensor& p : model.parameters()) BOOST_CHECK(!p.grad().defined());
+}
+
+BOOST_AUTO_TEST_CASE(state_dict_round_trip) {
+  manual_seed(1);
+  Model a;
+  manual_seed(2);
+  Model b;
+  const Tensor x = Tensor::randn({3, 4}, default_generator());
+  BOOST_CHECK(a(x).to_vector() != b(x).to_vector());
+  b.load_state_dict(a.state_dict());
+  BOOST_CHECK(a(x).to_vector() == b(x).to_vector());
+  // Loading copied the values: changing a leaves b alone.
+  a.head->weight.data<float>()[0] += 1.0f;
+  BOOST_CHECK(a(x).to_vector() != b(x).to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(load_errors_name_every_bad_entry_and_change_nothing) {
+  Model model;
+  nn::StateDict state = model.state_dict();
+  const auto before = model.head->weight.to_vector();
+  nn::StateDict bad;
+  for (const auto& [name, t] : state) bad[name] = t.clone() + 1.0;
+  bad.erase("head.bias");
+  bad["head.extra"] = Tensor::zeros({1});
+  bad["blocks.1.ln.weight"] = Tensor::zeros({5});
+  check_error([&] { model.load_state_dict(bad); },
+              {"load_state_dict", "missing: head.bias", "unexpected: head.extra",
+               "shape mismatch: blocks.1.ln.weight expects [4], got [5]"});
+  BOOST_CHECK(model.head->weight.to_vector() == before);
+  // Non-strict loading skips missing and unexpected names, but never a wrong shape.
+  bad["blocks.1.ln.weight"] = Tensor::ones({4});
+  model.load_state_dict(bad, /*strict=*/false);
+  BOOST_CHECK(model.head->weight.to_vector() != before);
+}
+
+BOOST_AUTO_TEST_CASE(printing_shows_the_tree_with_parameter_counts) {
+  Model model;
+  std::ostringstream os;
+  os << model;
+  const std::string text = os.str();
+  for (const char* part : {"Model()  # 183 parameters", "(blocks): Sequential()", "(0): Block()  # 84 parameters",
+                           "(ln): LayerNorm(4, eps=1e-05, elementwise_affine=true)  # 8 parameters",
+                           "(0): Linear(in_features=4, out_features=8, bias=true)  # 40 parameters",
+                           "(1): ReLU()", "(head): Linear(in_features=4, out_features=3, bias=true)"})
+    BOOST_CHECK_MESSAGE(text.find(part) != std::string::npos, text << "\nlacks: " << part);
+}
+
+BOOST_AUTO_TEST_CASE(registration_errors) {
+  class Twice : public nn::Module {
+   public:
+    Twice() {
+      register_parameter("w", Tensor::zeros({1}));
+      register_parameter("w", Tensor::zeros({1}));
+    }
+  };
+  check_error([] { Twice t; }, {"Twice", "'w'", "already registered"});
+  nn::Embedding table(3, 2);
+  nn::Module& as_module = table;
+  check_error([&] { as_module.forward(Tensor::zeros({2})); }, {"Embedding", "forward(Tensor)"});
+  nn::Sequential empty;
+  check_error([&] { empty[0]; }, {"Sequential", "index 0"});
+}
+
+BOOST_AUTO_TEST_CASE(initialization_follows_pytorch_and_the_seed) {
+  manual_seed(7);
+  nn::Linear a(16, 8);
+  manual_seed(7);
+  nn::Linear b(16, 8);
+  BOOST_CHECK(a.weight.to_vector() == b.weight.to_vector());
+  BOOST_CHECK(a.bias.to_vector() == b.bias.to_vector());
+  for (double w : a.weight.to_vector()) BOOST_CHECK(std::abs(w) <= 0.25);  // 1 / sqrt(16)
+  for (double w : a.bias.to_vector()) BOOST_CHECK(std::abs(w) <= 0.25);
+
+  nn::LayerNorm norm(5);
+  check_close(norm.weight.to_vector(), std::vector<double>(5, 1.0));
+  check_close(norm.bias.to_vector(), std::vector<double>(5, 0.0));
+
+  nn::Embedding table(200, 50);  // N(0, 1)
+  const auto v = table.weight.to_vector();
+  double mean = 0, square = 0;
+  for (double e : v) mean += e, square += e * e;
+  mean /= static_cast<double>(v.size());
+  BOOST_CHECK_SMALL(mean, 0.05);
+  BOOST_CHECK_CLOSE(std::sqrt(square / static_cast<double>(v.size()) - mean * mean), 1.0, 5.0);
+
+  Tensor w = Tensor::zeros({30, 20});
+  nn::init::xavier_uniform_(w);
+  const double bound = std::sqrt(6.0 / 50.0);
+  double largest = 0;
+  for (double e : w.to_vector()) largest = std::max(largest, std::abs(e));
+  BOOST_CHECK(largest <= bound && largest > 0.9 * bound);
+  BOOST_CHECK_CLOSE(nn::init::calculate_gain(nn::init::Nonlinearity::relu), std::sqrt(2.0), 1e-12);
+  check_error([] { Tensor v1 = Tensor::zeros({3}); nn::init::xavier_uniform_(v1); }, {"fans", "[3]"});
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_of_every_layer_through_the_module_api) {
+  const Tensor x = randn64({2, 3, 4}, 10);
+  nn::Linear linear(4, 5), linear_plain(4, 5, false);
+  check_module_gradients(linear, [&](const Inputs& in) { return linear(in[0]); }, {x});
+  check_module_gradients(linear_plain, [&](const Inputs& in) { return linear_plain(in[0]); }, {x});
+
+  nn::LayerNorm norm(4);
+  nn::init::normal_(norm.weight, 1.0, 0.5);  // away from the trivial ones/zeros
+  nn::init::normal_(norm.bias, 0.0, 0.5);
+  check_module_gradients(norm, [&](const Inputs& in) { return norm(in[0]); }, {x});
+
+  nn::Embedding table(6, 3);
+  const Indices ids({1, 5, 1, 0}, {2, 2});
+  check_module_gradients(table, [&](const Inputs&) { return table(ids); }, {});
+
+  nn::ReLU relu_layer;
+  nn::GELU gelu_layer, gelu_tanh(true);
+  nn::Softmax softmax_layer(1);
+  nn::LogSoftmax log_softmax_layer(-1);
+  for (nn::Module* m : std::initializer_list<nn::Module*>{&relu_layer, &gelu_layer, &gelu_tanh, &softmax_layer,
+                                                           &log_softmax_layer})
+    check_module_gradients(*m, [m](const Inputs& in) { return m->forward(in[0]); }, {x});
+
+  nn::Dropout drop(0.3);
+  check_module_gradients(drop, [&](const Inputs& in) {
+    manual_seed(3);  // the same mask on every call
+    return drop(in[0]);
+  }, {x});
+
+  nn::PositionalEncoding sinusoid(4, 10);
+  nn::PositionalEncoding sinusoid_seq_first(4, 10, 0.0, /*batch_first=*/false);
+  nn::LearnedPositionalEncoding learned(10, 4);
+  check_module_gradients(sinusoid, [&](const Inputs& in) { return sinusoid(in[0]); }, {x});
+  check_module_gradients(sinusoid_seq_first, [&](const Inputs& in) { return sinusoid_seq_first(in[0]); }, {x});
+  check_module_gradients(learned, [&](const Inputs& in) { return learned(in[0]); }, {x});
+
+  nn::CrossEntropyLoss loss(0);
+  nn::Linear classifier(4, 3);
+  const Indices targets({2, 0, 1, 0, 1, 2}, {2, 3});
+  check_module_gradients(classifier, [&](const Inputs& in) { return loss(classifier(in[0]), targets); }, {x});
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_of_a_two_layer_mlp) {
+  nn::Sequential mlp{std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::GELU>(),
+                     std::make_shared<nn::Linear>(8, 2)};
+  check_module_gradients(mlp, [&](const Inputs& in) { return mlp(in[0]); }, {randn64({3, 4}, 11)});
+  Model model;  // nested blocks with LayerNorm and residuals
+  check_module_gradients(model, [&](const Inputs& in) { return model(in[0]); }, {randn64({2, 4}, 12)});
+}
+
+BOOST_AUTO_TEST_CASE(module_gradcheck_reports_the_parameter_name) {
+  // A layer whose forward hides one use of its parameter from the graph.
+  class Broken : public nn::Module {
+   public:
+    Broken() : w(register_parameter("w", Tensor::ones({2}))) {}
+    Tensor forward(const Tensor& x) override { return x * w * w.detach(); }
+    Tensor w;
+  };
+  Broken broken;
+  check_error([&] { nn::gradcheck(broken, [&](const Inputs& in) { return broken(in[0]); }, {randn64({2}, 13)}); },
+              {"gradcheck", "'w'"});
+}
+
+BOOST_AUTO_TEST_CASE(dropout_module_seeded_in_training_identity_in_eval) {
+  nn::Dropout drop(0.5);
+  const Tensor x = Tensor::ones({1000});
+  manual_seed(42);
+  const auto first = drop(x).to_vector();
+  manual_seed(42);
+  BOOST_CHECK(drop(x).to_vector() == first);
+  const std::size_t zeros = static_cast<std::size_t>(std::count(first.begin(), first.end(), 0.0));
+  BOOST_CHECK(zeros > 400 && zeros < 600);
+  for (double v : first) BOOST_CHECK(v == 0.0 || v == 2.0);
+  drop.eval();
+  BOOST_CHECK(drop(x).node() == x.node());
+  // Its own generator, independent of the global one.
+  nn::Dropout own(0.5, std::make_shared<Generator>(9));
+  nn::Dropout same(0.5, std::make_shared<Generator>(9));
+  BOOST_CHECK(own(x).to_vector() == same(x).to_vector());
+  check_error([] { nn::Dropout bad(1.0); }, {"Dropout", "outside [0, 1)"});
+}
+
+BOOST_AUTO_TEST_CASE(positional_encoding_values_and_layouts) {
+  nn::PositionalEncoding pe(6, 50);
+  const auto table = pe.pe.to_vector();
+  BOOST_CHECK_CLOSE(table[3 * 6 + 0], std::sin(3.0), 1e-4);                        // pos 3, i = 0
+  BOOST_CHECK_CLOSE(table[3 * 6 + 3], std::cos(3.0 / std::pow(10000.0, 2.0 / 6)), 1e-4);  // pos 3, 2i+1 = 3
+  const Tensor zeros = Tensor::zeros({2, 5, 6});
+  const Tensor batch_first = pe(zeros);
+  nn::PositionalEncoding seq_first(6, 50, 0.0, false);
+  const Tensor sequence_first = seq_first(Tensor::zeros({5, 2, 6}));
+  // The same position gets the same vector in both layouts.
+  check_close(slice(slice(batch_first, 0, 1, 2), 1, 4, 5).to_vector(),
+              slice(slice(sequence_first, 0, 4, 5), 1, 1, 2).to_vector());
+  BOOST_CHECK(pe.state_dict().empty());  // the table is rebuilt, not saved
+  check_error([&] { pe(Tensor::zeros({1, 51, 6})); }, {"PositionalEncoding", "51", "max_len 50"});
+  check_error([&] { pe(Tensor::zeros({1, 5, 4})); }, {"PositionalEncoding", "[1, 5, 4]", "d_model 6"});
+}
+
+BOOST_AUTO_TEST_CASE(readme_custom_layer) {
+  Affine affine(3);
+  BOOST_CHECK(names_of(affine.named_parameters()) == (std::vector<std::string>{"scale", "shift"}));
+  check_module_gradients(affine, [&](const Inputs& in) { return affine(in[0]); }, {randn64({2, 3}, 14)});
+}
