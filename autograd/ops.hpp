@@ -5,6 +5,7 @@
 // Both operands of a binary op must have the same dtype: convert with Tensor::to().
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "autograd/tensor.hpp"
@@ -101,6 +102,41 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // PyTorch); weight and bias are [d], either may be an undefined Tensor for none.
 Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
+
+// ---- attention (ops/attention.cpp) ----
+struct AttentionOptions {
+  // Nonzero where query i may attend to key j (the Annotated Transformer's rule: a zero
+  // hides); any dtype, broadcastable to [..., Lq, Lk].
+  Tensor mask;
+  // Added to the scores: -inf hides, finite values bias (e.g. -1e9, or a position bias).
+  // Broadcastable to [..., Lq, Lk]; treated as a constant (no gradient flows into it).
+  Tensor additive_mask;
+  // Query i sees keys j <= i, counting both from the first position (top-left aligned
+  // when Lq != Lk, as PyTorch's is_causal).
+  bool is_causal = false;
+  std::optional<double> scale;  // default 1 / sqrt(dk)
+  // Dropout on the probabilities, with inverted scaling; the op applies it whenever it
+  // is positive, so pass 0 outside training. Draws one seed from `generator` (the
+  // process-wide default when null).
+  double dropout_p = 0.0;
+  Generator* generator = nullptr;
+  // Also return the probabilities [..., Lq, Lk] (after dropout, as applied to v). Only
+  // then is a map of that size materialised; it carries no gradient.
+  bool need_weights = false;
+};
+
+struct AttentionResult {
+  Tensor output;   // [..., Lq, dv]
+  Tensor weights;  // [..., Lq, Lk] with need_weights, else undefined
+};
+
+// softmax(q k^T * scale + masks) v, fused: q [..., Lq, dk], k [..., Lk, dk],
+// v [..., Lk, dv] (dv may differ from dk), leading axes broadcast. Memory grows with
+// Lq + Lk, not Lq * Lk: backward recomputes the probabilities from each row's saved
+// logsumexp. A query row whose keys are all masked (by `mask`, causality or an additive
+// -inf) outputs zeros and passes zero gradient, never NaN. Parallel over the leading axes.
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionOptions& options = {});
 
 // ---- shape (ops/shape.cpp) ----
 // One entry may be -1: inferred from the element count.

@@ -95,6 +95,13 @@ BOOST_AUTO_TEST_CASE(where_and_masked_fill) {
   BOOST_CHECK_EQUAL(filled.to_vector()[0], av[0]);
   check_gradients([mask](const Inputs& in) { return masked_fill(in[0], eq(mask, 0.0), -1e9); }, {a});
   check_error([&] { masked_fill(b, cond, 0.0); }, {"masked_fill", "[2, 3]", "[3]"});
+
+  // A condition of lower rank than the operands (xtensor's own where gets this wrong).
+  const Tensor s3 = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {1, 2, 3}, DType::float64);
+  const Tensor m2 = Tensor::from_vector({0, 1, 1, 0, 0, 1}, {2, 3}, DType::float64);
+  check_close(masked_fill(s3, m2, -100).to_vector(), {1, -100, -100, 4, 5, -100});
+  check_close(where(m2, s3, s3 * 0.0).to_vector(), {0, 2, 3, 0, 0, 6});
+  check_gradients([m2](const Inputs& in) { return where(m2, in[0], in[1]); }, {randn64({4, 1, 2, 3}, 16), randn64({3}, 17)});
 }
 
 BOOST_AUTO_TEST_CASE(shape_and_dtype_errors_name_the_op) {

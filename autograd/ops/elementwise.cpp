@@ -9,27 +9,6 @@
 
 namespace xgrad {
 
-Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
-  const std::size_t ndim = std::max(a.size(), b.size());
-  Shape out(ndim);
-  for (std::size_t i = 0; i < ndim; ++i) {
-    const std::size_t da = i < ndim - a.size() ? 1 : a[i - (ndim - a.size())];
-    const std::size_t db = i < ndim - b.size() ? 1 : b[i - (ndim - b.size())];
-    if (da != db && da != 1 && db != 1)
-      fail(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " cannot be broadcast together");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-std::vector<bool> unbroadcast_axes(const Shape& from, const Shape& to) {
-  const std::size_t leading = from.size() - to.size();
-  std::vector<bool> reduce(from.size());
-  for (std::size_t i = 0; i < from.size(); ++i)
-    reduce[i] = i < leading || (to[i - leading] == 1 && from[i] != 1);
-  return reduce;
-}
-
 namespace {
 
 // Element type of an xtensor expression (the generic lambdas below get typed arrays).
@@ -83,10 +62,16 @@ Tensor compare_op(const char* op, const Tensor& a, const Tensor& b, Compare comp
   });
 }
 
-// The mask's truth values (nonzero = true), whatever its dtype.
-xt::xarray<bool> truth(const Tensor& mask) {
-  return std::visit([](const auto& m) { return xt::xarray<bool>(xt::not_equal(m, 0)); },
-                    *mask.node()->value);
+// The mask's truth values (nonzero = true), whatever its dtype, broadcast to `shape`.
+std::vector<std::uint8_t> truth_at(const Tensor& mask, const Shape& shape) {
+  const std::vector<std::size_t> at = batch_offsets(mask.shape(), shape, 1);
+  return std::visit(
+      [&](const auto& m) {
+        std::vector<std::uint8_t> truth(at.size());
+        for (std::size_t i = 0; i < at.size(); ++i) truth[i] = m.data()[at[i]] != 0;
+        return truth;
+      },
+      *mask.node()->value);
 }
 
 }  // namespace
@@ -220,20 +205,33 @@ Tensor le(const Tensor& a, double s) { check_defined("le", a); return le(a, Tens
 Tensor gt(const Tensor& a, double s) { check_defined("gt", a); return gt(a, Tensor::scalar(s, a.dtype())); }
 Tensor ge(const Tensor& a, double s) { check_defined("ge", a); return ge(a, Tensor::scalar(s, a.dtype())); }
 
+// where and masked_fill index their operands through broadcast offset maps instead of
+// xt::where: xtensor 0.24.3 with xsimd misreads a boolean condition of lower rank.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_defined("where", condition);
   check_same_dtype("where", a, b);
-  broadcast_shapes("where", condition.shape(), broadcast_shapes("where", a.shape(), b.shape()));
-  xt::xarray<bool> keep = truth(condition);
+  const Shape out_shape =
+      broadcast_shapes("where", condition.shape(), broadcast_shapes("where", a.shape(), b.shape()));
+  const std::vector<std::uint8_t> keep = truth_at(condition, out_shape);
   return dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::where(keep, a.node()->values<T>(), b.node()->values<T>());
-    return record<T>("where", std::move(out), {a, b}, [keep = std::move(keep)](BackwardContext<T>& ctx) {
-      const auto& g = ctx.grad();
-      if (ctx.needs_grad(0))
-        ctx.accumulate(0, unbroadcast<T>(xt::where(keep, g, T(0)), to_shape(ctx.input(0).shape())));
-      if (ctx.needs_grad(1))
-        ctx.accumulate(1, unbroadcast<T>(xt::where(keep, T(0), g), to_shape(ctx.input(1).shape())));
+    const std::vector<std::size_t> a_at = batch_offsets(a.shape(), out_shape, 1);
+    const std::vector<std::size_t> b_at = batch_offsets(b.shape(), out_shape, 1);
+    const T* av = a.node()->values<T>().data();
+    const T* bv = b.node()->values<T>().data();
+    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    for (std::size_t i = 0; i < keep.size(); ++i) out.data()[i] = keep[i] ? av[a_at[i]] : bv[b_at[i]];
+    return record<T>("where", std::move(out), {a, b}, [keep, out_shape](BackwardContext<T>& ctx) {
+      const T* g = ctx.grad().data();
+      for (std::size_t input = 0; input < 2; ++input) {
+        if (!ctx.needs_grad(input)) continue;
+        // Scatter-add into the input's own shape: broadcast axes sum themselves.
+        const std::vector<std::size_t> at = batch_offsets(to_shape(ctx.input(input).shape()), out_shape, 1);
+        T* d = ctx.grad_buffer(input).data();
+        const bool taken_when = input == 0;
+        for (std::size_t i = 0; i < keep.size(); ++i)
+          if (static_cast<bool>(keep[i]) == taken_when) d[at[i]] += g[i];
+      }
     });
   });
 }
@@ -244,12 +242,17 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   if (broadcast_shapes("masked_fill", x.shape(), mask.shape()) != x.shape())
     fail("masked_fill", "mask of shape " + shape_str(mask.shape()) +
                             " does not broadcast to the input's shape " + shape_str(x.shape()));
-  xt::xarray<bool> fill = truth(mask);
+  std::vector<std::uint8_t> fill = truth_at(mask, x.shape());
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::where(fill, static_cast<T>(value), x.node()->values<T>());
+    xt::xarray<T> out = x.node()->values<T>();
+    for (std::size_t i = 0; i < fill.size(); ++i)
+      if (fill[i]) out.data()[i] = static_cast<T>(value);
     return record<T>("masked_fill", std::move(out), {x}, [fill = std::move(fill)](BackwardContext<T>& ctx) {
-      ctx.accumulate(0, xt::where(fill, T(0), ctx.grad()));
+      xt::xarray<T> dx = ctx.grad();
+      for (std::size_t i = 0; i < fill.size(); ++i)
+        if (fill[i]) dx.data()[i] = T(0);
+      ctx.accumulate(0, std::move(dx));
     });
   });
 }

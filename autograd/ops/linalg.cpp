@@ -20,31 +20,6 @@ struct MatmulPlan {
   Shape out_shape;
 };
 
-// Offsets of each output batch's matrix inside a source whose batch shape broadcasts.
-std::vector<std::size_t> batch_offsets(const Shape& source_batch, const Shape& out_batch,
-                                       std::size_t matrix_size) {
-  const std::size_t lead = out_batch.size() - source_batch.size();
-  std::vector<std::size_t> strides(out_batch.size(), 0);
-  std::size_t stride = matrix_size;
-  for (std::size_t i = out_batch.size(); i-- > lead;) {
-    const std::size_t dim = source_batch[i - lead];
-    strides[i] = dim == 1 ? 0 : stride;
-    stride *= dim;
-  }
-  std::vector<std::size_t> offsets(numel(out_batch), 0);
-  std::vector<std::size_t> index(out_batch.size(), 0);
-  for (std::size_t b = 0; b < offsets.size(); ++b) {
-    std::size_t offset = 0;
-    for (std::size_t i = 0; i < index.size(); ++i) offset += index[i] * strides[i];
-    offsets[b] = offset;
-    for (std::size_t i = index.size(); i-- > 0;) {  // next multi-index, row-major
-      if (++index[i] < out_batch[i]) break;
-      index[i] = 0;
-    }
-  }
-  return offsets;
-}
-
 MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_b) {
   const auto describe = [&] {
     return shape_str(a) + (trans_a ? " (transposed)" : "") + " and " + shape_str(b) +

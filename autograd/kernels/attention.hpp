@@ -1,0 +1,57 @@
+#pragma once
+// Fused scaled dot-product attention over a batch of independent problems (batch x
+// heads), FlashAttention-2 style: keys are visited in blocks with an online softmax,
+// only each query row's logsumexp is saved, and backward recomputes the probabilities
+// block by block. Memory grows with the sequence lengths, never with their product
+// (unless the caller asks for the weights).
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace xgrad::kernels {
+
+// A mask broadcast to [Lq, Lk] for every batch: element (b, i, j) sits at
+// batch_offset[b] + i * row_stride + j * col_stride (strides are 0 where it broadcasts).
+template <class V>
+struct BroadcastMask {
+  const V* data = nullptr;  // null: no mask
+  std::vector<std::size_t> batch_offset;
+  std::size_t row_stride = 0, col_stride = 0;
+
+  V at(std::size_t b, std::size_t i, std::size_t j) const {
+    return data[batch_offset[b] + i * row_stride + j * col_stride];
+  }
+};
+
+template <class T>
+struct AttentionProblem {
+  std::size_t batches = 0, lq = 0, lk = 0, dk = 0, dv = 0;
+  const T* q = nullptr;  // q[b] is [lq, dk] at q + q_offset[b]
+  const T* k = nullptr;  // k[b] is [lk, dk]
+  const T* v = nullptr;  // v[b] is [lk, dv]
+  std::vector<std::size_t> q_offset, k_offset, v_offset;
+  BroadcastMask<std::uint8_t> keep;  // nonzero = may attend
+  BroadcastMask<T> bias;             // added to the scores
+  bool causal = false;               // query i sees keys j <= i
+  T scale = 1;
+  double dropout_p = 0;              // on the probabilities, inverted scaling
+  std::uint64_t dropout_seed = 0;    // the mask is a hash of (seed, b, i, j)
+};
+
+// out [batches, lq, dv] and lse [batches, lq]. A row with every key masked gets zeros
+// and lse = +inf (so that recomputed probabilities are 0).
+template <class T>
+void attention_forward(const AttentionProblem<T>& p, T* out, T* lse);
+
+// Gradients at the full batch shape: dq [batches, lq, dk], dk [batches, lk, dk],
+// dv [batches, lk, dv], all written (not accumulated).
+template <class T>
+void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout,
+                        T* dq, T* dk, T* dv);
+
+// The probabilities actually applied to v (after dropout), [batches, lq, lk].
+template <class T>
+void attention_weights(const AttentionProblem<T>& p, const T* lse, T* weights);
+
+}  // namespace xgrad::kernels

@@ -1,0 +1,243 @@
+#define BOOST_TEST_MODULE attention
+// The fused scaled_dot_product_attention op against the same computation composed from
+// plain ops, plus float64 gradient checks of every option.
+#include "helpers.hpp"
+
+#include <limits>
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+using Inputs = std::vector<Tensor>;
+
+namespace {
+
+const double inf = std::numeric_limits<double>::infinity();
+
+// softmax(q k^T * scale + additive, masked) v, written the textbook way.
+Tensor reference(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  const std::size_t dk = q.shape().back(), lq = q.size(-2), lk = k.size(-2);
+  Tensor scores = matmul(q, k, false, true) * (o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(dk)));
+  if (o.additive_mask.defined()) scores = scores + o.additive_mask.to(q.dtype());
+  if (o.mask.defined()) scores = masked_fill(scores, eq(o.mask.to(q.dtype()), 0.0), -inf);
+  if (o.is_causal) {
+    std::vector<double> future(lq * lk);
+    for (std::size_t i = 0; i < lq; ++i)
+      for (std::size_t j = 0; j < lk; ++j) future[i * lk + j] = j > i;
+    scores = masked_fill(scores, Tensor::from_vector(future, {lq, lk}, q.dtype()), -inf);
+  }
+  return matmul(softmax(scores, -1), v);
+}
+
+struct Case {
+  std::string name;
+  Shape q, k, v;
+  AttentionOptions options;
+};
+
+Tensor keep_mask(Shape shape, std::uint64_t seed, double keep_fraction = 0.7, DType dtype = DType::float64) {
+  Generator gen(seed);
+  std::vector<double> values(numel(shape));
+  for (double& x : values) x = gen.uniform() < keep_fraction;
+  return Tensor::from_vector(values, std::move(shape), dtype);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  c.push_back({"plain", {2, 5, 4}, {2, 7, 4}, {2, 7, 4}, {}});
+  c.push_back({"dk != dv", {2, 5, 4}, {2, 7, 4}, {2, 7, 6}, {}});
+  c.push_back({"heads and broadcast k/v", {2, 3, 5, 4}, {1, 3, 6, 4}, {3, 6, 2}, {}});
+  c.push_back({"longer than one block", {1, 70, 3}, {1, 130, 3}, {1, 130, 2}, {}});
+  AttentionOptions o;
+  o.mask = keep_mask({7}, 1);
+  c.push_back({"key mask [Lk]", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
+  o.mask = keep_mask({5, 7}, 2);
+  c.push_back({"mask [Lq, Lk]", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
+  o.mask = keep_mask({2, 1, 1, 7}, 3, 0.7, DType::float32);
+  c.push_back({"float32 mask [N, 1, 1, Lk]", {2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 3}, o});
+  o.mask = keep_mask({2, 3, 5, 7}, 4);
+  c.push_back({"mask [N, H, Lq, Lk]", {2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 3}, o});
+  o = {};
+  o.additive_mask = uniform64({5, 7}, -2, 2, 5, false);
+  c.push_back({"additive mask", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
+  o.mask = keep_mask({2, 1, 7}, 6);
+  c.push_back({"keep and additive masks", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
+  o = {};
+  o.is_causal = true;
+  c.push_back({"causal", {2, 6, 4}, {2, 6, 4}, {2, 6, 3}, o});
+  c.push_back({"causal Lq < Lk", {1, 4, 3}, {1, 9, 3}, {1, 9, 2}, o});
+  c.push_back({"causal Lq > Lk", {1, 9, 3}, {1, 4, 3}, {1, 4, 2}, o});
+  c.push_back({"causal across blocks", {1, 80, 2}, {1, 80, 2}, {1, 80, 2}, o});
+  o = {};
+  o.scale = 0.3;
+  c.push_back({"explicit scale", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
+  return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(matches_the_composed_reference) {
+  for (const Case& c : cases()) {
+    const Tensor q = randn64(c.q, 1), k = randn64(c.k, 2), v = randn64(c.v, 3);
+    const Tensor fused = scaled_dot_product_attention(q, k, v, c.options).output;
+    const Tensor expected = reference(q, k, v, c.options);
+    BOOST_TEST_CONTEXT(c.name) {
+      BOOST_CHECK(fused.shape() == expected.shape());
+      check_close(fused.to_vector(), expected.to_vector(), 1e-12);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gradients_of_every_option) {
+  for (const Case& c : cases()) {
+    BOOST_TEST_CONTEXT(c.name) {
+      const AttentionOptions options = c.options;
+      check_gradients(
+          [options](const Inputs& in) { return scaled_dot_product_attention(in[0], in[1], in[2], options).output; },
+          {randn64(c.q, 4), randn64(c.k, 5), randn64(c.v, 6)});
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fully_masked_rows_give_zeros_and_zero_gradient) {
+  for (DType dtype : {DType::float32, DType::float64}) {
+    // Row 1 of batch 0 sees no key: by the keep mask, and in a second run by additive -inf.
+    std::vector<double> keep(2 * 3 * 4, 1.0);
+    for (int j = 0; j < 4; ++j) keep[1 * 4 + j] = 0.0;
+    const Tensor mask = Tensor::from_vector(keep, {2, 3, 4}, dtype);
+    const Tensor additive = masked_fill(Tensor::zeros({2, 3, 4}, dtype), eq(mask, 0.0), -inf);
+    AttentionOptions by_mask, by_additive;
+    by_mask.mask = mask;
+    by_additive.additive_mask = additive;
+    for (const AttentionOptions& options : {by_mask, by_additive}) {
+      Tensor q = randn64({2, 3, 5}, 7).to(dtype).detach().requires_grad_();
+      Tensor k = randn64({2, 4, 5}, 8).to(dtype).detach().requires_grad_();
+      Tensor v = randn64({2, 4, 5}, 9).to(dtype).detach().requires_grad_();
+      AttentionOptions with_weights = options;
+      with_weights.need_weights = true;
+      const AttentionResult r = scaled_dot_product_attention(q, k, v, with_weights);
+      const auto out = r.output.to_vector();
+      for (double x : out) BOOST_CHECK(std::isfinite(x));
+      for (int d = 0; d < 5; ++d) BOOST_CHECK_EQUAL(out[1 * 5 + d], 0.0);
+      for (int j = 0; j < 4; ++j) BOOST_CHECK_EQUAL(r.weights.to_vector()[1 * 4 + j], 0.0);
+      sum(r.output * r.output).backward();
+      for (const Tensor* t : {&q, &k, &v})
+        for (double g : t->grad().to_vector()) BOOST_CHECK(std::isfinite(g));
+      for (int d = 0; d < 5; ++d) BOOST_CHECK_EQUAL(q.grad().to_vector()[1 * 5 + d], 0.0);
+    }
+  }
+  // And the gradient check agrees (a fully masked row is a constant zero).
+  AttentionOptions o;
+  o.mask = Tensor::from_vector({1, 1, 0, 0, 0, 0, 1, 0}, {4, 2}, DType::float64);
+  check_gradients([o](const Inputs& in) { return scaled_dot_product_attention(in[0], in[1], in[2], o).output; },
+                  {randn64({4, 3}, 10), randn64({2, 3}, 11), randn64({2, 3}, 12)});
+}
+
+BOOST_AUTO_TEST_CASE(a_finite_mask_value_is_not_a_fully_masked_row) {
+  // An additive -1e9 on every key shifts the whole row: softmax is unchanged (in
+  // PyTorch too), so the row is not hidden, and stays finite.
+  AttentionOptions o;
+  o.additive_mask = Tensor::full({1, 3}, -1e9, DType::float64);
+  const Tensor q = randn64({1, 1, 2}, 14, false), k = randn64({1, 3, 2}, 15, false), v = randn64({1, 3, 2}, 13, false);
+  check_close(scaled_dot_product_attention(q, k, v, o).output.to_vector(),
+              scaled_dot_product_attention(q, k, v).output.to_vector(), 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(weights_are_the_probabilities) {
+  AttentionOptions o;
+  o.mask = keep_mask({2, 5, 7}, 16);
+  o.is_causal = true;
+  o.need_weights = true;
+  const Tensor q = randn64({2, 5, 4}, 17), k = randn64({2, 7, 4}, 18), v = randn64({2, 7, 3}, 19);
+  const AttentionResult r = scaled_dot_product_attention(q, k, v, o);
+  BOOST_CHECK(r.weights.shape() == (Shape{2, 5, 7}));
+  BOOST_CHECK(!r.weights.requires_grad());
+  check_close(matmul(r.weights, v).to_vector(), r.output.to_vector(), 1e-12);
+  const auto w = r.weights.to_vector(), keep = o.mask.to_vector();
+  for (std::size_t row = 0; row < 10; ++row) {
+    double total = 0;
+    bool any = false;
+    for (std::size_t j = 0; j < 7; ++j) {
+      const std::size_t i = row % 5;
+      if (keep[row * 7 + j] == 0 || j > i) BOOST_CHECK_EQUAL(w[row * 7 + j], 0.0);
+      else any = true;
+      total += w[row * 7 + j];
+    }
+    BOOST_CHECK_CLOSE(total, any ? 1.0 : 0.0, 1e-10);
+  }
+  // Asking for weights changes nothing about the output or its gradient.
+  check_gradients([o](const Inputs& in) { return scaled_dot_product_attention(in[0], in[1], in[2], o).output; },
+                  {q, k, v});
+}
+
+BOOST_AUTO_TEST_CASE(dropout_on_the_probabilities) {
+  const Tensor q = randn64({2, 6, 4}, 20), k = randn64({2, 9, 4}, 21), v = randn64({2, 9, 3}, 22);
+  AttentionOptions o;
+  o.dropout_p = 0.3;
+  o.need_weights = true;
+  Generator g1(5), g2(5);
+  o.generator = &g1;
+  const AttentionResult a = scaled_dot_product_attention(q, k, v, o);
+  o.generator = &g2;
+  const AttentionResult b = scaled_dot_product_attention(q, k, v, o);
+  BOOST_CHECK(a.output.to_vector() == b.output.to_vector());  // same seed, same mask
+  // Each weight is dropped or scaled by 1 / (1 - p); the output uses exactly those.
+  AttentionOptions plain;
+  plain.need_weights = true;
+  const auto p = scaled_dot_product_attention(q, k, v, plain).weights.to_vector();
+  const auto w = a.weights.to_vector();
+  std::size_t dropped = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (w[i] == 0.0) ++dropped;
+    else BOOST_CHECK_CLOSE(w[i], p[i] / 0.7, 1e-9);
+  }
+  BOOST_CHECK(dropped > 15 && dropped < 60);  // about 32 of 108
+  check_close(matmul(a.weights, v).to_vector(), a.output.to_vector(), 1e-12);
+  check_gradients([](const Inputs& in) {
+    Generator fixed(9);
+    AttentionOptions d;
+    d.dropout_p = 0.3;
+    d.generator = &fixed;
+    return scaled_dot_product_attention(in[0], in[1], in[2], d).output;
+  }, {q, k, v});
+}
+
+BOOST_AUTO_TEST_CASE(float32_agrees_with_float64) {
+  const Tensor q = randn64({2, 70, 8}, 23, false), k = randn64({2, 90, 8}, 24, false), v = randn64({2, 90, 5}, 25, false);
+  AttentionOptions o;
+  o.is_causal = true;
+  const auto r64 = scaled_dot_product_attention(q, k, v, o).output.to_vector();
+  const auto r32 = scaled_dot_product_attention(q.to(DType::float32), k.to(DType::float32), v.to(DType::float32), o)
+                       .output.to_vector();
+  double scale = 0, worst = 0;
+  for (std::size_t i = 0; i < r64.size(); ++i) {
+    scale = std::max(scale, std::abs(r64[i]));
+    worst = std::max(worst, std::abs(r64[i] - r32[i]));
+  }
+  BOOST_CHECK(worst <= 1e-5 * scale);
+}
+
+BOOST_AUTO_TEST_CASE(large_scores_stay_finite) {
+  const Tensor q = randn64({1, 4, 8}, 26, false) * 1e3, k = randn64({1, 5, 8}, 27, false) * 1e3;
+  const Tensor v = randn64({1, 5, 3}, 28, false);
+  for (DType dtype : {DType::float32, DType::float64})
+    for (double x : scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype)).output.to_vector())
+      BOOST_CHECK(std::isfinite(x));
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_names_the_op_and_shapes) {
+  const Tensor q = randn64({2, 5, 4}, 29), k = randn64({2, 7, 4}, 30), v = randn64({2, 7, 3}, 31);
+  check_error([&] { scaled_dot_product_attention(q, randn64({2, 7, 5}, 32), v); },
+              {"scaled_dot_product_attention", "q [2, 5, 4]", "k [2, 7, 5]"});
+  check_error([&] { scaled_dot_product_attention(q, k, randn64({2, 6, 3}, 33)); }, {"lengths differ", "v [2, 6, 3]"});
+  check_error([&] { scaled_dot_product_attention(q, randn64({3, 7, 4}, 34), randn64({3, 7, 3}, 35)); },
+              {"leading axes", "[3, 7, 4]"});
+  AttentionOptions o;
+  o.mask = Tensor::ones({5, 6});
+  check_error([&] { scaled_dot_product_attention(q, k, v, o); }, {"mask of shape [5, 6]", "[..., 5, 7]"});
+  o = {};
+  o.dropout_p = 1.0;
+  check_error([&] { scaled_dot_product_attention(q, k, v, o); }, {"dropout_p"});
+  check_error([&] { scaled_dot_product_attention(q, k.to(DType::float32), v); }, {"dtype", "float32"});
+  check_error([&] { scaled_dot_product_attention(randn64({4}, 36), k, v); }, {"at least 2 axes"});
+}
