@@ -2,6 +2,7 @@
 // Everything in nn/ at once.
 
 #include "nn/activation.hpp"
+#include "nn/attention.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"
 #include "nn/linear.hpp"
@@ -9,3 +10,4 @@
 #include "nn/module.hpp"
 #include "nn/normalization.hpp"
 #include "nn/sequential.hpp"
+#include "nn/transformer.hpp"

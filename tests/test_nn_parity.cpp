@@ -1,48 +1,21 @@
 #define BOOST_TEST_MODULE nn_parity
 // Our layers against PyTorch in float64: outputs and every gradient must agree to 1e-6
 // relative. The fixtures come from tests/reference/make_nn_fixtures.py (run by hand).
-#include "helpers.hpp"
-
-#include <fstream>
-
-#include <nlohmann/json.hpp>
-
+#include "fixtures.hpp"
 #include "nn/nn.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
-using json = nlohmann::json;
 
 namespace {
 
 const json& fixtures() {
-  static const json cases = [] {
-    std::ifstream in(XGRAD_REFERENCE_DIR "/nn_fixtures.json");
-    if (!in) throw std::runtime_error("cannot open " XGRAD_REFERENCE_DIR "/nn_fixtures.json");
-    return json::parse(in).at("cases");
-  }();
+  static const json cases = load_cases("nn_fixtures.json");
   return cases;
 }
 
-Tensor tensor_of(const json& j, bool requires_grad = false) {
-  return Tensor::from_vector(j.at("values").get<std::vector<double>>(), j.at("shape").get<Shape>(),
-                             DType::float64, requires_grad);
-}
-
-Indices indices_of(const json& j) {
-  return Indices(j.at("values").get<std::vector<std::int64_t>>(), j.at("shape").get<Shape>());
-}
-
 void check_matches(const std::string& what, const Tensor& actual, const json& expected) {
-  BOOST_REQUIRE_MESSAGE(actual.defined(), what << " is undefined");
-  BOOST_REQUIRE_MESSAGE(actual.shape() == expected.at("shape").get<Shape>(),
-                        what << ": shape " << shape_str(actual.shape()));
-  const auto a = actual.to_vector();
-  const auto e = expected.at("values").get<std::vector<double>>();
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(a[i] - e[i]) / (std::abs(e[i]) + 1e-12));
-  BOOST_CHECK_MESSAGE(worst <= 1e-6, what << ": worst relative difference " << worst);
+  xgrad::test::check_matches(what, actual, expected, 1e-6);
 }
 
 // Loads the case's parameters into `layer`, runs forward and backward with PyTorch's

@@ -205,20 +205,26 @@ void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* w
 
 }  // namespace
 
+// Operations per batch entry, to decide whether threads are worth starting.
+template <class T>
+double work_of(const AttentionProblem<T>& p) {
+  return static_cast<double>(p.lq) * static_cast<double>(p.lk) * static_cast<double>(p.dk + p.dv);
+}
+
 template <class T>
 void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
-  parallel_for(p.batches, [&](std::size_t b) { forward_one(p, b, out, lse); });
+  parallel_for(p.batches, work_of(p), [&](std::size_t b) { forward_one(p, b, out, lse); });
 }
 
 template <class T>
 void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq,
                         T* dk, T* dv) {
-  parallel_for(p.batches, [&](std::size_t b) { backward_one(p, b, out, lse, dout, dq, dk, dv); });
+  parallel_for(p.batches, 2 * work_of(p), [&](std::size_t b) { backward_one(p, b, out, lse, dout, dq, dk, dv); });
 }
 
 template <class T>
 void attention_weights(const AttentionProblem<T>& p, const T* lse, T* weights) {
-  parallel_for(p.batches, [&](std::size_t b) { weights_one(p, b, lse, weights); });
+  parallel_for(p.batches, work_of(p), [&](std::size_t b) { weights_one(p, b, lse, weights); });
 }
 
 #define XGRAD_INSTANTIATE(T)                                                                            \

@@ -1,0 +1,206 @@
+#include "nn/attention.hpp"
+
+#include <sstream>
+
+#include "nn/init.hpp"
+
+namespace xgrad::nn {
+
+namespace {
+
+std::string dims(const Shape& s) { return shape_str(s); }
+
+[[noreturn]] void reject(const std::string& message) { throw Error("MultiHeadAttention: " + message); }
+
+// [N, L, H*d] (batch first) or [L, N, H*d]  ->  [N, H, L, d]. The reshape splits only the
+// feature axis, so heads never mix with positions.
+Tensor split_heads(const Tensor& x, std::size_t heads, bool batch_first) {
+  const Shape s = x.shape();
+  const auto i = [](std::size_t v) { return static_cast<std::int64_t>(v); };
+  const Tensor by_head = reshape(x, {i(s[0]), i(s[1]), i(heads), i(s[2] / heads)});
+  return batch_first ? permute(by_head, {0, 2, 1, 3}) : permute(by_head, {1, 2, 0, 3});
+}
+
+// [N, H, L, d]  ->  [N, L, H*d] (batch first) or [L, N, H*d]
+Tensor merge_heads(const Tensor& x, bool batch_first) {
+  const Shape s = x.shape();
+  const Tensor by_position = batch_first ? permute(x, {0, 2, 1, 3}) : permute(x, {2, 0, 1, 3});
+  const Shape t = by_position.shape();
+  return reshape(by_position, {static_cast<std::int64_t>(t[0]), static_cast<std::int64_t>(t[1]),
+                               static_cast<std::int64_t>(s[1] * s[3])});
+}
+
+// An attn_mask / attn_bias of shape [L, S], [N, L, S] or [N, H, L, S] as [N, H, L, S]
+// (each axis either its full size or 1).
+Tensor as_four_axes(const char* what, const Tensor& mask, const Shape& full) {
+  const Shape m = mask.shape();
+  Shape four;
+  if (m.size() == 2) four = {1, 1, m[0], m[1]};
+  else if (m.size() == 3) four = {m[0], 1, m[1], m[2]};
+  else if (m.size() == 4) four = m;
+  for (std::size_t a = 0; a < four.size(); ++a)
+    if (four[a] != 1 && four[a] != full[a]) four.clear();
+  if (four.empty())
+    reject(std::string(what) + " of shape " + dims(m) + " does not fit [N, H, L, S] = " + dims(full) +
+           " (give [L, S], [N, L, S] or [N, H, L, S]; 1 broadcasts)");
+  std::vector<std::int64_t> to(four.begin(), four.end());
+  return reshape(mask, to);
+}
+
+// 1 where the mask is nonzero, 0 elsewhere, in float32 (masks of any dtype combine).
+Tensor truth(const Tensor& mask) { return ne(mask, 0.0).to(DType::float32); }
+
+MultiHeadAttentionOptions sized(std::size_t embed_dim, std::size_t num_heads) {
+  MultiHeadAttentionOptions o;
+  o.embed_dim = embed_dim;
+  o.num_heads = num_heads;
+  return o;
+}
+
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(std::size_t embed_dim, std::size_t num_heads)
+    : MultiHeadAttention(sized(embed_dim, num_heads)) {}
+
+MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options) : options_(options) {
+  MultiHeadAttentionOptions& o = options_;
+  if (o.embed_dim == 0) reject("embed_dim must be positive");
+  if (o.num_heads == 0) reject("num_heads must be positive");
+  for (std::size_t* width : {&o.dim_k, &o.dim_v, &o.kdim, &o.vdim})
+    if (*width == 0) *width = o.embed_dim;
+  if (o.dim_k % o.num_heads || o.dim_v % o.num_heads)
+    reject("num_heads " + std::to_string(o.num_heads) + " does not divide dim_k " + std::to_string(o.dim_k) +
+           " and dim_v " + std::to_string(o.dim_v));
+  if (!(o.dropout >= 0.0 && o.dropout < 1.0)) reject("dropout " + std::to_string(o.dropout) + " is outside [0, 1)");
+
+  const std::size_t packed = 2 * o.dim_k + o.dim_v;
+  if (o.kdim == o.embed_dim && o.vdim == o.embed_dim) {
+    in_proj_weight = register_parameter("in_proj_weight", Tensor::zeros({packed, o.embed_dim}));
+    init::xavier_uniform_(in_proj_weight);
+  } else {
+    q_proj_weight = register_parameter("q_proj_weight", Tensor::zeros({o.dim_k, o.embed_dim}));
+    k_proj_weight = register_parameter("k_proj_weight", Tensor::zeros({o.dim_k, o.kdim}));
+    v_proj_weight = register_parameter("v_proj_weight", Tensor::zeros({o.dim_v, o.vdim}));
+    for (Tensor* w : {&q_proj_weight, &k_proj_weight, &v_proj_weight}) init::xavier_uniform_(*w);
+  }
+  if (o.bias) in_proj_bias = register_parameter("in_proj_bias", Tensor::zeros({packed}));
+  if (o.output_projection) {
+    out_proj = register_module("out_proj", std::make_shared<Linear>(o.dim_v, o.embed_dim, o.bias));
+    if (o.bias) init::zeros_(out_proj->bias);  // as PyTorch
+  }
+}
+
+std::array<Tensor, 3> MultiHeadAttention::project(const Tensor& query, const Tensor& key, const Tensor& value) const {
+  const std::size_t dk = options_.dim_k, dv = options_.dim_v;
+  const auto bias_rows = [&](std::size_t from, std::size_t to) {
+    return in_proj_bias.defined() ? slice(in_proj_bias, 0, from, to) : Tensor();
+  };
+  if (!in_proj_weight.defined())
+    return {linear(query, q_proj_weight, bias_rows(0, dk)), linear(key, k_proj_weight, bias_rows(dk, 2 * dk)),
+            linear(value, v_proj_weight, bias_rows(2 * dk, 2 * dk + dv))};
+  if (query.node() == key.node() && key.node() == value.node()) {
+    // Self-attention: one GEMM projects all three.
+    const std::vector<Tensor> qkv = split(linear(query, in_proj_weight, in_proj_bias), {dk, dk, dv}, -1);
+    return {qkv[0], qkv[1], qkv[2]};
+  }
+  return {linear(query, slice(in_proj_weight, 0, 0, dk), bias_rows(0, dk)),
+          linear(key, slice(in_proj_weight, 0, dk, 2 * dk), bias_rows(dk, 2 * dk)),
+          linear(value, slice(in_proj_weight, 0, 2 * dk, 2 * dk + dv), bias_rows(2 * dk, 2 * dk + dv))};
+}
+
+AttentionOptions MultiHeadAttention::op_options(const AttentionArgs& args, std::size_t n, std::size_t l,
+                                                std::size_t s) {
+  const Shape full = {n, options_.num_heads, l, s};
+  Tensor keep;  // the product of every keep mask given, as [N|1, H|1, L|1, S|1]
+  const auto require = [&keep](const Tensor& mask) { keep = keep.defined() ? keep * truth(mask) : truth(mask); };
+  if (args.key_mask.defined()) {
+    if (args.key_mask.shape() != Shape{n, s})
+      reject("key_mask of shape " + dims(args.key_mask.shape()) + " is not [N, S] = " + dims({n, s}));
+    require(reshape(args.key_mask, {static_cast<std::int64_t>(n), 1, 1, static_cast<std::int64_t>(s)}));
+  }
+  if (args.attn_mask.defined()) require(as_four_axes("attn_mask", args.attn_mask, full));
+  if (args.seq_first_mask.defined()) {
+    const Shape m = args.seq_first_mask.shape();
+    if (m.size() != 3 || (m[0] != 1 && m[0] != l) || m[1] != s || (m[2] != 1 && m[2] != n))
+      reject("seq_first_mask of shape " + dims(m) + " is not [L or 1, S, N or 1] = [" + std::to_string(l) + ", " +
+             std::to_string(s) + ", " + std::to_string(n) + "]");
+    require(unsqueeze(permute(args.seq_first_mask, {2, 0, 1}), 1));
+  }
+  AttentionOptions o;
+  o.mask = keep;
+  if (args.attn_bias.defined()) o.additive_mask = as_four_axes("attn_bias", args.attn_bias, full);
+  o.is_causal = args.is_causal;
+  o.scale = options_.scale;
+  o.dropout_p = is_training() ? options_.dropout : 0.0;
+  return o;
+}
+
+AttentionOutput MultiHeadAttention::attend(const Tensor& query, const Tensor& key, const Tensor& value,
+                                           const AttentionArgs& args) {
+  for (const Tensor* t : {&query, &key, &value})
+    if (!t->defined()) reject("query, key and value must be defined");
+  const bool batch_first = options_.batch_first;
+  if (query.dim() == 2 && key.dim() == 2 && value.dim() == 2) {
+    // Unbatched [L, E]: run as a batch of one.
+    const int batch_axis = batch_first ? 0 : 1;
+    AttentionArgs batched = args;
+    if (args.key_mask.defined() && args.key_mask.dim() == 1) batched.key_mask = unsqueeze(args.key_mask, 0);
+    AttentionOutput out = attend(unsqueeze(query, batch_axis), unsqueeze(key, batch_axis),
+                                 unsqueeze(value, batch_axis), batched);
+    out.output = squeeze(out.output, batch_axis);
+    if (out.weights.defined()) out.weights = squeeze(out.weights, 0);
+    return out;
+  }
+  const Shape qs = query.shape(), ks = key.shape(), vs = value.shape();
+  const auto describe = [&] { return "query " + dims(qs) + ", key " + dims(ks) + ", value " + dims(vs); };
+  if (qs.size() != 3 || ks.size() != 3 || vs.size() != 3)
+    reject(std::string("inputs must be ") + (batch_first ? "[N, L, E]" : "[L, N, E]") + ": " + describe());
+  const std::size_t n = batch_first ? qs[0] : qs[1], l = batch_first ? qs[1] : qs[0];
+  const std::size_t s = batch_first ? ks[1] : ks[0];
+  if (qs[2] != options_.embed_dim || ks[2] != options_.kdim || vs[2] != options_.vdim)
+    reject("feature widths must be embed_dim " + std::to_string(options_.embed_dim) + ", kdim " +
+           std::to_string(options_.kdim) + ", vdim " + std::to_string(options_.vdim) + ": " + describe());
+  if (ks[0] != vs[0] || ks[1] != vs[1] || (batch_first ? ks[0] : ks[1]) != n)
+    reject("batch or key length disagree: " + describe());
+
+  const auto [q, k, v] = project(query, key, value);
+  AttentionOptions o = op_options(args, n, l, s);
+  o.need_weights = args.need_weights || options_.keep_attention;
+  const std::size_t heads = options_.num_heads;
+  const AttentionResult r = scaled_dot_product_attention(split_heads(q, heads, batch_first),
+                                                         split_heads(k, heads, batch_first),
+                                                         split_heads(v, heads, batch_first), o);
+  const Tensor merged = merge_heads(r.output, batch_first);
+  AttentionOutput out;
+  out.output = out_proj ? out_proj->forward(merged) : merged;
+  if (options_.keep_attention) last_attention_ = r.weights;
+  if (args.need_weights) out.weights = args.average_weights ? mean(r.weights, {1}) : r.weights;
+  return out;
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const AttentionArgs& args) {
+  return attend(query, key, value, args).output;
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x) { return forward(x, x, x); }
+
+Tensor MultiHeadAttention::last_attention() const {
+  if (!options_.keep_attention) reject("last_attention() needs keep_attention = true in the options");
+  if (!last_attention_.defined()) reject("last_attention(): no forward has run yet");
+  return last_attention_;
+}
+
+std::string MultiHeadAttention::extra_repr() const {
+  const MultiHeadAttentionOptions& o = options_;
+  std::ostringstream os;
+  os << "embed_dim=" << o.embed_dim << ", num_heads=" << o.num_heads;
+  if (o.dim_k != o.embed_dim || o.dim_v != o.embed_dim) os << ", dim_k=" << o.dim_k << ", dim_v=" << o.dim_v;
+  if (o.kdim != o.embed_dim || o.vdim != o.embed_dim) os << ", kdim=" << o.kdim << ", vdim=" << o.vdim;
+  if (!o.bias) os << ", bias=false";
+  if (o.dropout > 0) os << ", dropout=" << o.dropout;
+  if (!o.batch_first) os << ", batch_first=false";
+  return os.str();
+}
+
+}  // namespace xgrad::nn
