@@ -11,6 +11,7 @@
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
 #include "autograd/random.hpp"
+#include "nn/module.hpp"
 
 namespace xgrad::test {
 
@@ -37,6 +38,24 @@ inline void check_gradients(const TensorFunction& f, const std::vector<Tensor>& 
   } catch (const Error& e) {
     BOOST_ERROR(e.what());
   }
+}
+
+// nn::gradcheck of a module (parameters included), reported through Boost.Test.
+inline void check_module_gradients(nn::Module& module, const std::function<Tensor(const std::vector<Tensor>&)>& forward,
+                                   const std::vector<Tensor>& inputs) {
+  try {
+    BOOST_CHECK(nn::gradcheck(module, forward, inputs));
+  } catch (const Error& e) {
+    BOOST_ERROR(module.type_name() << ": " << e.what());
+  }
+}
+
+// A 0/1 mask where each entry is 1 with probability keep_fraction.
+inline Tensor random_keep(Shape shape, std::uint64_t seed, double keep_fraction, DType dtype = DType::float64) {
+  Generator gen(seed);
+  std::vector<double> values(numel(shape));
+  for (double& x : values) x = gen.uniform() < keep_fraction;
+  return Tensor::from_vector(values, std::move(shape), dtype);
 }
 
 inline void check_close(const std::vector<double>& actual, const std::vector<double>& expected,

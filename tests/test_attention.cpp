@@ -35,13 +35,6 @@ struct Case {
   AttentionOptions options;
 };
 
-Tensor keep_mask(Shape shape, std::uint64_t seed, double keep_fraction = 0.7, DType dtype = DType::float64) {
-  Generator gen(seed);
-  std::vector<double> values(numel(shape));
-  for (double& x : values) x = gen.uniform() < keep_fraction;
-  return Tensor::from_vector(values, std::move(shape), dtype);
-}
-
 std::vector<Case> cases() {
   std::vector<Case> c;
   c.push_back({"plain", {2, 5, 4}, {2, 7, 4}, {2, 7, 4}, {}});
@@ -49,18 +42,18 @@ std::vector<Case> cases() {
   c.push_back({"heads and broadcast k/v", {2, 3, 5, 4}, {1, 3, 6, 4}, {3, 6, 2}, {}});
   c.push_back({"longer than one block", {1, 70, 3}, {1, 130, 3}, {1, 130, 2}, {}});
   AttentionOptions o;
-  o.mask = keep_mask({7}, 1);
+  o.mask = random_keep({7}, 1, 0.7);
   c.push_back({"key mask [Lk]", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
-  o.mask = keep_mask({5, 7}, 2);
+  o.mask = random_keep({5, 7}, 2, 0.7);
   c.push_back({"mask [Lq, Lk]", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
-  o.mask = keep_mask({2, 1, 1, 7}, 3, 0.7, DType::float32);
+  o.mask = random_keep({2, 1, 1, 7}, 3, 0.7, DType::float32);
   c.push_back({"float32 mask [N, 1, 1, Lk]", {2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 3}, o});
-  o.mask = keep_mask({2, 3, 5, 7}, 4);
+  o.mask = random_keep({2, 3, 5, 7}, 4, 0.7);
   c.push_back({"mask [N, H, Lq, Lk]", {2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 3}, o});
   o = {};
   o.additive_mask = uniform64({5, 7}, -2, 2, 5, false);
   c.push_back({"additive mask", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
-  o.mask = keep_mask({2, 1, 7}, 6);
+  o.mask = random_keep({2, 1, 7}, 6, 0.7);
   c.push_back({"keep and additive masks", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
   o = {};
   o.is_causal = true;
@@ -145,7 +138,7 @@ BOOST_AUTO_TEST_CASE(a_finite_mask_value_is_not_a_fully_masked_row) {
 
 BOOST_AUTO_TEST_CASE(weights_are_the_probabilities) {
   AttentionOptions o;
-  o.mask = keep_mask({2, 5, 7}, 16);
+  o.mask = random_keep({2, 5, 7}, 16, 0.7);
   o.is_causal = true;
   o.need_weights = true;
   const Tensor q = randn64({2, 5, 4}, 17), k = randn64({2, 7, 4}, 18), v = randn64({2, 7, 3}, 19);

@@ -55,22 +55,6 @@ Tensor reference(const nn::MultiHeadAttention& m, const Tensor& q, const Tensor&
   return m.out_proj ? linear(merged, m.out_proj->weight, m.out_proj->bias) : merged;
 }
 
-Tensor random_keep(Shape shape, std::uint64_t seed, double keep_fraction, DType dtype = DType::float64) {
-  Generator gen(seed);
-  std::vector<double> values(numel(shape));
-  for (double& x : values) x = gen.uniform() < keep_fraction;
-  return Tensor::from_vector(values, std::move(shape), dtype);
-}
-
-void check_module_gradients(nn::Module& module, const std::function<Tensor(const Inputs&)>& forward,
-                            const Inputs& inputs) {
-  try {
-    BOOST_CHECK(nn::gradcheck(module, forward, inputs));
-  } catch (const Error& e) {
-    BOOST_ERROR(e.what());
-  }
-}
-
 }  // namespace
 
 // 003, the Annotated Transformer: MultiHeadedAttention(h = 8, d_model = 512), the last

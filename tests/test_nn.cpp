@@ -57,15 +57,6 @@ std::vector<std::string> names_of(const nn::NamedTensors& named) {
   return names;
 }
 
-void check_module_gradients(nn::Module& module, const std::function<Tensor(const Inputs&)>& forward,
-                            const Inputs& inputs) {
-  try {
-    BOOST_CHECK(nn::gradcheck(module, forward, inputs));
-  } catch (const Error& e) {
-    BOOST_ERROR(module.type_name() << ": " << e.what());
-  }
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(parameters_have_dotted_names_in_registration_order) {
