@@ -21,14 +21,15 @@
 #include <vector>
 
 #include "autograd/gradcheck.hpp"
+#include "autograd/state.hpp"
 #include "autograd/tensor.hpp"
 
 namespace xgrad::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-using StateDict = std::map<std::string, Tensor>;
+using StateDict = xgrad::StateDict;
 
-class Module {
+class Module : public Stateful {
  public:
   Module() = default;
   virtual ~Module() = default;
@@ -58,11 +59,11 @@ class Module {
   void zero_grad();
 
   // Parameters and persistent buffers by dotted name (the tensors themselves, not copies).
-  StateDict state_dict() const;
+  StateDict state_dict() const override;
   // Copies values in (converted to each destination's dtype). Checks everything first:
   // missing or unexpected names (strict) and shape mismatches throw one Error listing
   // them all, and leave the module unchanged.
-  virtual void load_state_dict(const StateDict& state, bool strict = true);
+  void load_state_dict(const StateDict& state, bool strict = true) override;
 
   // "Linear" etc. (the class name by default) and the details shown in its print.
   virtual std::string type_name() const;

@@ -13,13 +13,15 @@ namespace xgrad::test {
 
 using json = nlohmann::json;
 
-// The "cases" object of tests/reference/<file>.
-inline json load_cases(const std::string& file) {
+// The whole of tests/reference/<file>, and just its "cases" object.
+inline json load_fixture(const std::string& file) {
   const std::string path = std::string(XGRAD_REFERENCE_DIR) + "/" + file;
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path);
-  return json::parse(in).at("cases");
+  return json::parse(in);
 }
+
+inline json load_cases(const std::string& file) { return load_fixture(file).at("cases"); }
 
 inline Tensor tensor_of(const json& j, bool requires_grad = false) {
   return Tensor::from_vector(j.at("values").get<std::vector<double>>(), j.at("shape").get<Shape>(),

@@ -1,0 +1,73 @@
+#include "optim/adam.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace xgrad::optim {
+
+Adam::Adam(NamedParameters parameters, const AdamOptions& options)
+    : Adam("Adam", std::move(parameters), options, false) {}
+
+Adam::Adam(std::string type, NamedParameters parameters, const AdamOptions& o, bool decoupled)
+    : Optimizer(std::move(type), std::move(parameters), o.lr), options_(o), decoupled_(decoupled) {
+  if (!(o.beta1 >= 0.0 && o.beta1 < 1.0) || !(o.beta2 >= 0.0 && o.beta2 < 1.0))
+    fail("betas (" + std::to_string(o.beta1) + ", " + std::to_string(o.beta2) + ") must lie in [0, 1)");
+  if (!(o.eps >= 0.0)) fail("eps " + std::to_string(o.eps) + " must be >= 0");
+  if (!(o.weight_decay >= 0.0)) fail("weight_decay " + std::to_string(o.weight_decay) + " must be >= 0");
+}
+
+AdamW::AdamW(NamedParameters parameters, const AdamWOptions& o)
+    : Adam("AdamW", std::move(parameters),
+           AdamOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+                       .amsgrad = o.amsgrad},
+           true) {}
+
+std::vector<std::string> Adam::buffer_names() const {
+  if (options_.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+namespace {
+
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;
+  std::int64_t t;
+};
+
+template <class T>
+void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const AdamStep& s) {
+  const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2);
+  const T step_size = static_cast<T>(s.lr / (1.0 - std::pow(s.beta1, static_cast<double>(s.t))));
+  const T correction2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(s.beta2, static_cast<double>(s.t))));
+  const T eps = static_cast<T>(s.eps), decay = static_cast<T>(s.weight_decay);
+  const T shrink = static_cast<T>(1.0 - s.lr * s.weight_decay);
+  for (std::size_t i = 0; i < n; ++i) {
+    T grad = g[i];
+    if (s.decoupled) p[i] *= shrink;
+    else grad += decay * p[i];
+    m[i] += (grad - m[i]) * (T(1) - b1);  // torch's lerp form
+    v[i] = b2 * v[i] + (T(1) - b2) * grad * grad;
+    T second = v[i];
+    if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);
+    p[i] -= step_size * m[i] / (std::sqrt(second) / correction2_sqrt + eps);
+  }
+}
+
+}  // namespace
+
+void Adam::update(std::size_t i, const Tensor& grad, std::int64_t updates) {
+  Tensor param = parameters()[i].second;
+  Tensor& m = buffer(i, "exp_avg");
+  Tensor& v = buffer(i, "exp_avg_sq");
+  Tensor* v_max = options_.amsgrad ? &buffer(i, "max_exp_avg_sq") : nullptr;
+  const AdamStep s{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_, updates};
+  if (param.dtype() == DType::float32)
+    adam_update(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(),
+                v_max ? v_max->data<float>() : nullptr, param.numel(), s);
+  else
+    adam_update(param.data<double>(), grad.data<double>(), m.data<double>(), v.data<double>(),
+                v_max ? v_max->data<double>() : nullptr, param.numel(), s);
+}
+
+}  // namespace xgrad::optim

@@ -1,0 +1,47 @@
+#pragma once
+// Adam and AdamW, as torch.optim (t counts this parameter's updates):
+//   g = grad (+ weight_decay * p for Adam; AdamW instead first does p *= 1 - lr * wd)
+//   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
+//   v_hat = amsgrad ? max(v_hat, v) : v
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
+
+#include "optim/optimizer.hpp"
+
+namespace xgrad::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // L2, added to the gradient
+  bool amsgrad = false;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;  // decoupled: shrinks the parameter directly
+  bool amsgrad = false;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(NamedParameters parameters, const AdamOptions& options = {});
+
+ protected:
+  Adam(std::string type, NamedParameters parameters, const AdamOptions& options, bool decoupled);
+  void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
+  std::vector<std::string> buffer_names() const override;
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;  // AdamW's weight decay
+};
+
+class AdamW : public Adam {
+ public:
+  AdamW(NamedParameters parameters, const AdamWOptions& options = {});
+};
+
+}  // namespace xgrad::optim

@@ -1,0 +1,19 @@
+#pragma once
+// Gradient clipping, in place on the parameters' gradients (parameters without one are
+// skipped), as torch.nn.utils.
+
+#include <vector>
+
+#include "autograd/tensor.hpp"
+
+namespace xgrad::optim {
+
+// Scales every gradient by max_norm / (norm + 1e-6) when the L2 norm over all of them
+// exceeds max_norm; returns that norm, measured before clipping. A NaN or infinite norm
+// throws (a step on it would silently ruin the parameters).
+double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm);
+
+// Clamps every gradient element to [-clip, clip].
+void clip_grad_value(const std::vector<Tensor>& parameters, double clip);
+
+}  // namespace xgrad::optim

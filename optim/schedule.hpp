@@ -1,0 +1,77 @@
+#pragma once
+// Learning-rate schedules. A schedule remembers the optimizer's rate when it is made
+// (the base rate), sets rate(0) at once, and after each optimizer.step() its own step()
+// sets rate(k) for the next update: update k (counting from 0) runs at rate(k).
+//
+//   optim::WarmupCosineLR schedule(adam, 100, 5000);
+//   for (...) { ...; adam.step(); schedule.step(); }
+
+#include <cstdint>
+
+#include "optim/optimizer.hpp"
+
+namespace xgrad::optim {
+
+class LRSchedule {
+ public:
+  explicit LRSchedule(Optimizer& optimizer);
+  virtual ~LRSchedule() = default;
+  void step();  // advance to the next update and set its rate
+  virtual double rate(std::int64_t update) const = 0;
+  std::int64_t updates() const { return updates_; }
+  double base_lr() const { return base_lr_; }
+  // Continue a resumed run: the next update is `update`.
+  void set_updates(std::int64_t update);
+
+ protected:
+  void apply();  // sets the optimizer's rate to rate(updates_)
+  Optimizer& optimizer_;
+  double base_lr_;
+  std::int64_t updates_ = 0;
+};
+
+// The base rate throughout.
+class ConstantLR : public LRSchedule {
+ public:
+  explicit ConstantLR(Optimizer& optimizer);
+  double rate(std::int64_t update) const override;
+};
+
+// base * gamma^floor(update / step_size).
+class StepLR : public LRSchedule {
+ public:
+  StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma = 0.1);
+  double rate(std::int64_t update) const override;
+
+ private:
+  std::int64_t step_size_;
+  double gamma_;
+};
+
+// Linear warmup from base / warmup to base over `warmup` updates, then a cosine from
+// base down to min_lr at `total` updates (and min_lr after).
+class WarmupCosineLR : public LRSchedule {
+ public:
+  WarmupCosineLR(Optimizer& optimizer, std::int64_t warmup, std::int64_t total, double min_lr = 0.0);
+  double rate(std::int64_t update) const override;
+
+ private:
+  std::int64_t warmup_, total_;
+  double min_lr_;
+};
+
+// The Annotated Transformer's "Noam" rate, times the base rate (set the optimizer's
+// rate to 1 for the paper's values):
+//   base * factor * d_model^-0.5 * min(s^-0.5, s * warmup^-1.5),   s = max(update, 1)
+class NoamLR : public LRSchedule {
+ public:
+  NoamLR(Optimizer& optimizer, std::size_t d_model, std::int64_t warmup, double factor = 1.0);
+  double rate(std::int64_t update) const override;
+
+ private:
+  double d_model_;
+  std::int64_t warmup_;
+  double factor_;
+};
+
+}  // namespace xgrad::optim

@@ -1,0 +1,44 @@
+#include "optim/sgd.hpp"
+
+namespace xgrad::optim {
+
+SGD::SGD(NamedParameters parameters, const SGDOptions& o) : Optimizer("SGD", std::move(parameters), o.lr), options_(o) {
+  if (!(o.momentum >= 0.0)) fail("momentum " + std::to_string(o.momentum) + " must be >= 0");
+  if (!(o.weight_decay >= 0.0)) fail("weight_decay " + std::to_string(o.weight_decay) + " must be >= 0");
+  if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
+    fail("nesterov needs momentum > 0 and dampening 0");
+}
+
+std::vector<std::string> SGD::buffer_names() const { return {"momentum_buffer"}; }
+
+namespace {
+
+template <class T>
+void sgd_update(T* p, const T* g, T* buf, bool first, std::size_t n, const SGDOptions& o, double lr) {
+  const T decay = static_cast<T>(o.weight_decay), momentum = static_cast<T>(o.momentum);
+  const T keep = static_cast<T>(1.0 - o.dampening), rate = static_cast<T>(lr);
+  for (std::size_t i = 0; i < n; ++i) {
+    T d = g[i] + decay * p[i];
+    if (buf) {
+      buf[i] = first ? d : momentum * buf[i] + keep * d;
+      d = o.nesterov ? d + momentum * buf[i] : buf[i];
+    }
+    p[i] -= rate * d;
+  }
+}
+
+}  // namespace
+
+void SGD::update(std::size_t i, const Tensor& grad, std::int64_t) {
+  Tensor param = parameters()[i].second;
+  bool first = false;
+  Tensor* momentum = options_.momentum > 0.0 ? &buffer(i, "momentum_buffer", &first) : nullptr;
+  if (param.dtype() == DType::float32)
+    sgd_update(param.data<float>(), grad.data<float>(), momentum ? momentum->data<float>() : nullptr, first,
+               param.numel(), options_, lr());
+  else
+    sgd_update(param.data<double>(), grad.data<double>(), momentum ? momentum->data<double>() : nullptr, first,
+               param.numel(), options_, lr());
+}
+
+}  // namespace xgrad::optim

@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""Writes optim_fixtures.json: 20-step trajectories of torch.optim's SGD, Adam and AdamW
+(float64) on a fixed problem, for tests/test_optim.cpp. Run by hand with Debian's
+python3-torch, from this folder:
+
+    /usr/bin/python3 make_optim_fixtures.py
+
+Problem: w [3, 4], b [4]; loss = mean((tanh(x @ w + b) - y)^2) with fixed x [5, 3] and
+y [5, 4]. Each step: zero_grad, loss, backward, step; the parameters after every step
+are recorded.
+"""
+import json
+
+import torch
+
+torch.manual_seed(99)
+torch.set_default_dtype(torch.float64)
+
+x = torch.randn(5, 3)
+y = torch.randn(5, 4)
+w0 = torch.randn(3, 4)
+b0 = torch.randn(4)
+
+CONFIGS = {
+    "sgd": ("SGD", dict(lr=0.1)),
+    "sgd_momentum": ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01)),
+    "sgd_nesterov": ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.001)),
+    "adam": ("Adam", dict(lr=0.01, weight_decay=0.01)),
+    "adam_amsgrad": ("Adam", dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6, amsgrad=True)),
+    "adamw": ("AdamW", dict(lr=0.01, weight_decay=0.1)),
+    "adamw_amsgrad": ("AdamW", dict(lr=0.01, amsgrad=True)),
+}
+
+
+def pack(t):
+    return t.detach().reshape(-1).tolist()
+
+
+cases = {}
+for name, (kind, options) in CONFIGS.items():
+    w = w0.clone().requires_grad_(True)
+    b = b0.clone().requires_grad_(True)
+    opt = getattr(torch.optim, kind)([w, b], **options)
+    trajectory = []
+    for _ in range(20):
+        opt.zero_grad()
+        loss = torch.mean((torch.tanh(x @ w + b) - y) ** 2)
+        loss.backward()
+        opt.step()
+        trajectory.append({"loss": loss.item(), "w": pack(w), "b": pack(b)})
+    options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
+    cases[name] = {"optimizer": kind, "options": options, "trajectory": trajectory}
+
+with open("optim_fixtures.json", "w") as f:
+    json.dump({"torch_version": torch.__version__,
+               "problem": {"x": pack(x), "y": pack(y), "w0": pack(w0), "b0": pack(b0)},
+               "cases": cases}, f, indent=1)
+print("wrote optim_fixtures.json with", len(cases), "cases, torch", torch.__version__)
