@@ -3,6 +3,7 @@
 
 #include "nn/activation.hpp"
 #include "nn/attention.hpp"
+#include "nn/checkpoint.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"
 #include "nn/linear.hpp"

@@ -1,0 +1,46 @@
+#pragma once
+// Checkpoints in the safetensors format, which numpy and PyTorch users can read:
+//   8 bytes   little-endian u64 N, the header's length
+//   N bytes   JSON: {"<name>": {"dtype": "F32"|"F64", "shape": [...], "data_offsets": [begin, end]},
+//                    "__metadata__": {"<key>": "<value>", ...}}  (space-padded to 8 bytes)
+//   the rest  raw little-endian tensor data; offsets count from its start
+//
+// Files are written to a temporary file in the same folder, flushed to disk, then renamed
+// over the target: a crash at any moment leaves the old checkpoint or the new one, never
+// a broken one. Reading validates everything and throws an Error naming the file and the
+// problem; it never crashes on a damaged or foreign file.
+//
+//   nn::save("run.safetensors", model, &adam, {{"step", "1200"}});
+//   nn::Metadata meta = nn::load("run.safetensors", model, &adam);
+
+#include <map>
+#include <string>
+
+#include "autograd/state.hpp"
+
+namespace xgrad::nn {
+
+using Metadata = std::map<std::string, std::string>;
+
+struct SafetensorsContents {
+  StateDict tensors;
+  Metadata metadata;
+};
+
+std::string encode_safetensors(const StateDict& tensors, const Metadata& metadata = {});
+// `source` names the data in error messages (a file path).
+SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source = "<memory>");
+
+void write_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
+SafetensorsContents read_safetensors(const std::string& path);
+
+// A model's state, and optionally an optimizer's under the prefix "optimizer.", in one
+// file with the given metadata.
+void save(const std::string& path, const Stateful& model, const Stateful* optimizer = nullptr,
+          const Metadata& metadata = {});
+// Loads what save() wrote into the model (and optimizer, which then must be in the
+// file). Names and shapes must match exactly; on any error both are left as they were.
+// Returns the metadata.
+Metadata load(const std::string& path, Stateful& model, Stateful* optimizer = nullptr);
+
+}  // namespace xgrad::nn
