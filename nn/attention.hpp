@@ -67,6 +67,8 @@ class MultiHeadAttention : public Module {
   Tensor forward(const Tensor& x) override;  // self-attention without masks
   // The per-head map [N, H, L, S] of the latest forward, detached (needs keep_attention).
   Tensor last_attention() const;
+  // Turns keeping the map on or off (e.g. only for a final visualisation pass).
+  void set_keep_attention(bool keep) { options_.keep_attention = keep; }
   std::string extra_repr() const override;
 
   const MultiHeadAttentionOptions& options() const { return options_; }

@@ -1,0 +1,20 @@
+#include "autograd/threads.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <string>
+
+#include "autograd/tensor.hpp"
+
+namespace xgrad {
+
+void set_num_threads(int threads) {
+  if (threads < 1) throw Error("set_num_threads: " + std::to_string(threads) + " threads; need at least 1");
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+}  // namespace xgrad

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# End-to-end tests of xgrad-train: learning a task, resume equivalence, Ctrl-C, and the
+# one-line errors with exit code 2 for bad flags.   usage: train_cli_test.sh XGRAD_TRAIN
+set -u
+train=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+check() {  # check NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
+}
+exit_code() { "$@" >"$work/out" 2>"$work/err"; echo $?; }
+
+# Learns reverse on 8 tokens to exact-match >= 0.99.
+"$train" --task reverse --seq-len 8 --steps 2000 --eval-every 50 --eval-size 500 --quiet \
+  --metrics "$work/reverse.jsonl" >"$work/reverse.out"
+check "reverse reaches 0.99" grep -q '"reached_target": true' "$work/reverse.jsonl"
+tail -n 2 "$work/reverse.jsonl"
+
+# A run stopped at step 40 and resumed gives the same metrics as one never stopped.
+common=(--task copy --seq-len 6 --vocab 8 --d-model 32 --heads 2 --dropout 0.1 --eval-every 20
+        --eval-size 200 --target-exact 2 --quiet --seed 3)
+"$train" "${common[@]}" --steps 60 --metrics "$work/whole.jsonl" --save "$work/whole.ckpt" >/dev/null
+"$train" "${common[@]}" --steps 40 --metrics "$work/parts.jsonl" --save "$work/part.ckpt" >/dev/null
+"$train" --resume "$work/part.ckpt" --steps 60 --metrics "$work/parts.jsonl" --quiet >/dev/null
+evaluations() { grep '"step"' "$1" | grep -v final | sed -e 's/, "elapsed_s": [0-9.]*//'; }
+check "three evaluations" test "$(evaluations "$work/whole.jsonl" | wc -l)" -eq 3
+check "resume gives identical metrics" diff <(evaluations "$work/whole.jsonl") <(evaluations "$work/parts.jsonl")
+check "resume keeps the run settings" grep -q '"reached_target": false' <(tail -n 1 "$work/parts.jsonl")
+"$train" "${common[@]}" --steps 60 --metrics "$work/again.jsonl" >/dev/null
+check "a run is deterministic" diff <(evaluations "$work/whole.jsonl") <(evaluations "$work/again.jsonl")
+
+# Ctrl-C with --save keeps a checkpoint that resumes.
+"$train" --task sort --seq-len 6 --steps 1000000 --eval-every 1000000 --save "$work/int.ckpt" --quiet >"$work/int.out" &
+pid=$!
+sleep 3
+kill -INT $pid
+wait $pid
+check "Ctrl-C exits with 130" test $? -eq 130
+check "Ctrl-C saved a checkpoint" grep -q "checkpoint saved" "$work/int.out"
+check "the interrupted checkpoint resumes" test "$(exit_code "$train" --resume "$work/int.ckpt" --steps 1 --quiet)" -eq 0 -o \
+  "$(exit_code "$train" --resume "$work/int.ckpt" --steps 1000000 --eval-every 1 --target-exact 0 --quiet)" -eq 0
+
+# Bad flags: one line on stderr, exit code 2.
+bad() {  # bad NAME EXPECTED-TEXT ARGS...
+  local name=$1 text=$2; shift 2
+  local code; code=$(exit_code "$train" "$@")
+  check "$name exits 2" test "$code" -eq 2
+  check "$name says '$text'" grep -q -- "$text" "$work/err"
+  check "$name is one line" test "$(wc -l <"$work/err")" -eq 1
+}
+bad "unknown task" "task" --task juggle
+bad "heads not dividing" "does not divide" --d-model 30 --heads 4
+bad "seq-len 0" "seq-len" --seq-len 0
+bad "missing resume file" "no such file" --resume "$work/nothing.ckpt"
+bad "another config" "another config" --resume "$work/whole.ckpt" --d-model 64
+bad "a foreign file" "resume" --resume "$work/whole.jsonl"
+bad "unknown flag" "juggle" --juggle
+bad "dropout out of range" "dropout" --dropout 1.5
+
+check "--help exits 0" test "$(exit_code "$train" --help)" -eq 0
+check "--help shows defaults" grep -q "sort" "$work/out"
+
+echo "$passed passed, $failed failed"
+test "$failed" -eq 0
