@@ -1,0 +1,77 @@
+#include "autograd/function.hpp"
+
+#include <mutex>
+#include <set>
+
+#include "autograd/record.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// Node::op must outlive every node; custom names are few, so keep each one forever.
+const char* interned(const std::string& name) {
+  static std::mutex lock;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> guard(lock);
+  return names.insert(name).first->c_str();
+}
+
+// A leaf handle on a node's value: what user code sees in forward and backward.
+Tensor view_of(const std::shared_ptr<Storage>& value) {
+  auto node = std::make_shared<Node>();
+  node->value = value;
+  return Tensor(std::move(node));
+}
+
+}  // namespace
+
+Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
+  const char* name = interned(op.name.empty() ? "custom op" : op.name);
+  if (!op.forward || !op.backward) fail(name, "both forward and backward must be set");
+  std::vector<Tensor> views;
+  bool any_requires_grad = false;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) fail(name, "input " + std::to_string(i) + " is undefined");
+    views.push_back(view_of(inputs[i].node()->value));
+    any_requires_grad = any_requires_grad || inputs[i].requires_grad();
+  }
+  Tensor output;
+  {
+    NoGradGuard no_grad;
+    output = op.forward(views);
+  }
+  if (!output.defined()) fail(name, "forward returned an undefined tensor");
+
+  auto node = std::make_shared<Node>();
+  node->value = output.node()->value;
+  if (grad_enabled() && any_requires_grad) {
+    node->requires_grad = true;
+    node->op = name;
+    for (const Tensor& t : inputs) node->inputs.push_back(t.node());
+    node->backward = [backward = op.backward, name](Node& self) {
+      std::vector<Tensor> ins;
+      for (const NodePtr& input : self.inputs) ins.push_back(view_of(input->value));
+      std::vector<Tensor> grads;
+      {
+        NoGradGuard no_grad;
+        grads = backward(ins, view_of(self.value), view_of(self.grad));
+      }
+      if (grads.size() != ins.size())
+        fail(name, "backward returned " + std::to_string(grads.size()) + " gradients for " +
+                       std::to_string(ins.size()) + " inputs");
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        if (!grads[i].defined() || !self.inputs[i]->requires_grad) continue;
+        if (grads[i].shape() != ins[i].shape() || grads[i].dtype() != ins[i].dtype())
+          fail(name, "backward's gradient " + std::to_string(i) + " is " + dtype_name(grads[i].dtype()) + " " +
+                         shape_str(grads[i].shape()) + " but input " + std::to_string(i) + " is " +
+                         dtype_name(ins[i].dtype()) + " " + shape_str(ins[i].shape()));
+        accumulate_grad(*self.inputs[i], Storage(*grads[i].node()->value));
+      }
+    };
+  }
+  if (anomaly_mode_enabled()) check_anomaly(name, "forward", *node->value, node->inputs);
+  return Tensor(std::move(node));
+}
+
+}  // namespace xgrad

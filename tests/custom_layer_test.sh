@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs xgrad to a temporary prefix, then builds and runs examples/custom_layer as a
+# separate project with find_package(xgrad): the package stays consumable.
+#   usage: custom_layer_test.sh BUILD_DIR SOURCE_DIR
+set -eu
+build=$1 source=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S "$source/examples/custom_layer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" \
+      -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+cmake --build "$work/build" >/dev/null
+"$work/build/custom_layer"
+echo "1 passed, 0 failed"
