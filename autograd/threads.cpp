@@ -17,4 +17,8 @@ void set_num_threads(int threads) {
 
 int num_threads() { return omp_get_max_threads(); }
 
+const char* blas_config() { return openblas_get_config(); }
+
+bool blas_uses_openmp() { return openblas_get_parallel() == 2; }  // OpenBLAS: 0 serial, 1 pthreads, 2 OpenMP
+
 }  // namespace xgrad

@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE linalg
 #include "helpers.hpp"
 
+#include "autograd/threads.hpp"
+
 using namespace xgrad;
 using namespace xgrad::test;
 
@@ -20,6 +22,11 @@ std::vector<double> naive_matmul(const std::vector<double>& a, const std::vector
 }
 
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(products_run_on_openblas_with_openmp) {
+  BOOST_TEST_MESSAGE("BLAS: " << blas_config());
+  BOOST_CHECK(blas_uses_openmp());  // one thread pool for BLAS and xgrad's kernels
+}
 
 BOOST_AUTO_TEST_CASE(matmul_values) {
   const Tensor a = randn64({2, 3, 4}, 1), b = randn64({2, 4, 5}, 2);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/kernels/gemm.hpp"
 #include "autograd/kernels/parallel.hpp"
 
 namespace xgrad::kernels {
@@ -12,13 +13,6 @@ namespace {
 
 constexpr std::size_t kBlockQ = 64;  // query rows per block
 constexpr std::size_t kBlockK = 64;  // keys per block
-
-// y += a * x over n elements (the inner loop of every block product below: written this
-// way, it vectorizes without reassociating any sum).
-template <class T>
-inline void axpy(std::size_t n, T a, const T* __restrict x, T* __restrict y) {
-  for (std::size_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
 
 template <class T>
 inline T dot(std::size_t n, const T* x, const T* y) {
@@ -54,40 +48,37 @@ std::size_t key_end(const AttentionProblem<T>& p, std::size_t i0, std::size_t bq
 // Scratch space for one block of scores, owned by one thread.
 template <class T>
 struct ScoreBlock {
-  std::vector<T> key_t;   // [dk, kBlockK]: the key block transposed
   std::vector<T> scores;  // [kBlockQ, kBlockK]
-  explicit ScoreBlock(std::size_t dk) : key_t(dk * kBlockK), scores(kBlockQ * kBlockK) {}
+  ScoreBlock() : scores(kBlockQ * kBlockK) {}
 };
 
 // scores[r][c] = scale * q[i0 + r] . k[j0 + c] + bias, or -inf where masked (by the
-// keep mask, causality, or an additive -inf).
+// keep mask, causality, or an additive -inf). The product is one small GEMM: OpenBLAS's
+// OpenMP build runs it on the calling thread inside our parallel region.
 template <class T>
 void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq,
                     std::size_t j0, std::size_t bk, ScoreBlock<T>& block) {
   const T* q = p.q + p.q_offset[b] + i0 * p.dk;
   const T* k = p.k + p.k_offset[b] + j0 * p.dk;
-  T* key_t = block.key_t.data();
-  for (std::size_t c = 0; c < bk; ++c)
-    for (std::size_t d = 0; d < p.dk; ++d) key_t[d * bk + c] = k[c * p.dk + d];
+  T* s = block.scores.data();
+  gemm<T>(false, true, bq, bk, p.dk, p.scale, q, p.dk, k, p.dk, T(0), s, bk);
   const T minus_inf = -std::numeric_limits<T>::infinity();
+  if (!p.causal && !p.keep.data && !p.bias.data) return;
   for (std::size_t r = 0; r < bq; ++r) {
-    T* s = block.scores.data() + r * bk;
-    std::fill(s, s + bk, T(0));
-    for (std::size_t d = 0; d < p.dk; ++d) axpy(bk, q[r * p.dk + d] * p.scale, key_t + d * bk, s);
     const std::size_t i = i0 + r;
     for (std::size_t c = 0; c < bk; ++c) {
       const std::size_t j = j0 + c;
       if ((p.causal && j > i) || (p.keep.data && !p.keep.at(b, i, j)))
-        s[c] = minus_inf;
+        s[r * bk + c] = minus_inf;
       else if (p.bias.data)
-        s[c] += p.bias.at(b, i, j);
+        s[r * bk + c] += p.bias.at(b, i, j);
     }
   }
 }
 
 template <class T>
 void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
-  ScoreBlock<T> block(p.dk);
+  ScoreBlock<T> block;
   std::vector<T> row_max(kBlockQ), row_sum(kBlockQ), acc(kBlockQ * p.dv);
   const T minus_inf = -std::numeric_limits<T>::infinity();
   const T* v = p.v + p.v_offset[b];
@@ -102,21 +93,23 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
       for (std::size_t r = 0; r < bq; ++r) {
         T* s = block.scores.data() + r * bk;
         const T new_max = std::max(row_max[r], *std::max_element(s, s + bk));
-        if (new_max == minus_inf) continue;  // every key so far is masked
+        if (new_max == minus_inf) {  // every key so far is masked: nothing to add
+          std::fill(s, s + bk, T(0));
+          continue;
+        }
         // Online softmax: rescale what was summed under the old maximum.
         const T rescale = std::exp(row_max[r] - new_max);
         T sum = 0;
         for (std::size_t c = 0; c < bk; ++c) sum += (s[c] = std::exp(s[c] - new_max));
         row_sum[r] = row_sum[r] * rescale + sum;
         row_max[r] = new_max;
-        T* a = acc.data() + r * p.dv;
         if (rescale != T(1))
-          for (std::size_t d = 0; d < p.dv; ++d) a[d] *= rescale;
-        for (std::size_t c = 0; c < bk; ++c) {
-          const T weight = s[c] * dropout_factor(p, b, i0 + r, j0 + c);
-          if (weight != T(0)) axpy(p.dv, weight, v + (j0 + c) * p.dv, a);
-        }
+          for (std::size_t d = 0; d < p.dv; ++d) acc[r * p.dv + d] *= rescale;
+        if (p.dropout_p > 0)  // after the sum: dropout acts on the normalised weights
+          for (std::size_t c = 0; c < bk; ++c) s[c] *= dropout_factor(p, b, i0 + r, j0 + c);
       }
+      // acc += P V for the block
+      gemm<T>(false, false, bq, p.dv, bk, T(1), block.scores.data(), bk, v + j0 * p.dv, p.dv, T(1), acc.data(), p.dv);
     }
     for (std::size_t r = 0; r < bq; ++r) {
       T* o = out + (b * p.lq + i0 + r) * p.dv;
@@ -135,11 +128,12 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
 template <class T>
 void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, const T* lse, const T* dout,
                   T* dq, T* dk, T* dv) {
-  ScoreBlock<T> block(p.dk);
-  std::vector<T> value_t(p.dv * kBlockK), dp(kBlockK);
+  ScoreBlock<T> block;
+  std::vector<T> dropped(kBlockQ * kBlockK), dp(kBlockQ * kBlockK);
   const T* q = p.q + p.q_offset[b];
   const T* k = p.k + p.k_offset[b];
   const T* v = p.v + p.v_offset[b];
+  const T* g = dout + b * p.lq * p.dv;
   T* dq_b = dq + b * p.lq * p.dk;
   T* dk_b = dk + b * p.lk * p.dk;
   T* dv_b = dv + b * p.lk * p.dv;
@@ -148,43 +142,40 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
   std::fill(dv_b, dv_b + p.lk * p.dv, T(0));
   // D_i = dout_i . out_i equals sum_j P_ij dP_ij, dropout included.
   std::vector<T> delta(p.lq);
-  for (std::size_t i = 0; i < p.lq; ++i)
-    delta[i] = dot(p.dv, dout + (b * p.lq + i) * p.dv, out + (b * p.lq + i) * p.dv);
+  for (std::size_t i = 0; i < p.lq; ++i) delta[i] = dot(p.dv, g + i * p.dv, out + (b * p.lq + i) * p.dv);
 
   for (std::size_t j0 = 0; j0 < p.lk; j0 += kBlockK) {
     const std::size_t bk = std::min(kBlockK, p.lk - j0);
-    for (std::size_t c = 0; c < bk; ++c)
-      for (std::size_t d = 0; d < p.dv; ++d) value_t[d * bk + c] = v[(j0 + c) * p.dv + d];
     for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
       const std::size_t bq = std::min(kBlockQ, p.lq - i0);
       if (p.causal && j0 >= i0 + bq) continue;  // the whole block is in the future
       compute_scores(p, b, i0, bq, j0, bk, block);
-      for (std::size_t r = 0; r < bq; ++r) {
-        const std::size_t i = i0 + r;
-        const T row_lse = lse[b * p.lq + i];
-        if (std::isinf(row_lse)) continue;  // fully masked row: nothing flows
-        const T* s = block.scores.data() + r * bk;
-        const T* g = dout + (b * p.lq + i) * p.dv;
-        // dP = dout v^T (times the dropout factor), for this row and key block
-        std::fill(dp.begin(), dp.begin() + bk, T(0));
-        for (std::size_t d = 0; d < p.dv; ++d) axpy(bk, g[d], value_t.data() + d * bk, dp.data());
+      T* prob = block.scores.data();
+      for (std::size_t r = 0; r < bq; ++r)  // P = exp(S - lse): 0 where masked or the row is
         for (std::size_t c = 0; c < bk; ++c) {
-          const T prob = std::exp(s[c] - row_lse);
-          if (prob == T(0)) continue;
-          const T factor = dropout_factor(p, b, i, j0 + c);
-          if (factor != T(0)) axpy(p.dv, prob * factor, g, dv_b + (j0 + c) * p.dv);
-          const T ds = prob * (dp[c] * factor - delta[i]) * p.scale;
-          axpy(p.dk, ds, k + (j0 + c) * p.dk, dq_b + i * p.dk);
-          axpy(p.dk, ds, q + i * p.dk, dk_b + (j0 + c) * p.dk);
+          T& x = prob[r * bk + c];
+          x = std::exp(x - lse[b * p.lq + i0 + r]);
+          dropped[r * bk + c] = x * dropout_factor(p, b, i0 + r, j0 + c);
         }
-      }
+      // dV += (P o Z)^T dO;   dP = dO V^T
+      gemm<T>(true, false, bk, p.dv, bq, T(1), dropped.data(), bk, g + i0 * p.dv, p.dv, T(1), dv_b + j0 * p.dv, p.dv);
+      gemm<T>(false, true, bq, bk, p.dv, T(1), g + i0 * p.dv, p.dv, v + j0 * p.dv, p.dv, T(0), dp.data(), bk);
+      // dS = P o (dP o Z - D) * scale, written over dp
+      for (std::size_t r = 0; r < bq; ++r)
+        for (std::size_t c = 0; c < bk; ++c) {
+          const T factor = dropout_factor(p, b, i0 + r, j0 + c);
+          dp[r * bk + c] = prob[r * bk + c] * (dp[r * bk + c] * factor - delta[i0 + r]) * p.scale;
+        }
+      // dQ += dS K;   dK += dS^T Q
+      gemm<T>(false, false, bq, p.dk, bk, T(1), dp.data(), bk, k + j0 * p.dk, p.dk, T(1), dq_b + i0 * p.dk, p.dk);
+      gemm<T>(true, false, bk, p.dk, bq, T(1), dp.data(), bk, q + i0 * p.dk, p.dk, T(1), dk_b + j0 * p.dk, p.dk);
     }
   }
 }
 
 template <class T>
 void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* weights) {
-  ScoreBlock<T> block(p.dk);
+  ScoreBlock<T> block;
   T* w = weights + b * p.lq * p.lk;
   std::fill(w, w + p.lq * p.lk, T(0));
   for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {

@@ -26,6 +26,36 @@ void scatter_axis(const T* dense, T* full, const AxisSelection& s, bool accumula
     }
 }
 
+template <class T>
+void permute_copy(const T* x, T* out, const std::vector<std::size_t>& shape, const std::vector<std::size_t>& perm) {
+  const std::size_t ndim = shape.size();
+  std::size_t total = 1;
+  for (std::size_t d : shape) total *= d;
+  if (total == 0) return;
+  std::vector<std::size_t> in_strides(ndim), out_shape(ndim), stride(ndim);
+  for (std::size_t a = ndim, s = 1; a-- > 0;) in_strides[a] = s, s *= shape[a];
+  for (std::size_t i = 0; i < ndim; ++i) out_shape[i] = shape[perm[i]], stride[i] = in_strides[perm[i]];
+  // Copy runs along the output's last axis: contiguous in x too when it is x's last axis.
+  const std::size_t run = ndim ? out_shape[ndim - 1] : 1, run_stride = ndim ? stride[ndim - 1] : 1;
+  std::vector<std::size_t> index(ndim, 0);
+  std::size_t offset = 0;
+  for (std::size_t done = 0; done < total; done += run) {
+    const T* from = x + offset;
+    T* to = out + done;
+    if (run_stride == 1) std::copy_n(from, run, to);
+    else
+      for (std::size_t i = 0; i < run; ++i) to[i] = from[i * run_stride];
+    for (std::size_t a = ndim - 1; a-- > 0;) {  // next run: odometer over the outer axes
+      offset += stride[a];
+      if (++index[a] < out_shape[a]) break;
+      offset -= stride[a] * out_shape[a];
+      index[a] = 0;
+    }
+  }
+}
+
+template void permute_copy<float>(const float*, float*, const std::vector<std::size_t>&, const std::vector<std::size_t>&);
+template void permute_copy<double>(const double*, double*, const std::vector<std::size_t>&, const std::vector<std::size_t>&);
 template void gather_axis<float>(const float*, float*, const AxisSelection&);
 template void gather_axis<double>(const double*, double*, const AxisSelection&);
 template void scatter_axis<float>(const float*, float*, const AxisSelection&, bool);

@@ -4,6 +4,7 @@
 // [outer, count, inner] array, and back.
 
 #include <cstddef>
+#include <vector>
 
 namespace xgrad::kernels {
 
@@ -18,5 +19,10 @@ void gather_axis(const T* full, T* dense, const AxisSelection& s);
 // full[:, selection, :] = dense (or += dense when accumulate)
 template <class T>
 void scatter_axis(const T* dense, T* full, const AxisSelection& s, bool accumulate);
+
+// out = x with its axes reordered: out axis i is x's axis perm[i]. Both contiguous.
+// When the last axis stays last (a head split or merge) whole rows are copied at once.
+template <class T>
+void permute_copy(const T* x, T* out, const std::vector<std::size_t>& shape, const std::vector<std::size_t>& perm);
 
 }  // namespace xgrad::kernels

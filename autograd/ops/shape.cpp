@@ -105,11 +105,16 @@ Tensor permute(const Tensor& x, const std::vector<int>& axes) {
     seen[perm[i]] = true;
     inverse[perm[i]] = i;
   }
+  Shape out_shape(shape.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) out_shape[i] = shape[perm[i]];
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::transpose(x.node()->values<T>(), perm);
-    return record<T>("permute", std::move(out), {x}, [inverse](BackwardContext<T>& ctx) {
-      ctx.accumulate(0, xt::transpose(ctx.grad(), inverse));
+    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    kernels::permute_copy(x.node()->values<T>().data(), out.data(), shape, perm);
+    return record<T>("permute", std::move(out), {x}, [inverse, out_shape](BackwardContext<T>& ctx) {
+      xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
+      kernels::permute_copy(ctx.grad().data(), dx.data(), out_shape, inverse);
+      ctx.accumulate(0, std::move(dx));
     });
   });
 }

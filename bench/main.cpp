@@ -1,0 +1,167 @@
+// xgrad-bench: the model, data, optimizer and step of ../shared/bench/torch_reference.py,
+// timed the same way, printed as the same JSON line (plus model_gflop and gflops).
+//
+//   xgrad-bench --config tiny|medium|long|xlong|sgemm|overhead [--threads N] [--steps N]
+//
+// sgemm prints the machine's cblas_sgemm rate (1024 x 1024, the same threads); overhead
+// prints the microseconds per op of forward + backward over a long chain of tiny ops.
+
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "autograd/ops.hpp"
+#include "autograd/threads.hpp"
+#include "nn/nn.hpp"
+#include "optim/optim.hpp"
+
+using namespace xgrad;
+
+namespace {
+
+struct BenchConfig {
+  std::size_t batch, seq_len, d_model, heads, layers, vocab;
+};
+
+const std::map<std::string, BenchConfig> kConfigs = {
+    {"tiny", {32, 16, 64, 4, 2, 16}},
+    {"medium", {32, 64, 256, 4, 2, 16}},
+    {"long", {8, 512, 128, 4, 2, 16}},
+    {"xlong", {1, 4096, 128, 4, 1, 16}},
+};
+
+// Token + learned position embeddings, pre-LN blocks (FFN 4d, ReLU, no dropout), a head.
+class Model : public nn::Module {
+ public:
+  explicit Model(const BenchConfig& c) {
+    tok = register_module("tok", std::make_shared<nn::Embedding>(c.vocab, c.d_model));
+    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(c.seq_len, c.d_model));
+    blocks = register_module("blocks", std::make_shared<nn::Sequential>());
+    for (std::size_t i = 0; i < c.layers; ++i) {
+      nn::TransformerEncoderLayerOptions o;
+      o.d_model = c.d_model;
+      o.nhead = c.heads;
+      o.dim_feedforward = 4 * c.d_model;
+      o.dropout = 0.0;
+      blocks->push_back(std::make_shared<nn::TransformerEncoderLayer>(o));
+    }
+    head = register_module("head", std::make_shared<nn::Linear>(c.d_model, c.vocab));
+  }
+  Tensor forward(const Indices& x) { return head->forward(blocks->forward(pos->forward(tok->forward(x)))); }
+
+  std::shared_ptr<nn::Embedding> tok;
+  std::shared_ptr<nn::LearnedPositionalEncoding> pos;
+  std::shared_ptr<nn::Sequential> blocks;
+  std::shared_ptr<nn::Linear> head;
+};
+
+// Multiply-adds x 2 of one training step: forward matmuls, and twice that for backward.
+double model_gflop(const BenchConfig& c) {
+  const double b = c.batch, l = c.seq_len, d = c.d_model;
+  const double per_layer = 2 * b * l * d * (3 * d + d + 8 * d) + 4 * b * l * l * d;  // projections, FFN, attention
+  const double forward = c.layers * per_layer + 2 * b * l * d * c.vocab;
+  return 3 * forward / 1e9;
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int run_model(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup) {
+  manual_seed(0);
+  Model model(c);
+  optim::Adam adam(model.named_parameters(), {.lr = 1e-3});
+  Generator gen(0);
+  std::vector<std::int64_t> x(c.batch * c.seq_len), y(x.size());
+  for (auto& t : x) t = static_cast<std::int64_t>(gen.below(c.vocab));
+  for (std::size_t r = 0; r < c.batch; ++r)
+    for (std::size_t i = 0; i < c.seq_len; ++i) y[r * c.seq_len + i] = x[r * c.seq_len + c.seq_len - 1 - i];
+  const Indices inputs(x, {c.batch, c.seq_len}), targets(y, {c.batch, c.seq_len});
+  const auto step = [&] {
+    adam.zero_grad();
+    Tensor loss = cross_entropy(model.forward(inputs), targets);
+    loss.backward();
+    adam.step();
+    return loss.item();
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  if (steps <= 0) {
+    const auto t = Clock::now();
+    step();
+    steps = std::max(3, std::min(200, static_cast<int>(3.0 / std::max(seconds_since(t), 1e-6))));
+  }
+  double loss = 0;
+  const auto t = Clock::now();
+  for (int i = 0; i < steps; ++i) loss = step();
+  const double ms = seconds_since(t) / steps * 1e3;
+  const double gflop = model_gflop(c);
+  std::printf("{\"config\": \"%s\", \"batch\": %zu, \"seq_len\": %zu, \"d_model\": %zu, \"heads\": %zu, "
+              "\"layers\": %zu, \"vocab\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
+              "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-0.1.0\", \"model_gflop\": %.4f, "
+              "\"gflops\": %.2f}\n",
+              name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms,
+              peak_rss_mb(), loss, gflop, gflop / (ms / 1e3));
+  return 0;
+}
+
+int run_sgemm(int threads, int steps) {
+  const std::size_t n = 1024;
+  Generator gen(0);
+  const Tensor a = Tensor::randn({n, n}, gen), b = Tensor::randn({n, n}, gen);
+  NoGradGuard no_grad;
+  matmul(a, b);  // warm up
+  steps = steps > 0 ? steps : 20;
+  const auto t = Clock::now();
+  for (int i = 0; i < steps; ++i) matmul(a, b);
+  const double seconds = seconds_since(t) / steps;
+  std::printf("{\"config\": \"sgemm\", \"n\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_gemm\": %.3f, "
+              "\"gflops\": %.2f, \"impl\": \"xgrad-0.1.0\"}\n",
+              n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9);
+  return 0;
+}
+
+int run_overhead(int threads, int steps) {
+  const int chain = 10000;
+  steps = steps > 0 ? steps : 5;
+  Tensor x = Tensor::ones({4}).requires_grad_();
+  double best = 1e30;
+  for (int s = 0; s < steps; ++s) {
+    const auto t = Clock::now();
+    Tensor y = x;
+    for (int i = 0; i < chain; ++i) y = y * 1.0001;
+    sum(y).backward();
+    x.zero_grad();
+    best = std::min(best, seconds_since(t));
+  }
+  std::printf("{\"config\": \"overhead\", \"chain\": %d, \"threads\": %d, \"steps\": %d, "
+              "\"us_per_op\": %.3f, \"impl\": \"xgrad-0.1.0\"}\n",
+              chain, threads, steps, best / (chain + 1) * 1e6);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"xgrad-bench: one benchmark configuration, printed as one JSON line"};
+  std::string config = "tiny";
+  int threads = 2, steps = 0, warmup = 3;
+  app.add_option("--config", config, "tiny | medium | long | xlong | sgemm | overhead")
+      ->check(CLI::IsMember({"tiny", "medium", "long", "xlong", "sgemm", "overhead"}))
+      ->capture_default_str();
+  app.add_option("--threads", threads, "threads for kernels and BLAS")->capture_default_str();
+  app.add_option("--steps", steps, "timed steps (0: about 3 s)")->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  set_num_threads(threads);
+  if (config == "sgemm") return run_sgemm(threads, steps);
+  if (config == "overhead") return run_overhead(threads, steps);
+  return run_model(config, kConfigs.at(config), threads, steps, warmup);
+}
