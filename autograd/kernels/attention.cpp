@@ -6,13 +6,14 @@
 
 #include "autograd/kernels/gemm.hpp"
 #include "autograd/kernels/parallel.hpp"
+#include "autograd/kernels/vexp.hpp"
 
 namespace xgrad::kernels {
 
 namespace {
 
-constexpr std::size_t kBlockQ = 64;  // query rows per block
-constexpr std::size_t kBlockK = 64;  // keys per block
+constexpr std::size_t kBlockQ = 128;  // query rows per block
+constexpr std::size_t kBlockK = 128;  // keys per block
 
 template <class T>
 inline T dot(std::size_t n, const T* x, const T* y) {
@@ -99,8 +100,9 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
         }
         // Online softmax: rescale what was summed under the old maximum.
         const T rescale = std::exp(row_max[r] - new_max);
+        exp_shifted_inplace(s, bk, new_max);
         T sum = 0;
-        for (std::size_t c = 0; c < bk; ++c) sum += (s[c] = std::exp(s[c] - new_max));
+        for (std::size_t c = 0; c < bk; ++c) sum += s[c];
         row_sum[r] = row_sum[r] * rescale + sum;
         row_max[r] = new_max;
         if (rescale != T(1))
@@ -152,20 +154,26 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
       compute_scores(p, b, i0, bq, j0, bk, block);
       T* prob = block.scores.data();
       for (std::size_t r = 0; r < bq; ++r)  // P = exp(S - lse): 0 where masked or the row is
-        for (std::size_t c = 0; c < bk; ++c) {
-          T& x = prob[r * bk + c];
-          x = std::exp(x - lse[b * p.lq + i0 + r]);
-          dropped[r * bk + c] = x * dropout_factor(p, b, i0 + r, j0 + c);
-        }
+        exp_shifted_inplace(prob + r * bk, bk, lse[b * p.lq + i0 + r]);
+      const bool with_dropout = p.dropout_p > 0;
+      if (with_dropout)
+        for (std::size_t r = 0; r < bq; ++r)
+          for (std::size_t c = 0; c < bk; ++c)
+            dropped[r * bk + c] = prob[r * bk + c] * dropout_factor(p, b, i0 + r, j0 + c);
       // dV += (P o Z)^T dO;   dP = dO V^T
-      gemm<T>(true, false, bk, p.dv, bq, T(1), dropped.data(), bk, g + i0 * p.dv, p.dv, T(1), dv_b + j0 * p.dv, p.dv);
+      gemm<T>(true, false, bk, p.dv, bq, T(1), with_dropout ? dropped.data() : prob, bk, g + i0 * p.dv, p.dv, T(1),
+              dv_b + j0 * p.dv, p.dv);
       gemm<T>(false, true, bq, bk, p.dv, T(1), g + i0 * p.dv, p.dv, v + j0 * p.dv, p.dv, T(0), dp.data(), bk);
       // dS = P o (dP o Z - D) * scale, written over dp
-      for (std::size_t r = 0; r < bq; ++r)
-        for (std::size_t c = 0; c < bk; ++c) {
-          const T factor = dropout_factor(p, b, i0 + r, j0 + c);
-          dp[r * bk + c] = prob[r * bk + c] * (dp[r * bk + c] * factor - delta[i0 + r]) * p.scale;
-        }
+      for (std::size_t r = 0; r < bq; ++r) {
+        const T d = delta[i0 + r];
+        T* ds = dp.data() + r * bk;
+        const T* pr = prob + r * bk;
+        if (with_dropout)
+          for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] * dropout_factor(p, b, i0 + r, j0 + c) - d) * p.scale;
+        else
+          for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] - d) * p.scale;
+      }
       // dQ += dS K;   dK += dS^T Q
       gemm<T>(false, false, bq, p.dk, bk, T(1), dp.data(), bk, k + j0 * p.dk, p.dk, T(1), dq_b + i0 * p.dk, p.dk);
       gemm<T>(true, false, bk, p.dk, bq, T(1), dp.data(), bk, q + i0 * p.dk, p.dk, T(1), dk_b + j0 * p.dk, p.dk);

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Runs xgrad-bench and PyTorch's ../shared/bench/torch_reference.py for every config,
+# each config in its own process, alternating between the two, and prints a markdown
+# table of the medians: ms per step each, speed-up (PyTorch ms / xgrad ms), peak memory.
+#
+#   bench/compare.sh [--rounds N] [--threads N]     (after ./run test or ./run build)
+#   bench/compare.sh --train [--rounds N]           time to 0.99 exact-match instead
+#
+# Installs Debian's python3-torch when missing (it runs with /usr/bin/python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=3 threads=2 train=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --train) train=1; shift ;;
+    *) echo "usage: bench/compare.sh [--train] [--rounds N] [--threads N]" >&2; exit 2 ;;
+  esac
+done
+reference=${XGRAD_TORCH_BENCH:-../shared/bench}
+[ -f "$reference/torch_reference.py" ] || { echo "compare.sh: no $reference/torch_reference.py" >&2; exit 2; }
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "compare.sh: installing python3-torch" >&2
+  sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq python3-torch >/dev/null
+fi
+[ -x build/bin/xgrad-bench ] && [ -x build/bin/xgrad-train ] || ./run build >/dev/null
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+
+if [ "$train" -eq 0 ]; then
+  for round in $(seq "$rounds"); do
+    for config in tiny medium long xlong; do
+      build/bin/xgrad-bench --config "$config" --threads "$threads" >>"$results"
+      /usr/bin/python3 "$reference/torch_reference.py" --config "$config" --threads "$threads" >>"$results"
+    done
+    echo "compare.sh: round $round of $rounds done" >&2
+  done
+  build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
+  build/bin/xgrad-bench --config overhead --threads "$threads" >>"$results"
+else
+  for round in $(seq "$rounds"); do
+    for task in sort reverse copy; do
+      build/bin/xgrad-train --task "$task" --threads "$threads" --quiet --metrics /dev/stdout 2>/dev/null |
+        grep '"final"' | sed 's/"impl": "xgrad[^"]*"/"impl": "xgrad"/' >>"$results"
+      /usr/bin/python3 "$reference/torch_train_reference.py" --task "$task" --threads "$threads" |
+        grep '"final"' | sed 's/"impl": "pytorch[^"]*"/"impl": "pytorch"/' >>"$results"
+    done
+    echo "compare.sh: round $round of $rounds done" >&2
+  done
+fi
+
+/usr/bin/python3 - "$results" "$train" "$threads" <<'PY'
+import json, statistics, sys, platform, datetime, os
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
+train, threads = sys.argv[2] == "1", sys.argv[3]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print(f"Machine: {cpu}, {os.cpu_count()} cores; {threads} threads; {datetime.date.today()}; medians of alternating runs.\n")
+med = lambda xs: statistics.median(xs) if xs else float("nan")
+if not train:
+    print("| config | B, L, d, heads, layers | xgrad ms/step | PyTorch ms/step | speed-up | xgrad GFLOP/s | xgrad peak MB | PyTorch peak MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for config in ["tiny", "medium", "long", "xlong"]:
+        x = [r for r in rows if r.get("config") == config and r["impl"].startswith("xgrad")]
+        t = [r for r in rows if r.get("config") == config and r["impl"].startswith("pytorch")]
+        if not x or not t: continue
+        c = x[0]
+        xm, tm = med([r["ms_per_step"] for r in x]), med([r["ms_per_step"] for r in t])
+        print(f"| {config} | {c['batch']}, {c['seq_len']}, {c['d_model']}, {c['heads']}, {c['layers']} | {xm:.1f} | {tm:.1f} | "
+              f"{tm / xm:.2f}x | {med([r['gflops'] for r in x]):.1f} | {med([r['peak_rss_mb'] for r in x]):.0f} | "
+              f"{med([r['peak_rss_mb'] for r in t]):.0f} |")
+    for r in rows:
+        if r.get("config") == "sgemm": print(f"\ncblas_sgemm 1024 x 1024: {r['gflops']:.1f} GFLOP/s")
+        if r.get("config") == "overhead": print(f"per-op overhead (forward + backward, chain of {r['chain']} tiny ops): {r['us_per_op']:.2f} us")
+else:
+    print("| task | xgrad s to 0.99 | PyTorch s to 0.99 | time ratio | xgrad steps | PyTorch steps |")
+    print("|---|---|---|---|---|---|")
+    for task in ["sort", "reverse", "copy"]:
+        x = [r for r in rows if r.get("task") == task and r["impl"] == "xgrad" and r["reached_target"]]
+        t = [r for r in rows if r.get("task") == task and r["impl"] == "pytorch" and r["reached_target"]]
+        if not x or not t:
+            print(f"| {task} | {'-' if not x else ''} | {'-' if not t else ''} | target not reached in some run | | |"); continue
+        xs, ts = med([r["seconds_to_target"] for r in x]), med([r["seconds_to_target"] for r in t])
+        print(f"| {task} | {xs:.1f} | {ts:.1f} | {xs / ts:.2f} | {med([r['steps_to_target'] for r in x]):.0f} | "
+              f"{med([r['steps_to_target'] for r in t]):.0f} |")
+PY
