@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Crash safety: kill xgrad-train --save with SIGKILL at random moments, several times.
+# Each time the checkpoint on disk must load, and resuming until the end must give the
+# same final metrics as a run that was never killed.   usage: crash_test.sh XGRAD_TRAIN
+set -u
+train=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+check() {
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
+}
+# Checkpoints every 10 steps: plenty of writes for a kill to land in.
+common=(--task copy --seq-len 6 --vocab 8 --d-model 32 --heads 2 --steps 1500 --eval-every 10
+        --eval-size 100 --target-exact 2 --quiet --seed 5 --threads 1)
+"$train" "${common[@]}" --metrics "$work/whole.jsonl" >/dev/null
+
+RANDOM=7  # repeatable "random" moments
+kills=0
+for attempt in 1 2 3 4 5; do
+  args=("${common[@]}")
+  [ -f "$work/run.ckpt" ] && args=(--resume "$work/run.ckpt" --quiet --threads 1)
+  "$train" "${args[@]}" --save "$work/run.ckpt" --metrics "$work/killed.jsonl" >/dev/null 2>&1 &
+  pid=$!
+  sleep "0.$((RANDOM % 9 + 1))"
+  if kill -KILL "$pid" 2>/dev/null; then kills=$((kills + 1)); fi
+  wait "$pid" 2>/dev/null
+  if [ -f "$work/run.ckpt" ]; then
+    "$train" --resume "$work/run.ckpt" --steps 1 --quiet --threads 1 >/dev/null 2>&1
+    check "checkpoint loads after kill $attempt" test $? -eq 0
+  fi
+done
+check "the run was killed several times" test "$kills" -ge 3
+# Finish the run from wherever the last checkpoint left it.
+if [ -f "$work/run.ckpt" ]; then args=(--resume "$work/run.ckpt" --quiet --threads 1); else args=("${common[@]}"); fi
+"$train" "${args[@]}" --save "$work/run.ckpt" --metrics "$work/killed.jsonl" >/dev/null
+last_eval() { grep '"step": 1500,' "$1" | tail -n 1 | sed 's/, "elapsed_s": [0-9.]*//'; }
+check "the final metrics match an uninterrupted run" test "$(last_eval "$work/whole.jsonl")" = "$(last_eval "$work/killed.jsonl")"
+check "there is a final evaluation" test -n "$(last_eval "$work/whole.jsonl")"
+echo "killed $kills times; $(last_eval "$work/whole.jsonl")"
+echo "$passed passed, $failed failed"
+test "$failed" -eq 0
