@@ -129,6 +129,7 @@ std::string encode_safetensors(const StateDict& tensors, const Metadata& metadat
   bytes += text;
   bytes.reserve(bytes.size() + offset);
   for (const auto& [name, t] : order) {
+    if (t.numel() == 0) continue;  // nothing to write, and no buffer to read
     const char* data = t.dtype() == DType::float32 ? reinterpret_cast<const char*>(t.data<float>())
                                                    : reinterpret_cast<const char*>(t.data<double>());
     bytes.append(data, t.numel() * item_size(t.dtype()));
@@ -184,7 +185,7 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
     Tensor t = Tensor::zeros(e.shape, e.dtype);
     char* target = e.dtype == DType::float32 ? reinterpret_cast<char*>(t.data<float>())
                                              : reinterpret_cast<char*>(t.data<double>());
-    std::memcpy(target, data + e.begin, e.end - e.begin);
+    if (e.end > e.begin) std::memcpy(target, data + e.begin, e.end - e.begin);  // an empty tensor has no buffer
     contents.tensors.emplace(e.name, std::move(t));
   }
   return contents;
