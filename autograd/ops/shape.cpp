@@ -5,7 +5,6 @@
 #include <optional>
 
 #include <xtensor/xbroadcast.hpp>
-#include <xtensor/xmanipulation.hpp>
 
 #include "autograd/kernels/copy.hpp"
 #include "autograd/ops.hpp"
