@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/kernels/parallel.hpp"
+
 namespace xgrad::optim {
 
 Adam::Adam(NamedParameters parameters, const AdamOptions& options)
@@ -42,16 +44,20 @@ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const Ad
   const T correction2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(s.beta2, static_cast<double>(s.t))));
   const T eps = static_cast<T>(s.eps), decay = static_cast<T>(s.weight_decay);
   const T shrink = static_cast<T>(1.0 - s.lr * s.weight_decay);
-  for (std::size_t i = 0; i < n; ++i) {
-    T grad = g[i];
-    if (s.decoupled) p[i] *= shrink;
-    else grad += decay * p[i];
-    m[i] += (grad - m[i]) * (T(1) - b1);  // torch's lerp form
-    v[i] = b2 * v[i] + (T(1) - b2) * grad * grad;
-    T second = v[i];
-    if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);
-    p[i] -= step_size * m[i] / (std::sqrt(second) / correction2_sqrt + eps);
-  }
+  // Independent elements, split in fixed chunks over the thread pool.
+  constexpr std::size_t chunk = 1 << 14;
+  xgrad::kernels::parallel_for((n + chunk - 1) / chunk, 10.0 * chunk, [&](std::size_t c) {
+    for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
+      T grad = g[i];
+      if (s.decoupled) p[i] *= shrink;
+      else grad += decay * p[i];
+      m[i] += (grad - m[i]) * (T(1) - b1);  // torch's lerp form
+      v[i] = b2 * v[i] + (T(1) - b2) * grad * grad;
+      T second = v[i];
+      if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);
+      p[i] -= step_size * m[i] / (std::sqrt(second) / correction2_sqrt + eps);
+    }
+  });
 }
 
 }  // namespace

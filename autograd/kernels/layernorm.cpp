@@ -1,14 +1,26 @@
 #include "autograd/kernels/layernorm.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "autograd/kernels/parallel.hpp"
 
 namespace xgrad::kernels {
 
+namespace {
+
+// Rows are processed in fixed chunks (not per thread), so every result, the reduced
+// weight and bias gradients included, is the same whatever the thread count.
+constexpr std::size_t kRowsPerChunk = 64;
+
+std::size_t chunks_of(std::size_t rows) { return (rows + kRowsPerChunk - 1) / kRowsPerChunk; }
+
 template <class T>
-void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd,
-                        std::size_t rows, std::size_t d, T eps) {
+void forward_rows(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, std::size_t first,
+                  std::size_t last, std::size_t d, T eps) {
   const T inv_d = T(1) / static_cast<T>(d);
-  for (std::size_t r = 0; r < rows; ++r) {
+  for (std::size_t r = first; r < last; ++r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
     T sum = 0;
@@ -29,10 +41,10 @@ void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, T* mea
 }
 
 template <class T>
-void layer_norm_backward(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd,
-                         T* dx, T* dweight, T* dbias, std::size_t rows, std::size_t d) {
+void backward_rows(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd, T* dx, T* dweight,
+                   T* dbias, std::size_t first, std::size_t last, std::size_t d) {
   const T inv_d = T(1) / static_cast<T>(d);
-  for (std::size_t r = 0; r < rows; ++r) {
+  for (std::size_t r = first; r < last; ++r) {
     const T* xr = x + r * d;
     const T* dyr = dy + r * d;
     T* dxr = dx + r * d;
@@ -54,6 +66,34 @@ void layer_norm_backward(const T* dy, const T* x, const T* weight, const T* mean
       dxr[j] = rstd[r] * (g - g_mean - xhat * g_xhat_mean);
     }
   }
+}
+
+}  // namespace
+
+template <class T>
+void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd,
+                        std::size_t rows, std::size_t d, T eps) {
+  parallel_for(chunks_of(rows), 8.0 * kRowsPerChunk * d, [&](std::size_t c) {
+    forward_rows(x, weight, bias, y, mean, rstd, c * kRowsPerChunk, std::min(rows, (c + 1) * kRowsPerChunk), d, eps);
+  });
+}
+
+template <class T>
+void layer_norm_backward(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd,
+                         T* dx, T* dweight, T* dbias, std::size_t rows, std::size_t d) {
+  // Each chunk sums its own weight/bias gradients; they are added in chunk order after.
+  const std::size_t chunks = chunks_of(rows);
+  std::vector<T> partial_w(dweight ? chunks * d : 0, T(0)), partial_b(dbias ? chunks * d : 0, T(0));
+  parallel_for(chunks, 12.0 * kRowsPerChunk * d, [&](std::size_t c) {
+    backward_rows(dy, x, weight, mean, rstd, dx, dweight ? partial_w.data() + c * d : nullptr,
+                  dbias ? partial_b.data() + c * d : nullptr, c * kRowsPerChunk,
+                  std::min(rows, (c + 1) * kRowsPerChunk), d);
+  });
+  for (std::size_t c = 0; c < chunks; ++c)
+    for (std::size_t j = 0; j < d; ++j) {
+      if (dweight) dweight[j] += partial_w[c * d + j];
+      if (dbias) dbias[j] += partial_b[c * d + j];
+    }
 }
 
 #define XGRAD_INSTANTIATE(T)                                                                  \
