@@ -107,10 +107,6 @@ void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
 
 void Tensor::backward(bool retain_graph) const {
   if (!defined()) fail("backward", "called on an undefined tensor");
-  if (node_->graph_freed)
-    fail("backward", std::string("the graph of '") + node_->op +
-                         "' was freed by an earlier backward(); pass retain_graph = true to the "
-                         "first call to run backward twice");
   if (numel() != 1)
     fail("backward", "the root has shape " + shape_str(shape()) +
                          "; a non-scalar root needs a seed gradient of that shape: backward(seed)");
