@@ -14,7 +14,8 @@
 #include <map>
 
 #include "autograd/ops.hpp"
-#include "autograd/threads.hpp"
+#include "autograd/blas.hpp"
+#include "autograd/parallel.hpp"
 #include "nn/nn.hpp"
 #include "optim/optim.hpp"
 
@@ -106,9 +107,9 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
   std::printf("{\"config\": \"%s\", \"batch\": %zu, \"seq_len\": %zu, \"d_model\": %zu, \"heads\": %zu, "
               "\"layers\": %zu, \"vocab\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
               "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-0.1.0\", \"model_gflop\": %.4f, "
-              "\"gflops\": %.2f}\n",
+              "\"gflops\": %.2f, \"blas_core\": \"%s\"}\n",
               name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms,
-              peak_rss_mb(), loss, gflop, gflop / (ms / 1e3));
+              peak_rss_mb(), loss, gflop, gflop / (ms / 1e3), blas_core().c_str());
   return 0;
 }
 
@@ -123,8 +124,8 @@ int run_sgemm(int threads, int steps) {
   for (int i = 0; i < steps; ++i) matmul(a, b);
   const double seconds = seconds_since(t) / steps;
   std::printf("{\"config\": \"sgemm\", \"n\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_gemm\": %.3f, "
-              "\"gflops\": %.2f, \"impl\": \"xgrad-0.1.0\"}\n",
-              n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9);
+              "\"gflops\": %.2f, \"impl\": \"xgrad-0.1.0\", \"blas_core\": \"%s\"}\n",
+              n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9, blas_core().c_str());
   return 0;
 }
 

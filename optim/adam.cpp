@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/kernels/parallel.hpp"
+#include "autograd/parallel.hpp"
 
 namespace xgrad::optim {
 
@@ -46,7 +46,7 @@ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const Ad
   const T shrink = static_cast<T>(1.0 - s.lr * s.weight_decay);
   // Independent elements, split in fixed chunks over the thread pool.
   constexpr std::size_t chunk = 1 << 14;
-  xgrad::kernels::parallel_for((n + chunk - 1) / chunk, 10.0 * chunk, [&](std::size_t c) {
+  parallel_for((n + chunk - 1) / chunk, 10.0 * chunk, [&](std::size_t c) {
     for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
       T grad = g[i];
       if (s.decoupled) p[i] *= shrink;

@@ -1,7 +1,8 @@
 #define BOOST_TEST_MODULE linalg
 #include "helpers.hpp"
 
-#include "autograd/threads.hpp"
+#include "autograd/blas.hpp"
+#include "autograd/parallel.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -23,9 +24,52 @@ std::vector<double> naive_matmul(const std::vector<double>& a, const std::vector
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(products_run_on_openblas_with_openmp) {
-  BOOST_TEST_MESSAGE("BLAS: " << blas_config());
-  BOOST_CHECK(blas_uses_openmp());  // one thread pool for BLAS and xgrad's kernels
+// OpenBLAS must run the kernels of the CPU's vector class (AVX-512: SkylakeX class; AVX2:
+// Haswell or Zen class), whether it recognised the CPU itself or xgrad corrected it.
+BOOST_AUTO_TEST_CASE(blas_runs_the_cpus_best_kernels) {
+  BOOST_TEST_MESSAGE("BLAS: " << blas_summary() << "; CPU class " << cpu_vector_class());
+  BOOST_TEST(blas_core_fits_cpu(blas_core()), "OpenBLAS runs " << blas_core() << " kernels on a "
+                                                  << cpu_vector_class() << " CPU");
+  BOOST_TEST(blas_threads_per_call() == 1);  // xgrad's pool splits the products
+}
+
+// What happens on a CPU that OpenBLAS does not know: it falls back to Prescott (SSE3).
+// The start-up check must replace those kernels, and products stay right.
+BOOST_AUTO_TEST_CASE(kernels_below_the_cpu_are_replaced) {
+  if (cpu_vector_class() == "baseline") return;  // nothing better to choose
+  const std::string before = blas_core();
+  BOOST_REQUIRE(detail::force_blas_core("Prescott"));
+  BOOST_TEST(!blas_core_fits_cpu(blas_core()));
+  const std::string note = detail::select_blas_kernels();
+  BOOST_TEST(note == "chosen by xgrad: OpenBLAS picked Prescott");
+  BOOST_TEST(blas_core_fits_cpu(blas_core()), blas_core());
+  const Tensor a = randn64({70, 40}, 1), b = randn64({40, 30}, 2);
+  check_close(matmul(a, b).to_vector(), naive_matmul(a.to_vector(), b.to_vector(), 1, 70, 40, 30), 1e-12);
+  BOOST_TEST(blas_core_fits_cpu("SkylakeX") == (cpu_vector_class() != "baseline"));
+  BOOST_TEST(!blas_core_fits_cpu("Prescott"));
+  BOOST_REQUIRE(detail::force_blas_core(before));
+}
+
+// Products large enough to be split over the pool, in every layout: the same values as
+// the plain loop, and bitwise the same on every run with the same thread count.
+BOOST_AUTO_TEST_CASE(split_products_match_and_repeat) {
+  const int threads = num_threads();
+  for (const int t : {1, 2, 3}) {
+    set_num_threads(t);
+    for (const auto& [n, k, m] : std::vector<std::array<std::size_t, 3>>{{300, 120, 90}, {70, 150, 410}, {33, 700, 129}}) {
+      const Tensor a = randn64({n, k}, 3), b = randn64({k, m}, 4);
+      const std::vector<double> expected = naive_matmul(a.to_vector(), b.to_vector(), 1, n, k, m);
+      const Tensor c = matmul(a, b);
+      check_close(c.to_vector(), expected, 1e-12);
+      BOOST_TEST(matmul(a, b).to_vector() == c.to_vector());
+      check_close(matmul(transpose(a, 0, 1), b, true, false).to_vector(), expected, 1e-12);
+      check_close(matmul(a, transpose(b, 0, 1), false, true).to_vector(), expected, 1e-12);
+      check_close(matmul(transpose(a, 0, 1), transpose(b, 0, 1), true, true).to_vector(), expected, 1e-12);
+      const Tensor af = a.to(DType::float32), bf = b.to(DType::float32);
+      BOOST_TEST(matmul(af, bf).to_vector() == matmul(af, bf).to_vector());
+    }
+  }
+  set_num_threads(threads);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_values) {

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "autograd/kernels/gemm.hpp"
-#include "autograd/kernels/parallel.hpp"
+#include "autograd/parallel.hpp"
 #include "autograd/kernels/vexp.hpp"
 
 namespace xgrad::kernels {
@@ -54,8 +54,8 @@ struct ScoreBlock {
 };
 
 // scores[r][c] = scale * q[i0 + r] . k[j0 + c] + bias, or -inf where masked (by the
-// keep mask, causality, or an additive -inf). The product is one small GEMM: OpenBLAS's
-// OpenMP build runs it on the calling thread inside our parallel region.
+// keep mask, causality, or an additive -inf). The product is one small GEMM, run on
+// the calling thread (a product inside a parallel_for body is never split again).
 template <class T>
 void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq,
                     std::size_t j0, std::size_t bk, ScoreBlock<T>& block) {

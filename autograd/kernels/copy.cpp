@@ -4,26 +4,36 @@
 
 namespace xgrad::kernels {
 
+namespace {
+
+// Calls run(full_offset, dense_offset, length) for the contiguous runs the selection is
+// made of: with step 1 the selected positions of one outer index are one run of
+// count * inner elements (a last-axis slice is then a row copy, not element by element).
+template <class Run>
+void for_each_run(const AxisSelection& s, Run&& run) {
+  const bool contiguous = s.step == 1 || s.count <= 1;
+  const std::size_t length = contiguous ? s.count * s.inner : s.inner;
+  const std::size_t runs = contiguous ? 1 : s.count;
+  for (std::size_t o = 0; o < s.outer; ++o)
+    for (std::size_t j = 0; j < runs; ++j)
+      run((o * s.n + s.start + j * s.step) * s.inner, (o * s.count + j) * s.inner, length);
+}
+
+}  // namespace
+
 template <class T>
 void gather_axis(const T* full, T* dense, const AxisSelection& s) {
-  for (std::size_t o = 0; o < s.outer; ++o)
-    for (std::size_t j = 0; j < s.count; ++j) {
-      const T* from = full + (o * s.n + s.start + j * s.step) * s.inner;
-      std::copy_n(from, s.inner, dense + (o * s.count + j) * s.inner);
-    }
+  for_each_run(s, [&](std::size_t f, std::size_t d, std::size_t length) { std::copy_n(full + f, length, dense + d); });
 }
 
 template <class T>
 void scatter_axis(const T* dense, T* full, const AxisSelection& s, bool accumulate) {
-  for (std::size_t o = 0; o < s.outer; ++o)
-    for (std::size_t j = 0; j < s.count; ++j) {
-      const T* from = dense + (o * s.count + j) * s.inner;
-      T* to = full + (o * s.n + s.start + j * s.step) * s.inner;
-      if (accumulate)
-        for (std::size_t i = 0; i < s.inner; ++i) to[i] += from[i];
-      else
-        std::copy_n(from, s.inner, to);
-    }
+  for_each_run(s, [&](std::size_t f, std::size_t d, std::size_t length) {
+    if (accumulate)
+      for (std::size_t i = 0; i < length; ++i) full[f + i] += dense[d + i];
+    else
+      std::copy_n(dense + d, length, full + f);
+  });
 }
 
 template <class T>

@@ -2,27 +2,69 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
+#include "autograd/parallel.hpp"
+
 namespace xgrad::kernels {
 
 namespace {
+
 CBLAS_TRANSPOSE flag(bool transposed) { return transposed ? CblasTrans : CblasNoTrans; }
 blasint as_int(std::size_t v) { return static_cast<blasint>(v); }
-}  // namespace
 
-template <>
-void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
-                 const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
-                 float* c, std::size_t ldc) {
+void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+               const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+               std::size_t ldc) {
   cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), as_int(m), as_int(n), as_int(k), alpha, a,
               as_int(lda), b, as_int(ldb), beta, c, as_int(ldc));
 }
 
-template <>
-void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
-                  double alpha, const double* a, std::size_t lda, const double* b, std::size_t ldb,
-                  double beta, double* c, std::size_t ldc) {
+void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha,
+               const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta, double* c,
+               std::size_t ldc) {
   cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), as_int(m), as_int(n), as_int(k), alpha, a,
               as_int(lda), b, as_int(ldb), beta, c, as_int(ldc));
 }
+
+// Below this many multiply-adds a product stays on one thread: waking the pool costs more.
+constexpr double kParallelMultiplyAdds = 1 << 21;
+// Panels are cut at multiples of this many rows or columns, whole vector registers.
+constexpr std::size_t kPanelAlign = 16;
+
+}  // namespace
+
+// OpenBLAS runs each call on its caller's thread; a large product is cut into one panel
+// of C's rows (or columns, when C is wider than tall) per thread. The cut depends only on
+// the shapes and the thread count, so results are deterministic for a given count.
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+          std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  const auto threads = static_cast<std::size_t>(num_threads());
+  const double multiply_adds = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool split_rows = m >= n;
+  const std::size_t extent = split_rows ? m : n;
+  const std::size_t panel = (extent + threads - 1) / threads;
+  const std::size_t step = (panel + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
+  if (threads == 1 || multiply_adds < kParallelMultiplyAdds || step >= extent) {
+    blas_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const std::size_t panels = (extent + step - 1) / step;
+  parallel_for(panels, multiply_adds / static_cast<double>(panels), [&](std::size_t p) {
+    const std::size_t begin = p * step, size = std::min(extent, begin + step) - begin;
+    if (split_rows)  // rows of op(A) and of C
+      blas_gemm(trans_a, trans_b, size, n, k, alpha, trans_a ? a + begin : a + begin * lda, lda, b, ldb, beta,
+                c + begin * ldc, ldc);
+    else  // columns of op(B) and of C
+      blas_gemm(trans_a, trans_b, m, size, k, alpha, a, lda, trans_b ? b + begin * ldb : b + begin, ldb, beta,
+                c + begin, ldc);
+  });
+}
+
+template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
+                          const float*, std::size_t, float, float*, std::size_t);
+template void gemm<double>(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*, std::size_t,
+                           const double*, std::size_t, double, double*, std::size_t);
 
 }  // namespace xgrad::kernels

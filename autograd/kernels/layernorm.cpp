@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/kernels/parallel.hpp"
+#include "autograd/parallel.hpp"
 
 namespace xgrad::kernels {
 

@@ -4,6 +4,9 @@
 
 #include <sstream>
 
+#include "autograd/blas.hpp"
+#include "autograd/parallel.hpp"
+
 namespace train {
 
 namespace {
@@ -66,6 +69,8 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
   app.add_option("--metrics", c.metrics, "append JSON lines of every evaluation here");
   app.add_option("--attention-png", c.attention_png, "draw the last layer's attention maps to this PNG");
   app.add_flag("--quiet", c.quiet, "print only the final summary");
+  app.add_flag("--verbose", c.verbose, "first print the BLAS kernels and threads in use");
+  app.footer("Runs on " + xgrad::blas_summary() + ", " + std::to_string(xgrad::num_threads()) + " threads.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

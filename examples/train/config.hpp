@@ -31,6 +31,7 @@ struct Config {
   double target_exact = 0.99;
   std::string save, resume, metrics, attention_png;
   bool quiet = false;
+  bool verbose = false;
 
   int ff_width() const { return ff > 0 ? ff : 4 * d_model; }
 };

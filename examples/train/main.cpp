@@ -13,7 +13,8 @@
 #include <memory>
 #include <optional>
 
-#include "autograd/threads.hpp"
+#include "autograd/blas.hpp"
+#include "autograd/parallel.hpp"
 #include "config.hpp"
 #include "display.hpp"
 #include "model.hpp"
@@ -160,6 +161,7 @@ int run(int argc, char** argv) {
   }
   validate(c);
   if (c.threads > 0) set_num_threads(c.threads);
+  if (c.verbose) std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads" << std::endl;
 
   manual_seed(c.seed);
   SequenceModel model(c);

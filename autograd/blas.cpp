@@ -1,0 +1,107 @@
+#include "autograd/blas.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <optional>
+
+// DYNAMIC_ARCH builds of OpenBLAS export the routine that picks the kernel table at load
+// time and its counterpart; weak, so that xgrad still links against other builds.
+extern "C" {
+void gotoblas_dynamic_init(void) __attribute__((weak));
+void gotoblas_dynamic_quit(void) __attribute__((weak));
+}
+
+namespace xgrad {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512cd");
+}
+
+bool cpu_has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+// What the start-up check did, for blas_summary().
+std::string& selection_note() {
+  static std::string note;
+  return note;
+}
+
+// Runs when libxgrad is loaded: after OpenBLAS's own start-up (a dependency is initialised
+// first) and before the program's main or any BLAS call of xgrad's.
+[[maybe_unused]] const bool kKernelsSelected = [] {
+  selection_note() = detail::select_blas_kernels();
+  // One thread per call: OpenBLAS's own threads would compete with xgrad's pool, which
+  // splits the large products itself (its threads then sleep).
+  openblas_set_num_threads(1);
+  return true;
+}();
+
+}  // namespace
+
+std::string blas_core() { return openblas_get_corename(); }
+
+int blas_threads_per_call() { return openblas_get_num_threads(); }
+
+std::string cpu_vector_class() {
+  if (cpu_has_avx512()) return "avx512";
+  if (cpu_has_avx2()) return "avx2";
+  return "baseline";
+}
+
+bool blas_core_fits_cpu(const std::string& core) {
+  const std::string c = lower(core), cls = cpu_vector_class();
+  const bool avx512_kernels = c == "skylakex" || c == "cooperlake" || c == "sapphirerapids";
+  if (cls == "avx512") return avx512_kernels;
+  if (cls == "avx2") return avx512_kernels || c == "haswell" || c == "zen";
+  return true;
+}
+
+std::string blas_summary() {
+  const char* flavour[] = {"serial", "pthreads", "OpenMP"};
+  const int parallel = openblas_get_parallel();
+  std::string config = openblas_get_config();  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..."
+  const std::size_t version_end = config.find(' ', config.find(' ') + 1);
+  std::string s = config.substr(0, version_end) + " " + (parallel >= 0 && parallel <= 2 ? flavour[parallel] : "?") +
+                  ", " + blas_core() + " kernels";
+  if (!selection_note().empty()) s += " (" + selection_note() + ")";
+  return s;
+}
+
+bool detail::force_blas_core(const std::string& core) {
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) return false;
+  const char* name = "OPENBLAS_CORETYPE";
+  const char* user_value = std::getenv(name);
+  const std::optional<std::string> saved = user_value ? std::optional<std::string>(user_value) : std::nullopt;
+  setenv(name, core.c_str(), 1);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  if (saved) setenv(name, saved->c_str(), 1);
+  else unsetenv(name);
+  return lower(blas_core()) == lower(core);
+}
+
+std::string detail::select_blas_kernels() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return "OPENBLAS_CORETYPE set by the user";
+  const std::string picked = blas_core();
+  if (blas_core_fits_cpu(picked)) return "";
+  const std::string target = cpu_vector_class() == "avx512" ? "SkylakeX" : "Haswell";
+  if (!force_blas_core(target)) return "OpenBLAS picked " + picked + "; xgrad could not switch it";
+  return "chosen by xgrad: OpenBLAS picked " + picked;
+}
+
+}  // namespace xgrad

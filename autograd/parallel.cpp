@@ -1,0 +1,198 @@
+#include "autograd/parallel.hpp"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "autograd/tensor.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// How long a waiting thread spins before it sleeps: long enough to bridge the serial
+// glue between two parallel loops of one step, short enough that a descheduled peer or
+// another process costs little.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+void futex_wait(const std::atomic<std::uint32_t>& word, std::uint32_t old) {
+  syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, old, nullptr, nullptr, 0);
+}
+
+void futex_wake_all(const std::atomic<std::uint32_t>& word) {
+  syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// Spins until word != old (or kSpin passes), then sleeps on the futex until it changes;
+// `sleepers` counts the threads asleep, so that a change wakes them only when there are any.
+std::uint32_t wait_while_equal(const std::atomic<std::uint32_t>& word, std::uint32_t old,
+                               std::atomic<int>& sleepers) {
+  const auto give_up = std::chrono::steady_clock::now() + kSpin;
+  for (int spins = 0;; ++spins) {
+    const std::uint32_t now = word.load(std::memory_order_acquire);
+    if (now != old) return now;
+    if ((spins & 63) == 63 && std::chrono::steady_clock::now() > give_up) break;
+    cpu_relax();
+  }
+  for (;;) {
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const std::uint32_t now = word.load(std::memory_order_seq_cst);
+    if (now == old) futex_wait(word, old);  // returns at once if word changed meanwhile
+    sleepers.fetch_sub(1, std::memory_order_relaxed);
+    if (now != old) return now;
+    const std::uint32_t after = word.load(std::memory_order_acquire);
+    if (after != old) return after;
+  }
+}
+
+// Changes are made with seq_cst read-modify-writes before this check (see wait_while_equal).
+void wake_sleepers(const std::atomic<std::uint32_t>& word, const std::atomic<int>& sleepers) {
+  if (sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(word);
+}
+
+int default_threads() {
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n >= 1) return n;
+  }
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+thread_local bool t_inside_job = false;
+
+// One job at a time. The caller publishes it by bumping `epoch_`; a worker joins by
+// incrementing `inside_` unless the job is already closed, claims indices from `next_`
+// until none are left, and leaves. The caller works too, then closes the job and waits
+// only for workers inside it: a worker that was descheduled and never joined is not
+// waited for.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads) { start(threads); }
+  ~ThreadPool() { stop(); }
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void resize(int threads) {
+    std::lock_guard lock(busy_);
+    stop();
+    start(threads);
+  }
+
+  void run(std::size_t n, detail::IndexFunction function, void* context) {
+    const auto serially = [&] {
+      for (std::size_t i = 0; i < n; ++i) function(context, i);
+    };
+    if (t_inside_job) return serially();  // nested
+    std::unique_lock lock(busy_, std::try_to_lock);
+    if (!lock.owns_lock() || workers_.empty()) return serially();  // another thread has the pool
+    function_ = function;
+    context_ = context;
+    count_ = n;
+    next_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    inside_.store(0, std::memory_order_release);
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    wake_sleepers(epoch_, epoch_sleepers_);
+    work();
+    // Close the job, then wait for the workers still inside it.
+    std::uint32_t state = inside_.fetch_or(kClosed, std::memory_order_seq_cst) | kClosed;
+    while (state != kClosed) state = wait_while_equal(inside_, state, caller_sleeping_);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  static constexpr std::uint32_t kClosed = 1u << 31;
+
+  void start(int threads) {
+    stopping_ = false;
+    const std::uint32_t epoch = epoch_.load();  // a worker that starts late still sees every later change
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, epoch] { worker_loop(epoch); });
+  }
+
+  void stop() {
+    stopping_ = true;
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(epoch_);
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  void worker_loop(std::uint32_t seen) {
+    for (;;) {
+      seen = wait_while_equal(epoch_, seen, epoch_sleepers_);
+      if (stopping_) return;
+      std::uint32_t state = inside_.load(std::memory_order_acquire);
+      bool joined = false;
+      while (!(state & kClosed) && !(joined = inside_.compare_exchange_weak(state, state + 1))) {
+      }
+      if (!joined) continue;
+      work();
+      if (inside_.fetch_sub(1, std::memory_order_seq_cst) == (kClosed | 1)) wake_sleepers(inside_, caller_sleeping_);
+    }
+  }
+
+  void work() {
+    t_inside_job = true;
+    for (std::size_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count_;) {
+      try {
+        function_(context_, i);
+      } catch (...) {
+        std::lock_guard lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+    t_inside_job = false;
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex busy_;  // held by the caller for the whole job
+  std::atomic<std::uint32_t> epoch_{0};
+  std::atomic<std::uint32_t> inside_{kClosed};
+  std::atomic<int> epoch_sleepers_{0}, caller_sleeping_{0};
+  std::atomic<std::size_t> next_{0};
+  std::atomic<bool> stopping_{false};
+  detail::IndexFunction function_ = nullptr;
+  void* context_ = nullptr;
+  std::size_t count_ = 0;
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+ThreadPool& pool() {
+  static ThreadPool instance(default_threads());
+  return instance;
+}
+
+}  // namespace
+
+void set_num_threads(int threads) {
+  if (threads < 1) throw Error("set_num_threads: " + std::to_string(threads) + " threads; need at least 1");
+  if (t_inside_job) throw Error("set_num_threads: called inside a parallel_for body");
+  if (threads != pool().threads()) pool().resize(threads);
+}
+
+int num_threads() { return pool().threads(); }
+
+void detail::run_on_pool(std::size_t n, IndexFunction function, void* context) { pool().run(n, function, context); }
+
+}  // namespace xgrad

@@ -1,0 +1,47 @@
+#pragma once
+// xgrad's one thread pool, used by its kernels, its matrix products (OpenBLAS runs one
+// thread per call; xgrad splits large products over the pool) and its optimizers.
+//
+// parallel_for(n, work, body) runs body(i) for i in [0, n) on the pool when there is
+// enough of it (`work` is a rough operation count per index); small jobs stay on the
+// calling thread, where waking the pool would cost more than it saves. Each index runs on
+// exactly one thread, so results do not depend on scheduling as long as body(i) writes
+// only its own outputs. A parallel_for inside a body, or from a second thread while the
+// pool is busy, runs serially on its caller.
+//
+// Idle workers spin for a few microseconds, then sleep in the kernel (futex): they never
+// hold a core that another thread or process needs, the stall libgomp's default
+// spin-wait causes on virtual machines and beside other processes.
+
+#include <cstddef>
+#include <type_traits>
+
+namespace xgrad {
+
+// Threads used by the pool, the calling thread included. Default: the CPUs this process
+// may run on, or OMP_NUM_THREADS when that is set. Results are deterministic for a given
+// count.
+void set_num_threads(int threads);  // >= 1
+int num_threads();
+
+namespace detail {
+using IndexFunction = void (*)(void* context, std::size_t index);
+// Runs function(context, i) for every i in [0, n) on the pool (the caller takes part).
+// Rethrows the first exception a body threw, after every started body has returned.
+void run_on_pool(std::size_t n, IndexFunction function, void* context);
+}  // namespace detail
+
+template <class Body>
+void parallel_for(std::size_t n, double work, Body&& body) {
+  const bool worth_it = n > 1 && static_cast<double>(n) * work >= 1e6;
+  if (!worth_it || num_threads() == 1) {
+    for (std::size_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  using BodyType = std::remove_reference_t<Body>;
+  detail::run_on_pool(
+      n, [](void* context, std::size_t i) { (*static_cast<BodyType*>(context))(i); },
+      const_cast<void*>(static_cast<const void*>(&body)));
+}
+
+}  // namespace xgrad

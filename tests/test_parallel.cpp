@@ -1,0 +1,95 @@
+#define BOOST_TEST_MODULE parallel
+// xgrad's thread pool: every index runs exactly once, nested and concurrent calls work,
+// a body's exception reaches the caller, and the thread count is checked.
+#include "helpers.hpp"
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+#include "autograd/parallel.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+namespace {
+
+// Restores the thread count a test changed.
+struct ThreadCount {
+  int saved = num_threads();
+  ~ThreadCount() { set_num_threads(saved); }
+};
+
+constexpr double kBig = 1e9;  // work per index that always reaches the pool
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_index_runs_once_for_any_thread_count) {
+  ThreadCount restore;
+  for (const int threads : {1, 2, 3, 5}) {
+    set_num_threads(threads);
+    BOOST_TEST(num_threads() == threads);
+    for (const std::size_t n : {0, 1, 2, 7, 64, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      for (int round = 0; round < 20; ++round) parallel_for(n, kBig, [&](std::size_t i) { ++hits[i]; });
+      for (std::size_t i = 0; i < n; ++i) BOOST_TEST(hits[i].load() == 20, "index " << i << " of " << n);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(small_jobs_stay_on_the_calling_thread) {
+  ThreadCount restore;
+  set_num_threads(2);
+  const auto caller = std::this_thread::get_id();
+  bool elsewhere = false;
+  parallel_for(8, 1.0, [&](std::size_t) { elsewhere |= std::this_thread::get_id() != caller; });
+  BOOST_TEST(!elsewhere);
+}
+
+BOOST_AUTO_TEST_CASE(nested_loops_run_inside) {
+  ThreadCount restore;
+  set_num_threads(2);
+  std::vector<std::atomic<int>> hits(16 * 16);
+  parallel_for(16, kBig, [&](std::size_t i) { parallel_for(16, kBig, [&](std::size_t j) { ++hits[i * 16 + j]; }); });
+  for (auto& h : hits) BOOST_TEST(h.load() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(two_calling_threads_share_the_pool) {
+  ThreadCount restore;
+  set_num_threads(2);
+  std::vector<std::atomic<long>> sums(2);
+  const auto caller = [&](std::size_t which) {
+    for (int round = 0; round < 200; ++round)
+      parallel_for(100, kBig, [&](std::size_t i) { sums[which] += static_cast<long>(i); });
+  };
+  std::thread other(caller, 1);
+  caller(0);
+  other.join();
+  BOOST_TEST(sums[0].load() == 200L * 4950);
+  BOOST_TEST(sums[1].load() == 200L * 4950);
+}
+
+BOOST_AUTO_TEST_CASE(a_body_exception_reaches_the_caller) {
+  ThreadCount restore;
+  set_num_threads(2);
+  std::atomic<int> ran{0};
+  BOOST_CHECK_THROW(parallel_for(50, kBig,
+                                 [&](std::size_t i) {
+                                   ++ran;
+                                   if (i == 17) throw std::runtime_error("body 17");
+                                 }),
+                    std::runtime_error);
+  BOOST_TEST(ran.load() == 50);  // the other bodies still ran; the pool is usable after
+  std::atomic<int> after{0};
+  parallel_for(10, kBig, [&](std::size_t) { ++after; });
+  BOOST_TEST(after.load() == 10);
+}
+
+BOOST_AUTO_TEST_CASE(thread_counts_are_checked) {
+  ThreadCount restore;
+  check_error([] { set_num_threads(0); }, {"set_num_threads", "0"});
+  check_error([] { set_num_threads(-3); }, {"set_num_threads", "-3"});
+  set_num_threads(2);
+  BOOST_CHECK_THROW(parallel_for(4, kBig, [](std::size_t) { set_num_threads(1); }), Error);
+  BOOST_TEST(num_threads() == 2);
+}
