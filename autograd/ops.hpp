@@ -138,6 +138,22 @@ struct AttentionResult {
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionOptions& options = {});
 
+// Columns [begin, begin + width) of the last axis of a [N, L, C] tensor (or [L, N, C]).
+struct Columns {
+  Tensor tensor;
+  std::size_t begin = 0, width = 0;  // width 0: to the last column
+};
+
+// The same attention over `heads` heads read and written in place, as multi-head
+// attention needs it without a split, permute or merge copy (llm.c's layout): q, k, v are
+// column ranges of [N, L, C] tensors ([L, N, C] when !batch_first), head h taking the
+// h-th equal part of each range; one fused QKV projection can supply all three. The
+// output is [N, L, heads * dv] (or [L, N, heads * dv]) with head h in its h-th part, ready
+// for the output projection; weights are [N, heads, Lq, Lk]. Masks broadcast against
+// [N, heads, Lq, Lk]. Gradients flow into each tensor's columns.
+AttentionResult multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
+                                     bool batch_first, const AttentionOptions& options = {});
+
 // ---- shape (ops/shape.cpp) ----
 // One entry may be -1: inferred from the element count.
 Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape);

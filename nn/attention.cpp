@@ -12,24 +12,6 @@ std::string dims(const Shape& s) { return shape_str(s); }
 
 [[noreturn]] void reject(const std::string& message) { throw Error("MultiHeadAttention: " + message); }
 
-// [N, L, H*d] (batch first) or [L, N, H*d]  ->  [N, H, L, d]. The reshape splits only the
-// feature axis, so heads never mix with positions.
-Tensor split_heads(const Tensor& x, std::size_t heads, bool batch_first) {
-  const Shape s = x.shape();
-  const auto i = [](std::size_t v) { return static_cast<std::int64_t>(v); };
-  const Tensor by_head = reshape(x, {i(s[0]), i(s[1]), i(heads), i(s[2] / heads)});
-  return batch_first ? permute(by_head, {0, 2, 1, 3}) : permute(by_head, {1, 2, 0, 3});
-}
-
-// [N, H, L, d]  ->  [N, L, H*d] (batch first) or [L, N, H*d]
-Tensor merge_heads(const Tensor& x, bool batch_first) {
-  const Shape s = x.shape();
-  const Tensor by_position = batch_first ? permute(x, {0, 2, 1, 3}) : permute(x, {2, 0, 1, 3});
-  const Shape t = by_position.shape();
-  return reshape(by_position, {static_cast<std::int64_t>(t[0]), static_cast<std::int64_t>(t[1]),
-                               static_cast<std::int64_t>(s[1] * s[3])});
-}
-
 // An attn_mask / attn_bias of shape [L, S], [N, L, S] or [N, H, L, S] as [N, H, L, S]
 // (each axis either its full size or 1).
 Tensor as_four_axes(const char* what, const Tensor& mask, const Shape& full) {
@@ -90,22 +72,23 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options)
   }
 }
 
-std::array<Tensor, 3> MultiHeadAttention::project(const Tensor& query, const Tensor& key, const Tensor& value) const {
+std::array<Columns, 3> MultiHeadAttention::project(const Tensor& query, const Tensor& key, const Tensor& value) const {
   const std::size_t dk = options_.dim_k, dv = options_.dim_v;
   const auto bias_rows = [&](std::size_t from, std::size_t to) {
     return in_proj_bias.defined() ? slice(in_proj_bias, 0, from, to) : Tensor();
   };
   if (!in_proj_weight.defined())
-    return {linear(query, q_proj_weight, bias_rows(0, dk)), linear(key, k_proj_weight, bias_rows(dk, 2 * dk)),
-            linear(value, v_proj_weight, bias_rows(2 * dk, 2 * dk + dv))};
+    return {Columns{linear(query, q_proj_weight, bias_rows(0, dk))},
+            Columns{linear(key, k_proj_weight, bias_rows(dk, 2 * dk))},
+            Columns{linear(value, v_proj_weight, bias_rows(2 * dk, 2 * dk + dv))}};
   if (query.node() == key.node() && key.node() == value.node()) {
-    // Self-attention: one GEMM projects all three.
-    const std::vector<Tensor> qkv = split(linear(query, in_proj_weight, in_proj_bias), {dk, dk, dv}, -1);
-    return {qkv[0], qkv[1], qkv[2]};
+    // Self-attention: one GEMM projects all three, and the heads are read from it in place.
+    const Tensor qkv = linear(query, in_proj_weight, in_proj_bias);
+    return {Columns{qkv, 0, dk}, Columns{qkv, dk, dk}, Columns{qkv, 2 * dk, dv}};
   }
-  return {linear(query, slice(in_proj_weight, 0, 0, dk), bias_rows(0, dk)),
-          linear(key, slice(in_proj_weight, 0, dk, 2 * dk), bias_rows(dk, 2 * dk)),
-          linear(value, slice(in_proj_weight, 0, 2 * dk, 2 * dk + dv), bias_rows(2 * dk, 2 * dk + dv))};
+  return {Columns{linear(query, slice(in_proj_weight, 0, 0, dk), bias_rows(0, dk))},
+          Columns{linear(key, slice(in_proj_weight, 0, dk, 2 * dk), bias_rows(dk, 2 * dk))},
+          Columns{linear(value, slice(in_proj_weight, 0, 2 * dk, 2 * dk + dv), bias_rows(2 * dk, 2 * dk + dv))}};
 }
 
 AttentionOptions MultiHeadAttention::op_options(const AttentionArgs& args, std::size_t n, std::size_t l,
@@ -166,13 +149,9 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& query, const Tensor& ke
   const auto [q, k, v] = project(query, key, value);
   AttentionOptions o = op_options(args, n, l, s);
   o.need_weights = args.need_weights || options_.keep_attention;
-  const std::size_t heads = options_.num_heads;
-  const AttentionResult r = scaled_dot_product_attention(split_heads(q, heads, batch_first),
-                                                         split_heads(k, heads, batch_first),
-                                                         split_heads(v, heads, batch_first), o);
-  const Tensor merged = merge_heads(r.output, batch_first);
+  const AttentionResult r = multi_head_attention(q, k, v, options_.num_heads, batch_first, o);
   AttentionOutput out;
-  out.output = out_proj ? out_proj->forward(merged) : merged;
+  out.output = out_proj ? out_proj->forward(r.output) : r.output;
   if (options_.keep_attention) last_attention_ = r.weights;
   if (args.need_weights) out.weights = args.average_weights ? mean(r.weights, {1}) : r.weights;
   return out;

@@ -1,5 +1,6 @@
 #pragma once
-// MultiHeadAttention: projections + the fused scaled_dot_product_attention op + an output
+// MultiHeadAttention: projections + the fused attention op (multi_head_attention, heads read in
+// place from the projections) + an output
 // projection. It covers every way the five reference write-ups use attention: separate
 // query/key width dim_k and value width dim_v split across heads, cross-attention from
 // other widths, masks in each of their layouts, dropout on the weights, batch-first or
@@ -78,7 +79,8 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> out_proj;  // dim_v -> embed_dim (with output_projection)
 
  private:
-  std::array<Tensor, 3> project(const Tensor& query, const Tensor& key, const Tensor& value) const;
+  // q, k, v as column ranges: of one fused QKV product in self-attention, else three.
+  std::array<Columns, 3> project(const Tensor& query, const Tensor& key, const Tensor& value) const;
   AttentionOptions op_options(const AttentionArgs& args, std::size_t n, std::size_t l, std::size_t s);
 
   MultiHeadAttentionOptions options_;

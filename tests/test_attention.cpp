@@ -234,3 +234,129 @@ BOOST_AUTO_TEST_CASE(bad_input_names_the_op_and_shapes) {
   check_error([&] { scaled_dot_product_attention(q, k.to(DType::float32), v); }, {"dtype", "float32"});
   check_error([&] { scaled_dot_product_attention(randn64({4}, 36), k, v); }, {"at least 2 axes"});
 }
+
+// ---- multi_head_attention: heads read and written in place ----
+
+namespace {
+
+// The same attention composed the long way: slice the columns, split and permute the
+// heads, attend, permute and merge back.
+Tensor heads_reference(const Columns& q, const Columns& k, const Columns& v, std::size_t heads, bool batch_first,
+                       const AttentionOptions& o) {
+  const auto to_heads = [&](const Columns& c) {
+    const std::size_t width = c.width ? c.width : c.tensor.shape()[2] - c.begin;
+    const Tensor part = slice(c.tensor, 2, c.begin, c.begin + width);
+    const Shape s = part.shape();
+    const auto i = [](std::size_t x) { return static_cast<std::int64_t>(x); };
+    const Tensor split = reshape(part, {i(s[0]), i(s[1]), i(heads), i(width / heads)});
+    return batch_first ? permute(split, {0, 2, 1, 3}) : permute(split, {1, 2, 0, 3});  // [N, H, L, d]
+  };
+  const Tensor out = scaled_dot_product_attention(to_heads(q), to_heads(k), to_heads(v), o).output;
+  const Tensor by_position = batch_first ? permute(out, {0, 2, 1, 3}) : permute(out, {2, 0, 1, 3});
+  const Shape t = by_position.shape();
+  return reshape(by_position, {static_cast<std::int64_t>(t[0]), static_cast<std::int64_t>(t[1]), -1});
+}
+
+struct HeadsCase {
+  std::string name;
+  bool batch_first;
+  std::size_t heads;
+  AttentionOptions options;
+};
+
+std::vector<HeadsCase> heads_cases() {
+  std::vector<HeadsCase> c;
+  c.push_back({"batch first", true, 2, {}});
+  c.push_back({"sequence first", false, 2, {}});
+  AttentionOptions o;
+  o.is_causal = true;
+  c.push_back({"causal, one head", true, 1, o});
+  o = {};
+  o.mask = random_keep({2, 1, 1, 5}, 11, 0.6);  // a key mask [N, 1, 1, S]
+  c.push_back({"key mask, sequence first", false, 2, o});
+  o.mask = random_keep({2, 2, 5, 5}, 12, 0.6);  // per-head masks, some rows fully hidden
+  o.additive_mask = uniform64({5, 5}, -1, 1, 13, false);
+  c.push_back({"per-head and additive masks", true, 2, o});
+  return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(heads_in_place_match_split_heads) {
+  for (const HeadsCase& hc : heads_cases()) {
+    BOOST_TEST_CONTEXT(hc.name) {
+      const Shape x_shape = hc.batch_first ? Shape{2, 5, 18} : Shape{5, 2, 18};
+      // One fused tensor: q in columns [0, 4), k in [4, 8), v in [8, 14) (dv = 3 per head).
+      const Tensor qkv = randn64(x_shape, 21);
+      const Columns q{qkv, 0, 4}, k{qkv, 4, 4}, v{qkv, 8, 6};
+      check_close(multi_head_attention(q, k, v, hc.heads, hc.batch_first, hc.options).output.to_vector(),
+                  heads_reference(q, k, v, hc.heads, hc.batch_first, hc.options).to_vector());
+      check_gradients(
+          [&](const Inputs& in) {
+            return multi_head_attention({in[0], 0, 4}, {in[0], 4, 4}, {in[0], 8, 6}, hc.heads, hc.batch_first,
+                                        hc.options)
+                .output;
+          },
+          {qkv});
+      // Three tensors, cross-attention (key length 5 as the masks expect, query length 3
+      // where the masks allow it).
+      const Shape k_shape = x_shape, q_shape = hc.batch_first ? Shape{2, 3, 4} : Shape{3, 2, 4};
+      const Tensor tq = randn64(q_shape, 22), tk = randn64(k_shape, 23), tv = randn64(k_shape, 24);
+      AttentionOptions o = hc.options;
+      if (o.mask.defined() && o.mask.shape()[2] != 1) o.mask = Tensor();
+      if (o.additive_mask.defined()) o.additive_mask = Tensor();
+      check_close(multi_head_attention({tq}, {tk, 2, 4}, {tv, 10, 8}, hc.heads, hc.batch_first, o).output.to_vector(),
+                  heads_reference({tq}, {tk, 2, 4}, {tv, 10, 8}, hc.heads, hc.batch_first, o).to_vector());
+      check_gradients(
+          [&](const Inputs& in) {
+            return multi_head_attention({in[0]}, {in[1], 2, 4}, {in[2], 10, 8}, hc.heads, hc.batch_first, o).output;
+          },
+          {tq, tk, tv});
+    }
+  }
+}
+
+// q = k = v = x, the same columns three times: each role's gradient is added, not overwritten.
+BOOST_AUTO_TEST_CASE(heads_in_place_with_one_tensor_in_every_role) {
+  const Tensor x = randn64({2, 4, 6}, 31);
+  check_close(multi_head_attention({x}, {x}, {x}, 3, true).output.to_vector(),
+              heads_reference({x}, {x}, {x}, 3, true, {}).to_vector());
+  check_gradients([](const Inputs& in) { return multi_head_attention({in[0]}, {in[0]}, {in[0]}, 3, true).output; },
+                  {x});
+  // Overlapping, not identical, ranges.
+  check_gradients(
+      [](const Inputs& in) { return multi_head_attention({in[0], 0, 4}, {in[0], 2, 4}, {in[0]}, 2, true).output; }, {x});
+}
+
+BOOST_AUTO_TEST_CASE(heads_in_place_weights_and_dropout_match_split_heads) {
+  const Tensor qkv = randn64({2, 6, 12}, 41, false);
+  AttentionOptions o;
+  o.need_weights = true;
+  o.dropout_p = 0.3;
+  Generator g1(5), g2(5);
+  o.generator = &g1;
+  const AttentionResult in_place = multi_head_attention({qkv, 0, 4}, {qkv, 4, 4}, {qkv, 8, 4}, 2, true, o);
+  o.generator = &g2;
+  const auto heads = [&](std::size_t begin) {
+    return permute(reshape(slice(qkv, 2, begin, begin + 4), {2, 6, 2, 2}), {0, 2, 1, 3});
+  };
+  const AttentionResult split = scaled_dot_product_attention(heads(0), heads(4), heads(8), o);
+  BOOST_TEST(in_place.weights.shape() == (Shape{2, 2, 6, 6}));
+  check_close(in_place.weights.to_vector(), split.weights.to_vector());
+  check_close(in_place.output.to_vector(),
+              reshape(permute(split.output, {0, 2, 1, 3}), {2, 6, 4}).to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(heads_in_place_reject_bad_layouts) {
+  const Tensor x = randn64({2, 5, 12}, 51, false), y = randn64({3, 5, 12}, 52, false);
+  const char* op = "scaled_dot_product_attention";
+  check_error([&] { multi_head_attention({x, 0, 4}, {x, 4, 4}, {x, 8, 4}, 3, true); }, {op, "[2, 5, 12]", "heads 3"});
+  check_error([&] { multi_head_attention({x, 10, 4}, {x}, {x}, 2, true); }, {op, "columns [10, +4)"});
+  check_error([&] { multi_head_attention({x, 0, 4}, {y, 0, 4}, {y, 4, 4}, 2, true); }, {op, "[2, 5, 12]", "[3, 5, 12]"});
+  check_error([&] { multi_head_attention({x, 0, 4}, {x, 4, 6}, {x, 8, 4}, 2, true); }, {op, "widths differ"});
+  check_error([&] { multi_head_attention({randn64({5, 12}, 53)}, {x}, {x}, 2, true); }, {op, "[N, L, C]", "[5, 12]"});
+  check_error([&] { multi_head_attention({x}, {x}, {x}, 0, true); }, {op, "heads must be positive"});
+  AttentionOptions o;
+  o.mask = random_keep({3, 1, 1, 5}, 54, 0.5);
+  check_error([&] { multi_head_attention({x}, {x}, {x}, 2, true, o); }, {op, "mask [3, 1, 1, 5]", "[2, 2]"});
+}

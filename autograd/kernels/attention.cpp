@@ -59,10 +59,10 @@ struct ScoreBlock {
 template <class T>
 void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq,
                     std::size_t j0, std::size_t bk, ScoreBlock<T>& block) {
-  const T* q = p.q + p.q_offset[b] + i0 * p.dk;
-  const T* k = p.k + p.k_offset[b] + j0 * p.dk;
+  const T* q = p.q + p.q_rows.at(b, i0);
+  const T* k = p.k + p.k_rows.at(b, j0);
   T* s = block.scores.data();
-  gemm<T>(false, true, bq, bk, p.dk, p.scale, q, p.dk, k, p.dk, T(0), s, bk);
+  gemm<T>(false, true, bq, bk, p.dk, p.scale, q, p.q_rows.stride, k, p.k_rows.stride, T(0), s, bk);
   const T minus_inf = -std::numeric_limits<T>::infinity();
   if (!p.causal && !p.keep.data && !p.bias.data) return;
   for (std::size_t r = 0; r < bq; ++r) {
@@ -82,7 +82,6 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
   ScoreBlock<T> block;
   std::vector<T> row_max(kBlockQ), row_sum(kBlockQ), acc(kBlockQ * p.dv);
   const T minus_inf = -std::numeric_limits<T>::infinity();
-  const T* v = p.v + p.v_offset[b];
   for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
     const std::size_t bq = std::min(kBlockQ, p.lq - i0);
     std::fill(row_max.begin(), row_max.end(), minus_inf);
@@ -111,10 +110,11 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
           for (std::size_t c = 0; c < bk; ++c) s[c] *= dropout_factor(p, b, i0 + r, j0 + c);
       }
       // acc += P V for the block
-      gemm<T>(false, false, bq, p.dv, bk, T(1), block.scores.data(), bk, v + j0 * p.dv, p.dv, T(1), acc.data(), p.dv);
+      gemm<T>(false, false, bq, p.dv, bk, T(1), block.scores.data(), bk, p.v + p.v_rows.at(b, j0), p.v_rows.stride, T(1),
+              acc.data(), p.dv);
     }
     for (std::size_t r = 0; r < bq; ++r) {
-      T* o = out + (b * p.lq + i0 + r) * p.dv;
+      T* o = out + p.out_rows.at(b, i0 + r);
       if (row_sum[r] > T(0)) {
         const T inv = T(1) / row_sum[r];
         for (std::size_t d = 0; d < p.dv; ++d) o[d] = acc[r * p.dv + d] * inv;
@@ -132,19 +132,21 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
                   T* dq, T* dk, T* dv) {
   ScoreBlock<T> block;
   std::vector<T> dropped(kBlockQ * kBlockK), dp(kBlockQ * kBlockK);
-  const T* q = p.q + p.q_offset[b];
-  const T* k = p.k + p.k_offset[b];
-  const T* v = p.v + p.v_offset[b];
-  const T* g = dout + b * p.lq * p.dv;
-  T* dq_b = dq + b * p.lq * p.dk;
-  T* dk_b = dk + b * p.lk * p.dk;
-  T* dv_b = dv + b * p.lk * p.dv;
-  std::fill(dq_b, dq_b + p.lq * p.dk, T(0));
-  std::fill(dk_b, dk_b + p.lk * p.dk, T(0));
-  std::fill(dv_b, dv_b + p.lk * p.dv, T(0));
+  const std::size_t q_ld = p.q_rows.stride, k_ld = p.k_rows.stride, v_ld = p.v_rows.stride, g_ld = p.out_rows.stride;
+  const std::size_t dq_ld = p.dq_rows.stride, dk_ld = p.dk_rows.stride, dv_ld = p.dv_rows.stride;
+  const T* q = p.q + p.q_rows.at(b, 0);
+  const T* k = p.k + p.k_rows.at(b, 0);
+  const T* v = p.v + p.v_rows.at(b, 0);
+  const T* g = dout + p.out_rows.at(b, 0);
+  T* dq_b = dq + p.dq_rows.at(b, 0);
+  T* dk_b = dk + p.dk_rows.at(b, 0);
+  T* dv_b = dv + p.dv_rows.at(b, 0);
+  for (std::size_t i = 0; i < p.lq; ++i) std::fill_n(dq_b + i * dq_ld, p.dk, T(0));
+  for (std::size_t j = 0; j < p.lk; ++j) std::fill_n(dk_b + j * dk_ld, p.dk, T(0));
+  for (std::size_t j = 0; j < p.lk; ++j) std::fill_n(dv_b + j * dv_ld, p.dv, T(0));
   // D_i = dout_i . out_i equals sum_j P_ij dP_ij, dropout included.
   std::vector<T> delta(p.lq);
-  for (std::size_t i = 0; i < p.lq; ++i) delta[i] = dot(p.dv, g + i * p.dv, out + (b * p.lq + i) * p.dv);
+  for (std::size_t i = 0; i < p.lq; ++i) delta[i] = dot(p.dv, g + i * g_ld, out + p.out_rows.at(b, i));
 
   for (std::size_t j0 = 0; j0 < p.lk; j0 += kBlockK) {
     const std::size_t bk = std::min(kBlockK, p.lk - j0);
@@ -161,9 +163,9 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
           for (std::size_t c = 0; c < bk; ++c)
             dropped[r * bk + c] = prob[r * bk + c] * dropout_factor(p, b, i0 + r, j0 + c);
       // dV += (P o Z)^T dO;   dP = dO V^T
-      gemm<T>(true, false, bk, p.dv, bq, T(1), with_dropout ? dropped.data() : prob, bk, g + i0 * p.dv, p.dv, T(1),
-              dv_b + j0 * p.dv, p.dv);
-      gemm<T>(false, true, bq, bk, p.dv, T(1), g + i0 * p.dv, p.dv, v + j0 * p.dv, p.dv, T(0), dp.data(), bk);
+      gemm<T>(true, false, bk, p.dv, bq, T(1), with_dropout ? dropped.data() : prob, bk, g + i0 * g_ld, g_ld, T(1),
+              dv_b + j0 * dv_ld, dv_ld);
+      gemm<T>(false, true, bq, bk, p.dv, T(1), g + i0 * g_ld, g_ld, v + j0 * v_ld, v_ld, T(0), dp.data(), bk);
       // dS = P o (dP o Z - D) * scale, written over dp
       for (std::size_t r = 0; r < bq; ++r) {
         const T d = delta[i0 + r];
@@ -175,8 +177,8 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
           for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] - d) * p.scale;
       }
       // dQ += dS K;   dK += dS^T Q
-      gemm<T>(false, false, bq, p.dk, bk, T(1), dp.data(), bk, k + j0 * p.dk, p.dk, T(1), dq_b + i0 * p.dk, p.dk);
-      gemm<T>(true, false, bk, p.dk, bq, T(1), dp.data(), bk, q + i0 * p.dk, p.dk, T(1), dk_b + j0 * p.dk, p.dk);
+      gemm<T>(false, false, bq, p.dk, bk, T(1), dp.data(), bk, k + j0 * k_ld, k_ld, T(1), dq_b + i0 * dq_ld, dq_ld);
+      gemm<T>(true, false, bk, p.dk, bq, T(1), dp.data(), bk, q + i0 * q_ld, q_ld, T(1), dk_b + j0 * dk_ld, dk_ld);
     }
   }
 }
@@ -203,6 +205,13 @@ void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* w
 }
 
 }  // namespace
+
+BatchRows BatchRows::dense(std::size_t batches, std::size_t rows, std::size_t width) {
+  BatchRows r;
+  r.stride = width;
+  for (std::size_t b = 0; b < batches; ++b) r.offset.push_back(b * rows * width);
+  return r;
+}
 
 // Operations per batch entry, to decide whether threads are worth starting.
 template <class T>

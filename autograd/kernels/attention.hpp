@@ -24,13 +24,27 @@ struct BroadcastMask {
   }
 };
 
+// Where the rows of each batch entry's matrix sit in a buffer: row i of entry b starts at
+// offset[b] + i * stride. Heads read in place from a projection [N, L, H * d] are rows of
+// stride H * d (3 * H * d for a fused QKV projection) at offsets n * L * stride + h * d.
+struct BatchRows {
+  std::vector<std::size_t> offset;
+  std::size_t stride = 0;
+
+  std::size_t at(std::size_t b, std::size_t i) const { return offset[b] + i * stride; }
+  // Entry b is the dense [rows, width] block b of a contiguous array.
+  static BatchRows dense(std::size_t batches, std::size_t rows, std::size_t width);
+};
+
 template <class T>
 struct AttentionProblem {
   std::size_t batches = 0, lq = 0, lk = 0, dk = 0, dv = 0;
-  const T* q = nullptr;  // q[b] is [lq, dk] at q + q_offset[b]
-  const T* k = nullptr;  // k[b] is [lk, dk]
-  const T* v = nullptr;  // v[b] is [lk, dv]
-  std::vector<std::size_t> q_offset, k_offset, v_offset;
+  const T* q = nullptr;  // q[b] is [lq, dk], k[b] [lk, dk], v[b] [lk, dv], at their rows
+  const T* k = nullptr;
+  const T* v = nullptr;
+  BatchRows q_rows, k_rows, v_rows;
+  BatchRows out_rows;                // the output [lq, dv] of each entry, and its gradient
+  BatchRows dq_rows, dk_rows, dv_rows;  // where backward writes the input gradients
   BroadcastMask<std::uint8_t> keep;  // nonzero = may attend
   BroadcastMask<T> bias;             // added to the scores
   bool causal = false;               // query i sees keys j <= i
@@ -39,13 +53,13 @@ struct AttentionProblem {
   std::uint64_t dropout_seed = 0;    // the mask is a hash of (seed, b, i, j)
 };
 
-// out [batches, lq, dv] and lse [batches, lq]. A row with every key masked gets zeros
-// and lse = +inf (so that recomputed probabilities are 0).
+// out (at out_rows) and lse [batches, lq]. A row with every key masked gets zeros and
+// lse = +inf (so that recomputed probabilities are 0).
 template <class T>
 void attention_forward(const AttentionProblem<T>& p, T* out, T* lse);
 
-// Gradients at the full batch shape: dq [batches, lq, dk], dk [batches, lk, dk],
-// dv [batches, lk, dv], all written (not accumulated).
+// Gradients at dq_rows, dk_rows, dv_rows, all written (not accumulated): the entries'
+// rows must not overlap. dout is laid out as out.
 template <class T>
 void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout,
                         T* dq, T* dk, T* dv);

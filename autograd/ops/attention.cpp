@@ -1,6 +1,7 @@
 // The fused scaled dot-product attention op: shape checks and mask broadcasting here,
 // the blocked online-softmax loops in kernels/attention.cpp.
 
+#include <array>
 #include <cmath>
 
 #include "autograd/kernels/attention.hpp"
@@ -55,33 +56,44 @@ Shape with_matrix(Shape batch, std::size_t rows, std::size_t cols) {
   return batch;
 }
 
-}  // namespace
+// Where one problem's operands and results live. The input gradients go to `grad_rows`
+// inside buffers shaped like the inputs (when they can be written in place), or to dense
+// full-batch arrays that are then summed over broadcast axes.
+struct Layout {
+  Shape batch;
+  std::size_t lq = 0, lk = 0, dk = 0, dv = 0;
+  kernels::BatchRows q_rows, k_rows, v_rows, out_rows;
+  Shape out_shape;
+  bool grads_in_place = false;  // q, k, v rows never repeat: write gradients where they are read
+  struct Range {
+    std::size_t begin = 0, width = 0;
+    bool overlaps(const Range& o) const { return begin < o.begin + o.width && o.begin < begin + width; }
+  };
+  std::array<Range, 3> columns;  // of q, k, v in their tensors (in place only)
+};
 
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionOptions& options) {
+// Masks, dropout and need_weights checked and converted; the kernel run; the backward
+// recorded. q, k, v are given as tensors (possibly the same one, at different columns).
+AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const Layout& layout,
+                       const AttentionOptions& options, const std::string& operands) {
   check_same_dtype(kOp, q, k);
   check_same_dtype(kOp, q, v);
-  const Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
-  const auto describe = [&] { return "q " + shape_str(qs) + ", k " + shape_str(ks) + ", v " + shape_str(vs); };
-  if (qs.size() < 2 || ks.size() < 2 || vs.size() < 2)
-    fail(kOp, "q, k and v need at least 2 axes [..., L, d]; got " + describe());
-  const std::size_t lq = qs[qs.size() - 2], dk = qs.back(), lk = ks[ks.size() - 2], dv = vs.back();
-  if (ks.back() != dk) fail(kOp, "q and k widths differ: " + describe());
-  if (vs[vs.size() - 2] != lk) fail(kOp, "k and v lengths differ: " + describe());
-  if (dk == 0) fail(kOp, "the query/key width is 0: " + describe());
   if (!(options.dropout_p >= 0.0 && options.dropout_p < 1.0))
     fail(kOp, "dropout_p = " + std::to_string(options.dropout_p) + " is outside [0, 1)");
-
+  const std::size_t lq = layout.lq, lk = layout.lk;
   const bool has_mask = options.mask.defined(), has_bias = options.additive_mask.defined();
   const MaskLayout keep_layout = has_mask ? mask_layout("mask", options.mask, lq, lk) : MaskLayout{};
   const MaskLayout bias_layout = has_bias ? mask_layout("additive_mask", options.additive_mask, lq, lk) : MaskLayout{};
-  Shape batch;
-  try {
-    const auto batch_of = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
-    batch = broadcast_shapes(kOp, broadcast_shapes(kOp, batch_of(qs), batch_of(ks)), batch_of(vs));
-    batch = broadcast_shapes(kOp, broadcast_shapes(kOp, batch, keep_layout.batch), bias_layout.batch);
-  } catch (const Error&) {
-    fail(kOp, "leading axes do not broadcast together: " + describe() +
+  const Shape batch = layout.batch;
+  const auto broadcasts_to_batch = [&](const Shape& mask_batch) {
+    try {
+      return broadcast_shapes(kOp, batch, mask_batch) == batch;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  if (!broadcasts_to_batch(keep_layout.batch) || !broadcasts_to_batch(bias_layout.batch)) {
+    fail(kOp, "masks do not broadcast to the batch " + shape_str(batch) + ": " + operands +
                   (has_mask ? ", mask " + shape_str(options.mask.shape()) : "") +
                   (has_bias ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
   }
@@ -97,21 +109,19 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     auto bias = has_bias ? values_as<T>(options.additive_mask, false) : nullptr;
     kernels::AttentionProblem<T>& p = *problem;
     p.batches = numel(batch);
-    p.lq = lq, p.lk = lk, p.dk = dk, p.dv = dv;
-    p.q_offset = batch_offsets(Shape(qs.begin(), qs.end() - 2), batch, lq * dk);
-    p.k_offset = batch_offsets(Shape(ks.begin(), ks.end() - 2), batch, lk * dk);
-    p.v_offset = batch_offsets(Shape(vs.begin(), vs.end() - 2), batch, lk * dv);
+    p.lq = lq, p.lk = lk, p.dk = layout.dk, p.dv = layout.dv;
+    p.q_rows = layout.q_rows, p.k_rows = layout.k_rows, p.v_rows = layout.v_rows, p.out_rows = layout.out_rows;
     if (keep) p.keep = mask_view(keep->data(), keep_layout, batch);
     if (bias) p.bias = mask_view(bias->data(), bias_layout, batch);
     p.causal = options.is_causal;
-    p.scale = static_cast<T>(options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(dk)));
+    p.scale = static_cast<T>(options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(p.dk)));
     p.dropout_p = options.dropout_p;
     p.dropout_seed = dropout_seed;
     p.q = q.node()->values<T>().data();
     p.k = k.node()->values<T>().data();
     p.v = v.node()->values<T>().data();
 
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(batch, lq, dv)));
+    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(layout.out_shape));
     std::vector<T> lse(p.batches * lq);
     kernels::attention_forward(p, out.data(), lse.data());
 
@@ -123,15 +133,45 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     }
     result.output = record<T>(
         kOp, std::move(out), {q, k, v},
-        [problem, keep, bias, lse = std::move(lse), batch](BackwardContext<T>& ctx) {
+        [problem, keep, bias, lse = std::move(lse), in_place = layout.grads_in_place,
+         columns = layout.columns](BackwardContext<T>& ctx) {
           kernels::AttentionProblem<T> p = *problem;
           p.q = ctx.input(0).data();
           p.k = ctx.input(1).data();
           p.v = ctx.input(2).data();
+          if (in_place) {
+            // Each gradient lands in a buffer shaped like its input, at the rows it was read
+            // from; roles that read disjoint columns of one input share its buffer.
+            std::array<std::size_t, 3> buffer_of{};
+            std::vector<std::size_t> owner;  // the first role of each buffer
+            for (std::size_t i = 0; i < 3; ++i) {
+              buffer_of[i] = owner.size();
+              for (std::size_t b = 0; b < owner.size() && buffer_of[i] == owner.size(); ++b) {
+                bool fits = &ctx.input_node(owner[b]) == &ctx.input_node(i);
+                for (std::size_t r = 0; r < i; ++r)
+                  if (buffer_of[r] == b) fits = fits && !columns[r].overlaps(columns[i]);
+                if (fits) buffer_of[i] = b;
+              }
+              if (buffer_of[i] == owner.size()) owner.push_back(i);
+            }
+            std::vector<xt::xarray<T>> buffers;
+            for (std::size_t o : owner) buffers.emplace_back(xt::zeros<T>(ctx.input(o).shape()));
+            p.dq_rows = p.q_rows, p.dk_rows = p.k_rows, p.dv_rows = p.v_rows;
+            kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(),
+                                        buffers[buffer_of[0]].data(), buffers[buffer_of[1]].data(),
+                                        buffers[buffer_of[2]].data());
+            for (std::size_t b = 0; b < buffers.size(); ++b) ctx.accumulate(owner[b], std::move(buffers[b]));
+            return;
+          }
           // Gradients at the full batch shape, then summed over any broadcast axis.
-          xt::xarray<T> dq = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(batch, p.lq, p.dk)));
-          xt::xarray<T> dk = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(batch, p.lk, p.dk)));
-          xt::xarray<T> dv = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(batch, p.lk, p.dv)));
+          const Shape out_shape = to_shape(ctx.output().shape());
+          const Shape full(out_shape.begin(), out_shape.end() - 2);
+          xt::xarray<T> dq = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lq, p.dk)));
+          xt::xarray<T> dk = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lk, p.dk)));
+          xt::xarray<T> dv = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lk, p.dv)));
+          p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
+          p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
+          p.dv_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dv);
           kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(), dq.data(), dk.data(),
                                       dv.data());
           ctx.accumulate(0, unbroadcast<T>(std::move(dq), to_shape(ctx.input(0).shape())));
@@ -140,6 +180,97 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
         });
     return result;
   });
+}
+
+}  // namespace
+
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionOptions& options) {
+  for (const Tensor* t : {&q, &k, &v}) check_defined(kOp, *t);
+  const Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
+  const auto describe = [&] { return "q " + shape_str(qs) + ", k " + shape_str(ks) + ", v " + shape_str(vs); };
+  if (qs.size() < 2 || ks.size() < 2 || vs.size() < 2)
+    fail(kOp, "q, k and v need at least 2 axes [..., L, d]; got " + describe());
+  Layout l;
+  l.lq = qs[qs.size() - 2], l.dk = qs.back(), l.lk = ks[ks.size() - 2], l.dv = vs.back();
+  if (ks.back() != l.dk) fail(kOp, "q and k widths differ: " + describe());
+  if (vs[vs.size() - 2] != l.lk) fail(kOp, "k and v lengths differ: " + describe());
+  if (l.dk == 0) fail(kOp, "the query/key width is 0: " + describe());
+  // The batch: q's, k's, v's and the masks' leading axes broadcast together.
+  const auto batch_of = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
+  const auto mask_batch = [&](const Tensor& m, const char* what) {
+    return m.defined() ? mask_layout(what, m, l.lq, l.lk).batch : Shape{};
+  };
+  try {
+    l.batch = broadcast_shapes(kOp, broadcast_shapes(kOp, batch_of(qs), batch_of(ks)), batch_of(vs));
+    l.batch = broadcast_shapes(kOp, l.batch, mask_batch(options.mask, "mask"));
+    l.batch = broadcast_shapes(kOp, l.batch, mask_batch(options.additive_mask, "additive_mask"));
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("does not broadcast to the scores") != std::string::npos) throw;
+    fail(kOp, "leading axes do not broadcast together: " + describe() +
+                  (options.mask.defined() ? ", mask " + shape_str(options.mask.shape()) : "") +
+                  (options.additive_mask.defined() ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
+  }
+  const auto rows = [&](const Shape& s, std::size_t length, std::size_t width) {
+    kernels::BatchRows r;
+    r.offset = batch_offsets(batch_of(s), l.batch, length * width);
+    r.stride = width;
+    return r;
+  };
+  l.q_rows = rows(qs, l.lq, l.dk), l.k_rows = rows(ks, l.lk, l.dk), l.v_rows = rows(vs, l.lk, l.dv);
+  l.out_rows = kernels::BatchRows::dense(numel(l.batch), l.lq, l.dv);
+  l.out_shape = with_matrix(l.batch, l.lq, l.dv);
+  return attend(q, k, v, l, options, describe());
+}
+
+AttentionResult multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
+                                     bool batch_first, const AttentionOptions& options) {
+  const std::array<const Columns*, 3> operands = {&q, &k, &v};
+  for (const Columns* c : operands) check_defined(kOp, c->tensor);
+  const auto describe = [&] {
+    std::string s;
+    const char* names[] = {"q", "k", "v"};
+    for (std::size_t i = 0; i < 3; ++i)
+      s += std::string(i ? ", " : "") + names[i] + " " + shape_str(operands[i]->tensor.shape()) + " columns [" +
+           std::to_string(operands[i]->begin) + ", +" + std::to_string(operands[i]->width) + ")";
+    return s + ", heads " + std::to_string(heads);
+  };
+  if (heads == 0) fail(kOp, "heads must be positive: " + describe());
+  std::array<std::size_t, 3> widths{};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const Shape& s = operands[i]->tensor.shape();
+    if (s.size() != 3) fail(kOp, std::string("q, k and v must be ") + (batch_first ? "[N, L, C]" : "[L, N, C]") + ": " + describe());
+    widths[i] = operands[i]->width ? operands[i]->width : s[2] - std::min(s[2], operands[i]->begin);
+    if (operands[i]->begin + widths[i] > s[2] || widths[i] == 0 || widths[i] % heads)
+      fail(kOp, "column ranges must lie inside the tensors and split into equal heads: " + describe());
+  }
+  const Shape &qs = q.tensor.shape(), &ks = k.tensor.shape(), &vs = v.tensor.shape();
+  const std::size_t n = batch_first ? qs[0] : qs[1];
+  const auto length = [&](const Shape& s) { return batch_first ? s[1] : s[0]; };
+  const auto batch_size = [&](const Shape& s) { return batch_first ? s[0] : s[1]; };
+  if (batch_size(ks) != n || batch_size(vs) != n || length(ks) != length(vs))
+    fail(kOp, "batch or key length disagree: " + describe());
+  Layout l;
+  l.batch = {n, heads};
+  l.lq = length(qs), l.lk = length(ks), l.dk = widths[0] / heads, l.dv = widths[2] / heads;
+  if (widths[1] != widths[0]) fail(kOp, "q and k widths differ: " + describe());
+  // Head h of batch entry n: rows of the [N, L, C] (or [L, N, C]) tensor, its columns.
+  const auto rows = [&](std::size_t columns, std::size_t length, std::size_t begin, std::size_t head_width) {
+    kernels::BatchRows r;
+    r.stride = batch_first ? columns : n * columns;
+    for (std::size_t b = 0; b < n; ++b)
+      for (std::size_t h = 0; h < heads; ++h)
+        r.offset.push_back((batch_first ? b * length * columns : b * columns) + begin + h * head_width);
+    return r;
+  };
+  l.q_rows = rows(qs[2], l.lq, q.begin, l.dk);
+  l.k_rows = rows(ks[2], l.lk, k.begin, l.dk);
+  l.v_rows = rows(vs[2], l.lk, v.begin, l.dv);
+  l.out_rows = rows(heads * l.dv, l.lq, 0, l.dv);
+  l.out_shape = batch_first ? Shape{n, l.lq, heads * l.dv} : Shape{l.lq, n, heads * l.dv};
+  l.grads_in_place = true;
+  for (std::size_t i = 0; i < 3; ++i) l.columns[i] = {operands[i]->begin, widths[i]};
+  return attend(q.tensor, k.tensor, v.tensor, l, options, describe());
 }
 
 }  // namespace xgrad
