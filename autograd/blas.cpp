@@ -41,16 +41,6 @@ std::string& selection_note() {
   return note;
 }
 
-// Runs when libxgrad is loaded: after OpenBLAS's own start-up (a dependency is initialised
-// first) and before the program's main or any BLAS call of xgrad's.
-[[maybe_unused]] const bool kKernelsSelected = [] {
-  selection_note() = detail::select_blas_kernels();
-  // One thread per call: OpenBLAS's own threads would compete with xgrad's pool, which
-  // splits the large products itself (its threads then sleep).
-  openblas_set_num_threads(1);
-  return true;
-}();
-
 }  // namespace
 
 std::string blas_core() { return openblas_get_corename(); }
@@ -96,12 +86,17 @@ bool detail::force_blas_core(const std::string& core) {
 }
 
 std::string detail::select_blas_kernels() {
-  if (std::getenv("OPENBLAS_CORETYPE")) return "OPENBLAS_CORETYPE set by the user";
+  std::string& note = selection_note();
   const std::string picked = blas_core();
-  if (blas_core_fits_cpu(picked)) return "";
-  const std::string target = cpu_vector_class() == "avx512" ? "SkylakeX" : "Haswell";
-  if (!force_blas_core(target)) return "OpenBLAS picked " + picked + "; xgrad could not switch it";
-  return "chosen by xgrad: OpenBLAS picked " + picked;
+  if (std::getenv("OPENBLAS_CORETYPE")) note = "OPENBLAS_CORETYPE set by the user";
+  else if (blas_core_fits_cpu(picked)) note = "";
+  else if (force_blas_core(cpu_vector_class() == "avx512" ? "SkylakeX" : "Haswell"))
+    note = "chosen by xgrad: OpenBLAS picked " + picked;
+  else
+    note = "OpenBLAS picked " + picked + "; xgrad could not switch it";
+  return note;
 }
+
+void detail::run_blas_single_threaded() { openblas_set_num_threads(1); }
 
 }  // namespace xgrad

@@ -1,7 +1,8 @@
 #pragma once
 // The BLAS under xgrad's matrix products: OpenBLAS, one thread per call (xgrad's pool
 // splits large products), with the kernels the CPU actually supports. libxgrad sets
-// both when it is loaded; a program that calls OpenBLAS itself gets the same settings.
+// both when it is loaded (autograd/startup.cpp); a program that calls OpenBLAS itself
+// gets the same settings.
 //
 // Debian's OpenBLAS 0.3.21 picks its kernels once, when it is loaded, and falls back to
 // Prescott (SSE3) kernels on CPUs it does not know (recent Intel and AMD server parts),
@@ -32,8 +33,12 @@ namespace detail {
 // returns false when this OpenBLAS cannot (not a DYNAMIC_ARCH build). Only safe before
 // any other thread calls BLAS.
 bool force_blas_core(const std::string& core);
-// The start-up check: replaces kernels below the CPU's class (see above). Returns what it did.
+// The start-up check: replaces kernels below the CPU's class (see above). Returns what it
+// did, which blas_summary() also reports.
 std::string select_blas_kernels();
+// One thread per call: OpenBLAS's own threads would compete with xgrad's pool, which
+// splits the large products itself (OpenBLAS's idle threads then sleep).
+void run_blas_single_threaded();
 }  // namespace detail
 
 }  // namespace xgrad
