@@ -36,6 +36,21 @@ class BackwardContext {
     accumulate_grad(*self_.inputs[i], Storage(std::move(grad_i)));
   }
 
+  // Input i's gradient for an op that writes every element of it: when the input has no
+  // gradient yet, a new uninitialised buffer (`fresh`: write it, GEMM beta = 0), else the
+  // existing one (add into it, beta = 1). Saves the zero fill of grad_buffer.
+  struct GradTarget {
+    T* data;
+    bool fresh;
+    T beta() const { return fresh ? T(0) : T(1); }
+  };
+  GradTarget grad_target(std::size_t i) {
+    Node& input = *self_.inputs[i];
+    const bool fresh = !input.grad;
+    if (fresh) input.grad = std::make_shared<Storage>(xt::xarray<T>::from_shape(input.values<T>().shape()));
+    return {std::get<xt::xarray<T>>(*input.grad).data(), fresh};
+  }
+
   // Input i's gradient buffer, zero-filled on first use, for ops that add into it in
   // place (matmul with beta = 1, scatter-add for embedding).
   xt::xarray<T>& grad_buffer(std::size_t i) {

@@ -7,6 +7,7 @@
 #   bench/compare.sh --train [--rounds N]           time to 0.99 exact-match instead
 #
 # Installs Debian's python3-torch when missing (it runs with /usr/bin/python3).
+# xgrad runs exactly as shipped: no OPENBLAS_* or OMP_* variable is set for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=3 threads=2 train=0
@@ -20,11 +21,19 @@ while [ $# -gt 0 ]; do
 done
 reference=${XGRAD_TORCH_BENCH:-../shared/bench}
 [ -f "$reference/torch_reference.py" ] || { echo "compare.sh: no $reference/torch_reference.py" >&2; exit 2; }
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  echo "compare.sh: installing python3-torch" >&2
+# PyTorch runs on OpenBLAS's OpenMP build, the one its own OpenMP threads share (xgrad
+# installs the pthread build, which Debian then makes the default): with fair_env.py's
+# kernels and wait policy, that is PyTorch at its best here.
+openmp_blas=/usr/lib/$(gcc -print-multiarch)/openblas-openmp
+missing=()
+/usr/bin/python3 -c "import torch" 2>/dev/null || missing+=(python3-torch)
+[ -f "$openmp_blas/libopenblas.so.0" ] || missing+=(libopenblas0-openmp)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "compare.sh: installing ${missing[*]}" >&2
   sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo)
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq python3-torch >/dev/null
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+torch() { LD_LIBRARY_PATH="$openmp_blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" /usr/bin/python3 "$@"; }
 [ -x build/bin/xgrad-bench ] && [ -x build/bin/xgrad-train ] || ./run build >/dev/null
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
@@ -33,7 +42,7 @@ if [ "$train" -eq 0 ]; then
   for round in $(seq "$rounds"); do
     for config in tiny medium long xlong; do
       build/bin/xgrad-bench --config "$config" --threads "$threads" >>"$results"
-      /usr/bin/python3 "$reference/torch_reference.py" --config "$config" --threads "$threads" >>"$results"
+      torch "$reference/torch_reference.py" --config "$config" --threads "$threads" >>"$results"
     done
     echo "compare.sh: round $round of $rounds done" >&2
   done
@@ -44,11 +53,12 @@ else
     for task in sort reverse copy; do
       build/bin/xgrad-train --task "$task" --threads "$threads" --quiet --metrics /dev/stdout 2>/dev/null |
         grep '"final"' | sed 's/"impl": "xgrad[^"]*"/"impl": "xgrad"/' >>"$results"
-      /usr/bin/python3 "$reference/torch_train_reference.py" --task "$task" --threads "$threads" |
+      torch "$reference/torch_train_reference.py" --task "$task" --threads "$threads" |
         grep '"final"' | sed 's/"impl": "pytorch[^"]*"/"impl": "pytorch"/' >>"$results"
     done
     echo "compare.sh: round $round of $rounds done" >&2
   done
+  build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
 fi
 
 /usr/bin/python3 - "$results" "$train" "$threads" <<'PY'
@@ -56,7 +66,9 @@ import json, statistics, sys, platform, datetime, os
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
 train, threads = sys.argv[2] == "1", sys.argv[3]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-print(f"Machine: {cpu}, {os.cpu_count()} cores; {threads} threads; {datetime.date.today()}; medians of alternating runs.\n")
+core = next((r["blas_core"] for r in rows if "blas_core" in r), "?")
+print(f"Machine: {cpu}, {os.cpu_count()} cores; {threads} threads; {datetime.date.today()}; medians of alternating runs.")
+print(f"xgrad as shipped (OpenBLAS kernels: {core}); PyTorch through ../shared/bench (fair_env.py) on OpenBLAS's OpenMP build.\n")
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 if not train:
     print("| config | B, L, d, heads, layers | xgrad ms/step | PyTorch ms/step | speed-up | xgrad GFLOP/s | xgrad peak MB | PyTorch peak MB |")

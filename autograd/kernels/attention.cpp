@@ -92,16 +92,14 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
       compute_scores(p, b, i0, bq, j0, bk, block);
       for (std::size_t r = 0; r < bq; ++r) {
         T* s = block.scores.data() + r * bk;
-        const T new_max = std::max(row_max[r], *std::max_element(s, s + bk));
+        const T new_max = std::max(row_max[r], max_of(s, bk));
         if (new_max == minus_inf) {  // every key so far is masked: nothing to add
           std::fill(s, s + bk, T(0));
           continue;
         }
         // Online softmax: rescale what was summed under the old maximum.
         const T rescale = std::exp(row_max[r] - new_max);
-        exp_shifted_inplace(s, bk, new_max);
-        T sum = 0;
-        for (std::size_t c = 0; c < bk; ++c) sum += s[c];
+        const T sum = exp_shifted_inplace(s, bk, new_max);
         row_sum[r] = row_sum[r] * rescale + sum;
         row_max[r] = new_max;
         if (rescale != T(1))

@@ -1,12 +1,19 @@
 #pragma once
-// x[i] = exp(x[i] - shift) over n elements with SIMD (xsimd), for the hot softmax loops.
-// -inf maps to 0, as the scalar std::exp does (masked scores rely on it).
+// SIMD (xsimd) row primitives for the hot softmax loops.
+//   exp_shifted_inplace: x[i] = exp(x[i] - shift) over n elements; returns their sum.
+//     -inf maps to 0, as the scalar std::exp does (masked scores rely on it).
+//   max_of: the largest of n elements (-inf when n is 0).
+// Sums and maxima are taken lane by lane, then across lanes: a fixed order, so results
+// are deterministic (and differ from a left-to-right sum only in rounding).
 
 #include <cstddef>
 
 namespace xgrad::kernels {
 
 template <class T>
-void exp_shifted_inplace(T* x, std::size_t n, T shift);
+T exp_shifted_inplace(T* x, std::size_t n, T shift);
+
+template <class T>
+T max_of(const T* x, std::size_t n);
 
 }  // namespace xgrad::kernels

@@ -155,7 +155,13 @@ AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
               if (buffer_of[i] == owner.size()) owner.push_back(i);
             }
             std::vector<xt::xarray<T>> buffers;
-            for (std::size_t o : owner) buffers.emplace_back(xt::zeros<T>(ctx.input(o).shape()));
+            for (std::size_t b = 0; b < owner.size(); ++b) {
+              // The kernel writes every row it reads; columns no role reads must be zeros.
+              std::size_t written = 0;
+              for (std::size_t r = 0; r < 3; ++r) written += buffer_of[r] == b ? columns[r].width : 0;
+              const auto& shape = ctx.input(owner[b]).shape();
+              buffers.push_back(written == shape.back() ? xt::xarray<T>::from_shape(shape) : xt::xarray<T>(xt::zeros<T>(shape)));
+            }
             p.dq_rows = p.q_rows, p.dk_rows = p.k_rows, p.dv_rows = p.v_rows;
             kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(),
                                         buffers[buffer_of[0]].data(), buffers[buffer_of[1]].data(),

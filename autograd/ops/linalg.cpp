@@ -163,12 +163,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     return record<T>("linear", std::move(y), {x, weight, bias}, [rows, in, out](BackwardContext<T>& ctx) {
       const T* g = ctx.grad().data();
       if (rows && out && in) {
-        if (ctx.needs_grad(0))  // dx = g W
-          kernels::gemm<T>(false, false, rows, in, out, T(1), g, out, ctx.input(1).data(), in, T(1),
-                           ctx.grad_buffer(0).data(), in);
-        if (ctx.needs_grad(1))  // dW = g^T x
-          kernels::gemm<T>(true, false, out, in, rows, T(1), g, out, ctx.input(0).data(), in, T(1),
-                           ctx.grad_buffer(1).data(), in);
+        if (ctx.needs_grad(0)) {  // dx = g W
+          const auto dx = ctx.grad_target(0);
+          kernels::gemm<T>(false, false, rows, in, out, T(1), g, out, ctx.input(1).data(), in, dx.beta(), dx.data, in);
+        }
+        if (ctx.needs_grad(1)) {  // dW = g^T x
+          const auto dw = ctx.grad_target(1);
+          kernels::gemm<T>(true, false, out, in, rows, T(1), g, out, ctx.input(0).data(), in, dw.beta(), dw.data, in);
+        }
       }
       if (ctx.needs_grad(2)) {  // db = column sums of g
         T* db = ctx.grad_buffer(2).data();
