@@ -12,6 +12,7 @@
 extern "C" {
 void gotoblas_dynamic_init(void) __attribute__((weak));
 void gotoblas_dynamic_quit(void) __attribute__((weak));
+int blas_thread_shutdown_(void) __attribute__((weak));  // threaded builds: stop the worker threads
 }
 
 namespace xgrad {
@@ -97,6 +98,11 @@ std::string detail::select_blas_kernels() {
   return note;
 }
 
-void detail::run_blas_single_threaded() { openblas_set_num_threads(1); }
+void detail::run_blas_single_threaded() {
+  openblas_set_num_threads(1);
+  // The threads OpenBLAS started when it was loaded would spin (sched_yield) for about
+  // 0.1 s before they sleep; it starts them again by itself if ever asked for more threads.
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
+}
 
 }  // namespace xgrad

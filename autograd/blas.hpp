@@ -37,7 +37,7 @@ bool force_blas_core(const std::string& core);
 // did, which blas_summary() also reports.
 std::string select_blas_kernels();
 // One thread per call: OpenBLAS's own threads would compete with xgrad's pool, which
-// splits the large products itself (OpenBLAS's idle threads then sleep).
+// splits the large products itself (OpenBLAS's own threads are stopped).
 void run_blas_single_threaded();
 }  // namespace detail
 
