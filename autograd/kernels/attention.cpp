@@ -46,11 +46,14 @@ std::size_t key_end(const AttentionProblem<T>& p, std::size_t i0, std::size_t bq
   return p.causal ? std::min(p.lk, i0 + bq) : p.lk;
 }
 
-// Scratch space for one block of scores, owned by one thread.
+// Scratch space for one block of scores, owned by one thread; as large as the problem's
+// blocks get (short sequences need far less than kBlockQ x kBlockK).
 template <class T>
 struct ScoreBlock {
-  std::vector<T> scores;  // [kBlockQ, kBlockK]
-  ScoreBlock() : scores(kBlockQ * kBlockK) {}
+  std::size_t rows, cols;
+  std::vector<T> scores;  // [rows, cols]
+  explicit ScoreBlock(const AttentionProblem<T>& p)
+      : rows(std::min(kBlockQ, p.lq)), cols(std::min(kBlockK, p.lk)), scores(rows * cols) {}
 };
 
 // scores[r][c] = scale * q[i0 + r] . k[j0 + c] + bias, or -inf where masked (by the
@@ -79,8 +82,8 @@ void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0,
 
 template <class T>
 void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
-  ScoreBlock<T> block;
-  std::vector<T> row_max(kBlockQ), row_sum(kBlockQ), acc(kBlockQ * p.dv);
+  ScoreBlock<T> block(p);
+  std::vector<T> row_max(block.rows), row_sum(block.rows), acc(block.rows * p.dv);
   const T minus_inf = -std::numeric_limits<T>::infinity();
   for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
     const std::size_t bq = std::min(kBlockQ, p.lq - i0);
@@ -128,8 +131,8 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
 template <class T>
 void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, const T* lse, const T* dout,
                   T* dq, T* dk, T* dv) {
-  ScoreBlock<T> block;
-  std::vector<T> dropped(kBlockQ * kBlockK), dp(kBlockQ * kBlockK);
+  ScoreBlock<T> block(p);
+  std::vector<T> dropped(p.dropout_p > 0 ? block.scores.size() : 0), dp(block.scores.size());
   const std::size_t q_ld = p.q_rows.stride, k_ld = p.k_rows.stride, v_ld = p.v_rows.stride, g_ld = p.out_rows.stride;
   const std::size_t dq_ld = p.dq_rows.stride, dk_ld = p.dk_rows.stride, dv_ld = p.dv_rows.stride;
   const T* q = p.q + p.q_rows.at(b, 0);
@@ -183,7 +186,7 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
 
 template <class T>
 void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* weights) {
-  ScoreBlock<T> block;
+  ScoreBlock<T> block(p);
   T* w = weights + b * p.lq * p.lk;
   std::fill(w, w + p.lq * p.lk, T(0));
   for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
