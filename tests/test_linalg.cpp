@@ -50,13 +50,14 @@ BOOST_AUTO_TEST_CASE(kernels_below_the_cpu_are_replaced) {
   BOOST_REQUIRE(detail::force_blas_core(before));
 }
 
-// Products large enough to be split over the pool, in every layout: the same values as
-// the plain loop, and bitwise the same on every run with the same thread count.
+// Products large enough to be split over the pool (by rows, by columns, and along k when
+// it dominates), in every layout: the same values as the plain loop, and bitwise the same
+// on every run with the same thread count.
 BOOST_AUTO_TEST_CASE(split_products_match_and_repeat) {
   const int threads = num_threads();
   for (const int t : {1, 2, 3}) {
     set_num_threads(t);
-    for (const auto& [n, k, m] : std::vector<std::array<std::size_t, 3>>{{300, 120, 90}, {70, 150, 410}, {33, 700, 129}}) {
+    for (const auto& [n, k, m] : std::vector<std::array<std::size_t, 3>>{{300, 120, 90}, {70, 150, 410}, {33, 700, 129}, {40, 1200, 50}}) {
       const Tensor a = randn64({n, k}, 3), b = randn64({k, m}, 4);
       const std::vector<double> expected = naive_matmul(a.to_vector(), b.to_vector(), 1, n, k, m);
       const Tensor c = matmul(a, b);
@@ -156,4 +157,21 @@ BOOST_AUTO_TEST_CASE(linear_errors) {
   check_error([] { linear(Tensor::zeros({2, 3}), Tensor::zeros({5, 4})); }, {"linear", "[2, 3]", "[5, 4]"});
   check_error([] { linear(Tensor::zeros({2, 4}), Tensor::zeros({5, 4}), Tensor::zeros({4})); },
               {"linear", "bias", "[4]", "[5]"});
+}
+
+// A weight gradient summed over many rows takes the split-k path; a second backward adds
+// into the first (GEMM beta = 1 on the partial sums).
+BOOST_AUTO_TEST_CASE(split_weight_gradients_accumulate) {
+  const Tensor x = randn64({4000, 30}, 5), w = randn64({20, 30}, 6), b = randn64({20}, 7);
+  sum(linear(x, w, b)).backward();
+  const std::vector<double> once = w.grad().to_vector();
+  std::vector<double> expected(20 * 30, 0.0);  // dW[o][i] = sum over rows of x[r][i]
+  const std::vector<double> xs = x.to_vector();
+  for (std::size_t o = 0; o < 20; ++o)
+    for (std::size_t i = 0; i < 30; ++i)
+      for (std::size_t r = 0; r < 4000; ++r) expected[o * 30 + i] += xs[r * 30 + i];
+  check_close(once, expected, 1e-12);
+  sum(linear(x, w, b)).backward();
+  for (double& e : expected) e *= 2;
+  check_close(w.grad().to_vector(), expected, 1e-12);
 }
