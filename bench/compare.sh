@@ -46,8 +46,16 @@ if [ "$train" -eq 0 ]; then
     done
     echo "compare.sh: round $round of $rounds done" >&2
   done
-  build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
+  # sgemm as shipped, and with the CPU's best OpenBLAS kernels forced by hand (what
+  # fair_env.py gives PyTorch), alternating.
+  best=$(grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512bw && echo SkylakeX || echo Haswell)
+  for round in $(seq "$rounds"); do
+    build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
+    OPENBLAS_CORETYPE=$best build/bin/xgrad-bench --config sgemm --threads "$threads" |
+      sed 's/"config": "sgemm"/"config": "sgemm_best"/' >>"$results"
+  done
   build/bin/xgrad-bench --config overhead --threads "$threads" >>"$results"
+  bench/concurrency.sh --rounds "$rounds" | tee -a "$results" >&2
 else
   for round in $(seq "$rounds"); do
     for task in sort reverse copy; do
@@ -82,9 +90,16 @@ if not train:
         print(f"| {config} | {c['batch']}, {c['seq_len']}, {c['d_model']}, {c['heads']}, {c['layers']} | {xm:.1f} | {tm:.1f} | "
               f"{tm / xm:.2f}x | {med([r['gflops'] for r in x]):.1f} | {med([r['peak_rss_mb'] for r in x]):.0f} | "
               f"{med([r['peak_rss_mb'] for r in t]):.0f} |")
+    shipped = med([r["gflops"] for r in rows if r.get("config") == "sgemm"])
+    best = [r for r in rows if r.get("config") == "sgemm_best"]
+    print(f"\nsgemm 1024 x 1024 as shipped: {shipped:.1f} GFLOP/s ({core} kernels)", end="")
+    if best:
+        print(f"; with {best[0]['blas_core']} kernels forced: {med([r['gflops'] for r in best]):.1f} GFLOP/s "
+              f"(ratio {shipped / med([r['gflops'] for r in best]):.2f})")
     for r in rows:
-        if r.get("config") == "sgemm": print(f"\ncblas_sgemm 1024 x 1024: {r['gflops']:.1f} GFLOP/s")
         if r.get("config") == "overhead": print(f"per-op overhead (forward + backward, chain of {r['chain']} tiny ops): {r['us_per_op']:.2f} us")
+    for line in open(sys.argv[1]):
+        if line.startswith("concurrency.sh:"): print("two processes sharing the cores (bench/concurrency.sh): " + line.split(": ", 1)[1].strip())
 else:
     print("| task | xgrad s to 0.99 | PyTorch s to 0.99 | time ratio | xgrad steps | PyTorch steps |")
     print("|---|---|---|---|---|---|")
