@@ -5,6 +5,8 @@
 
 #include <limits>
 
+#include "nn/nn.hpp"
+
 using namespace xgrad;
 using namespace xgrad::test;
 
@@ -359,4 +361,22 @@ BOOST_AUTO_TEST_CASE(heads_in_place_reject_bad_layouts) {
   AttentionOptions o;
   o.mask = random_keep({3, 1, 1, 5}, 54, 0.5);
   check_error([&] { multi_head_attention({x}, {x}, {x}, 2, true, o); }, {op, "mask [3, 1, 1, 5]", "[2, 2]"});
+}
+
+// The README's multi_head_attention example, kept compiling and checked against the module.
+BOOST_AUTO_TEST_CASE(readme_heads_in_place_example) {
+  const std::size_t E = 8, heads = 2;
+  nn::MultiHeadAttention attn(E, heads);
+  attn.to(DType::float64);
+  const Tensor x = randn64({2, 5, E}, 61, false);
+  const Tensor in_proj_weight = attn.in_proj_weight, in_proj_bias = attn.in_proj_bias;
+  const Tensor out_proj_weight = attn.out_proj->weight, out_proj_bias = attn.out_proj->bias;
+  const AttentionOptions options;
+
+  Tensor qkv = linear(x, in_proj_weight, in_proj_bias);   // x [N, L, E] -> [N, L, 3E]
+  AttentionResult r = multi_head_attention({qkv, 0, E}, {qkv, E, E}, {qkv, 2 * E, E},
+                                           heads, /*batch_first=*/true, options);
+  Tensor y = linear(r.output, out_proj_weight, out_proj_bias);  // r.output [N, L, E]
+
+  check_close(y.to_vector(), attn(x).to_vector());
 }
