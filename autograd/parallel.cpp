@@ -24,8 +24,9 @@ namespace {
 
 // How long a waiting thread spins before it sleeps: long enough to bridge the serial
 // glue between two parallel loops of one step (a futex wake-up costs tens of
-// microseconds on a VM), short enough that another process loses little (measured on
-// the tiny config: 50 us 5.5 ms/step, 200 us 5.0; two processes at once 1.3x and 1.4x).
+// microseconds on a VM), short enough that another process loses little. Measured on the
+// tiny config: 50 us 5.5 ms/step, 200 us 5.0; two processes at once stay near the fair
+// 2x (bench/concurrency.sh), where libgomp's default spin made them 5-7x slower.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
 inline void cpu_relax() {

@@ -51,7 +51,7 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double nan = std::numeric_limits<double>::quiet_NaN();  // captured by value: the cases outlive this call
   return {
       // ---- autograd: shapes ----
       {"add shapes", [](World& w) { add(w.a, w.b); }, {"add", "[2, 3]", "[4, 5]"}},
@@ -92,7 +92,7 @@ std::vector<Case> cases() {
       {"cross_entropy target", [](World& w) { cross_entropy(w.a, Indices({0, 3}, {2})); }, {"cross_entropy", "target 3", "[2, 3]"}},
       {"cross_entropy shapes", [](World& w) { cross_entropy(w.a, Indices({0}, {1})); }, {"cross_entropy", "[1]", "[2, 3]"}},
       {"dropout p = 1", [](World& w) { dropout(w.a, 1.0, true, default_generator()); }, {"dropout", "1.0", "[0, 1)"}},
-      {"dropout p NaN", [&](World& w) { dropout(w.a, nan, true, default_generator()); }, {"dropout", "nan"}},
+      {"dropout p NaN", [nan](World& w) { dropout(w.a, nan, true, default_generator()); }, {"dropout", "nan"}},
       {"attention widths", [](World& w) { scaled_dot_product_attention(w.a, w.b, w.b); }, {"scaled_dot_product_attention", "[2, 3]", "[4, 5]"}},
       {"attention mask", [](World&) {
          AttentionOptions o;
@@ -171,7 +171,7 @@ std::vector<Case> cases() {
       {"negative lr", [](World& w) { optim::SGD(w.model.named_parameters(), {.lr = -0.1}); }, {"SGD", "learning rate", "-0.1"}},
       {"betas", [](World& w) { optim::Adam(w.model.named_parameters(), {.beta2 = 1.5}); }, {"Adam", "betas", "1.5"}},
       {"nesterov", [](World& w) { optim::SGD(w.model.named_parameters(), {.lr = 0.1, .nesterov = true}); }, {"SGD", "nesterov"}},
-      {"set_lr NaN", [&](World& w) { w.adam.set_lr(nan); }, {"Adam", "learning rate", "nan"}},
+      {"set_lr NaN", [nan](World& w) { w.adam.set_lr(nan); }, {"Adam", "learning rate", "nan"}},
       {"optimizer state of another model", [](World& w) {
          Tensor x = Tensor::ones({2}).requires_grad_();
          optim::SGD other({{"x", x}}, {.lr = 0.1, .momentum = 0.9});
