@@ -1,6 +1,7 @@
 #include "autograd/parallel.hpp"
 
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -89,15 +91,31 @@ thread_local bool t_inside_job = false;
 // waited for.
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads) { start(threads); }
+  explicit ThreadPool(int threads) : threads_(threads) { start(); }
   ~ThreadPool() { stop(); }
 
-  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+  int threads() const { return threads_; }
+
+  // In the child of a fork(): the parent's workers do not exist here. Their std::thread
+  // objects are abandoned (joining them would wait forever, destroying them would
+  // terminate), the locks are made anew, and new workers start with the next job.
+  void forget_workers_after_fork() {
+    static std::vector<std::thread>* abandoned = nullptr;  // never destroyed
+    abandoned = new std::vector<std::thread>(std::move(workers_));
+    workers_ = std::vector<std::thread>();
+    new (&busy_) std::mutex;
+    new (&error_mutex_) std::mutex;
+    inside_.store(kClosed);
+    epoch_sleepers_.store(0);
+    caller_sleeping_.store(0);
+    t_inside_job = false;
+  }
 
   void resize(int threads) {
     std::lock_guard lock(busy_);
     stop();
-    start(threads);
+    threads_ = threads;
+    start();
   }
 
   void run(std::size_t n, detail::IndexFunction function, void* context) {
@@ -106,7 +124,8 @@ class ThreadPool {
     };
     if (t_inside_job) return serially();  // nested
     std::unique_lock lock(busy_, std::try_to_lock);
-    if (!lock.owns_lock() || workers_.empty()) return serially();  // another thread has the pool
+    if (!lock.owns_lock() || threads_ == 1) return serially();  // another thread has the pool
+    if (workers_.empty()) start();  // after a fork
     function_ = function;
     context_ = context;
     count_ = n;
@@ -125,10 +144,10 @@ class ThreadPool {
  private:
   static constexpr std::uint32_t kClosed = 1u << 31;
 
-  void start(int threads) {
+  void start() {
     stopping_ = false;
     const std::uint32_t epoch = epoch_.load();  // a worker that starts late still sees every later change
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, epoch] { worker_loop(epoch); });
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, epoch] { worker_loop(epoch); });
   }
 
   void stop() {
@@ -166,6 +185,7 @@ class ThreadPool {
     t_inside_job = false;
   }
 
+  int threads_;  // the caller included
   std::vector<std::thread> workers_;
   std::mutex busy_;  // held by the caller for the whole job
   std::atomic<std::uint32_t> epoch_{0};
@@ -182,6 +202,9 @@ class ThreadPool {
 
 ThreadPool& pool() {
   static ThreadPool instance(default_threads());
+  static const bool fork_handled =
+      pthread_atfork(nullptr, nullptr, [] { pool().forget_workers_after_fork(); }) == 0;
+  (void)fork_handled;
   return instance;
 }
 

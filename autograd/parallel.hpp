@@ -7,7 +7,7 @@
 // calling thread, where waking the pool would cost more than it saves. Each index runs on
 // exactly one thread, so results do not depend on scheduling as long as body(i) writes
 // only its own outputs. A parallel_for inside a body, or from a second thread while the
-// pool is busy, runs serially on its caller.
+// pool is busy, runs serially on its caller. A child of fork() starts its own workers.
 //
 // Idle workers spin for a few microseconds, then sleep in the kernel (futex): they never
 // hold a core that another thread or process needs, the stall libgomp's default

@@ -7,6 +7,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "autograd/parallel.hpp"
 
 using namespace xgrad;
@@ -92,4 +95,31 @@ BOOST_AUTO_TEST_CASE(thread_counts_are_checked) {
   set_num_threads(2);
   BOOST_CHECK_THROW(parallel_for(4, kBig, [](std::size_t) { set_num_threads(1); }), Error);
   BOOST_TEST(num_threads() == 2);
+}
+
+// A child of fork() has none of the parent's workers: its pool starts new ones, and
+// resizing it neither hangs nor crashes.
+BOOST_AUTO_TEST_CASE(a_forked_child_gets_a_working_pool) {
+  ThreadCount restore;
+  set_num_threads(2);
+  std::atomic<long> before{0};
+  parallel_for(100, kBig, [&](std::size_t i) { before += static_cast<long>(i); });  // workers running
+  const pid_t child = fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    alarm(30);  // a hang fails the test instead of stalling it
+    bool ok = num_threads() == 2;
+    for (const int threads : {2, 3, 1, 2}) {
+      set_num_threads(threads);
+      std::atomic<long> sum{0};
+      parallel_for(1000, kBig, [&](std::size_t i) { sum += static_cast<long>(i); });
+      ok = ok && sum.load() == 499500 && num_threads() == threads;
+    }
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  BOOST_REQUIRE(waitpid(child, &status, 0) == child);
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 0);
+  BOOST_TEST(before.load() == 4950);
 }
