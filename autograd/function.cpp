@@ -28,11 +28,11 @@ Tensor view_of(const std::shared_ptr<Storage>& value) {
 
 Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
   const char* name = interned(op.name.empty() ? "custom op" : op.name);
-  if (!op.forward || !op.backward) fail(name, "both forward and backward must be set");
+  XGRAD_CHECK(op.forward && op.backward, name, "both forward and backward must be set");
   std::vector<Tensor> views;
   bool any_requires_grad = false;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) fail(name, "input " + std::to_string(i) + " is undefined");
+    XGRAD_CHECK(inputs[i].defined(), name, "input ", i, " is undefined");
     views.push_back(view_of(inputs[i].node()->value));
     any_requires_grad = any_requires_grad || inputs[i].requires_grad();
   }
@@ -41,7 +41,7 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
     NoGradGuard no_grad;
     output = op.forward(views);
   }
-  if (!output.defined()) fail(name, "forward returned an undefined tensor");
+  XGRAD_CHECK(output.defined(), name, "forward returned an undefined tensor");
 
   auto node = std::make_shared<Node>();
   node->value = output.node()->value;
@@ -57,15 +57,10 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
         NoGradGuard no_grad;
         grads = backward(ins, view_of(self.value), view_of(self.grad));
       }
-      if (grads.size() != ins.size())
-        fail(name, "backward returned " + std::to_string(grads.size()) + " gradients for " +
-                       std::to_string(ins.size()) + " inputs");
+      XGRAD_CHECK(grads.size() == ins.size(), name, "backward returned ", grads.size(), " gradients for ", ins.size(), " inputs");
       for (std::size_t i = 0; i < grads.size(); ++i) {
         if (!grads[i].defined() || !self.inputs[i]->requires_grad) continue;
-        if (grads[i].shape() != ins[i].shape() || grads[i].dtype() != ins[i].dtype())
-          fail(name, "backward's gradient " + std::to_string(i) + " is " + dtype_name(grads[i].dtype()) + " " +
-                         shape_str(grads[i].shape()) + " but input " + std::to_string(i) + " is " +
-                         dtype_name(ins[i].dtype()) + " " + shape_str(ins[i].shape()));
+        XGRAD_CHECK(grads[i].shape() == ins[i].shape() && grads[i].dtype() == ins[i].dtype(), name, "backward's gradient ", i, " is ", grads[i].dtype(), " ", grads[i].shape(), " but input ", i, " is ", ins[i].dtype(), " ", ins[i].shape());
         accumulate_grad(*self.inputs[i], Storage(*grads[i].node()->value));
       }
     };

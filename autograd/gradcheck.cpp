@@ -40,7 +40,7 @@ bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const
   // Private float64 copies, so the caller's tensors are never touched.
   std::vector<Tensor> copies;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) throw Error("gradcheck: input " + std::to_string(i) + " is undefined");
+    XGRAD_CHECK(inputs[i].defined(), "gradcheck", "input ", i, " is undefined");
     copies.push_back(inputs[i].detach().to(DType::float64).clone().requires_grad_(inputs[i].requires_grad()));
   }
   return gradcheck_in_place(f, copies, options);
@@ -58,16 +58,14 @@ bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tens
   std::vector<Tensor> xs = tensors;
   std::vector<std::size_t> checked;
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    if (!xs[i].defined() || xs[i].dtype() != DType::float64 || !xs[i].is_leaf())
-      throw Error("gradcheck: input " + std::to_string(i) + " must be a defined float64 leaf");
+    XGRAD_CHECK(xs[i].defined() && xs[i].dtype() == DType::float64 && xs[i].is_leaf(), "gradcheck", "input ", i, " must be a defined float64 leaf");
     if (xs[i].requires_grad()) checked.push_back(i);
   }
-  if (checked.empty()) throw Error("gradcheck: no input has requires_grad set");
+  XGRAD_CHECK(!checked.empty(), "gradcheck", "no input has requires_grad set");
 
   const Tensor out = f(xs);
-  if (!out.defined()) throw Error("gradcheck: the function returned an undefined tensor");
-  if (out.dtype() != DType::float64)
-    throw Error("gradcheck: the function returned float32; make every tensor it creates in its "
+  XGRAD_CHECK(out.defined(), "gradcheck", "the function returned an undefined tensor");
+  XGRAD_CHECK(out.dtype() == DType::float64, "gradcheck", "the function returned float32; make every tensor it creates in its "
                 "inputs' dtype so the check runs in float64");
   const Shape out_shape = out.shape();
   const std::size_t n_out = out.numel();

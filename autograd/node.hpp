@@ -44,18 +44,6 @@ struct Node {
   Shape shape() const;
 };
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::float32; }
-template <> constexpr DType dtype_of<double>() { return DType::float64; }
-
-// Runs f(float{}) or f(double{}) for the runtime dtype; write the body as a generic
-// lambda `[&](auto tag) { using T = decltype(tag); ... }`.
-template <class F>
-decltype(auto) dispatch(DType dtype, F&& f) {
-  if (dtype == DType::float32) return f(float{});
-  return f(double{});
-}
-
 template <class T>
 Shape to_shape(const T& xshape) {
   return Shape(xshape.begin(), xshape.end());

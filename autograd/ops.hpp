@@ -28,6 +28,8 @@ Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor abs(const Tensor& x);  // gradient 0 at 0
+// A differentiable change of dtype (Tensor::to); the gradient is cast back.
+Tensor cast(const Tensor& x, DType dtype);
 
 // Comparisons give 1 where true and 0 where false, in the operands' dtype; no gradient.
 Tensor eq(const Tensor& a, const Tensor& b);

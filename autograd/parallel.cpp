@@ -211,8 +211,8 @@ ThreadPool& pool() {
 }  // namespace
 
 void set_num_threads(int threads) {
-  if (threads < 1) throw Error("set_num_threads: " + std::to_string(threads) + " threads; need at least 1");
-  if (t_inside_job) throw Error("set_num_threads: called inside a parallel_for body");
+  XGRAD_CHECK(threads >= 1, "set_num_threads", threads, " threads; need at least 1");
+  XGRAD_CHECK(!t_inside_job, "set_num_threads", "called inside a parallel_for body");
   if (threads != pool().threads()) pool().resize(threads);
 }
 

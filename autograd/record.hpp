@@ -104,11 +104,4 @@ Tensor record(const char* op, xt::xarray<T>&& output, std::initializer_list<Tens
                    std::forward<Backward>(backward));
 }
 
-// Error helpers: every message starts with the op's name.
-[[noreturn]] void fail(const std::string& op, const std::string& message);
-void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
-void check_defined(const char* op, const Tensor& t);
-// Resolves a possibly negative axis against `ndim` dimensions.
-std::size_t normalize_axis(const char* op, int axis, std::size_t ndim, const Shape& shape);
-
 }  // namespace xgrad

@@ -7,9 +7,10 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "autograd/error.hpp"
 
 namespace xgrad {
 
@@ -17,15 +18,21 @@ using Shape = std::vector<std::size_t>;
 
 enum class DType { float32, float64 };
 
-// Every error xgrad raises for bad input; the message starts with the op's name.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 const char* dtype_name(DType dtype);
 std::string shape_str(const Shape& shape);  // "[2, 3]"
 std::size_t numel(const Shape& shape);
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::float32; }
+template <> constexpr DType dtype_of<double>() { return DType::float64; }
+
+// Runs f(float{}) or f(double{}) for the runtime dtype; write the body as a generic
+// lambda `[&](auto tag) { using T = decltype(tag); ... }`.
+template <class F>
+decltype(auto) dispatch(DType dtype, F&& f) {
+  if (dtype == DType::float32) return f(float{});
+  return f(double{});
+}
 
 struct Node;
 class Generator;

@@ -15,10 +15,8 @@ Tensor from_xarray(xt::xarray<T> values, bool requires_grad = false) {
 // The tensor's own array, without a copy; T must match its dtype.
 template <class T>
 const xt::xarray<T>& as_xarray(const Tensor& t) {
-  if (!t.defined()) throw Error("as_xarray: the tensor is undefined");
-  if (t.dtype() != dtype_of<T>())
-    throw Error(std::string("as_xarray: requested ") + dtype_name(dtype_of<T>()) + " from a " +
-                dtype_name(t.dtype()) + " tensor");
+  XGRAD_CHECK(t.defined(), "as_xarray", "the tensor is undefined");
+  XGRAD_CHECK(t.dtype() == dtype_of<T>(), "as_xarray", "requested ", dtype_of<T>(), " from a ", t.dtype(), " tensor");
   return t.node()->values<T>();
 }
 

@@ -18,7 +18,7 @@ Tensor LogSoftmax::forward(const Tensor& x) { return log_softmax(x, axis); }
 std::string LogSoftmax::extra_repr() const { return "axis=" + std::to_string(axis); }
 
 Dropout::Dropout(double p, std::shared_ptr<Generator> generator) : p(p), generator(std::move(generator)) {
-  if (!(p >= 0.0 && p < 1.0)) throw Error("Dropout: probability p = " + std::to_string(p) + " is outside [0, 1)");
+  XGRAD_CHECK(p >= 0.0 && p < 1.0, "Dropout", "probability p = ", p, " is outside [0, 1)");
 }
 
 Tensor Dropout::forward(const Tensor& x) {

@@ -8,10 +8,6 @@ namespace xgrad::nn {
 
 namespace {
 
-std::string dims(const Shape& s) { return shape_str(s); }
-
-[[noreturn]] void reject(const std::string& message) { throw Error("MultiHeadAttention: " + message); }
-
 // An attn_mask / attn_bias of shape [L, S], [N, L, S] or [N, H, L, S] as [N, H, L, S]
 // (each axis either its full size or 1).
 Tensor as_four_axes(const char* what, const Tensor& mask, const Shape& full) {
@@ -22,9 +18,7 @@ Tensor as_four_axes(const char* what, const Tensor& mask, const Shape& full) {
   else if (m.size() == 4) four = m;
   for (std::size_t a = 0; a < four.size(); ++a)
     if (four[a] != 1 && four[a] != full[a]) four.clear();
-  if (four.empty())
-    reject(std::string(what) + " of shape " + dims(m) + " does not fit [N, H, L, S] = " + dims(full) +
-           " (give [L, S], [N, L, S] or [N, H, L, S]; 1 broadcasts)");
+  XGRAD_CHECK(!four.empty(), "MultiHeadAttention", what, " of shape ", m, " does not fit [N, H, L, S] = ", full, " (give [L, S], [N, L, S] or [N, H, L, S]; 1 broadcasts)");
   std::vector<std::int64_t> to(four.begin(), four.end());
   return reshape(mask, to);
 }
@@ -46,14 +40,12 @@ MultiHeadAttention::MultiHeadAttention(std::size_t embed_dim, std::size_t num_he
 
 MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options) : options_(options) {
   MultiHeadAttentionOptions& o = options_;
-  if (o.embed_dim == 0) reject("embed_dim must be positive");
-  if (o.num_heads == 0) reject("num_heads must be positive");
+  XGRAD_CHECK(o.embed_dim != 0, "MultiHeadAttention", "embed_dim must be positive");
+  XGRAD_CHECK(o.num_heads != 0, "MultiHeadAttention", "num_heads must be positive");
   for (std::size_t* width : {&o.dim_k, &o.dim_v, &o.kdim, &o.vdim})
     if (*width == 0) *width = o.embed_dim;
-  if (o.dim_k % o.num_heads || o.dim_v % o.num_heads)
-    reject("num_heads " + std::to_string(o.num_heads) + " does not divide dim_k " + std::to_string(o.dim_k) +
-           " and dim_v " + std::to_string(o.dim_v));
-  if (!(o.dropout >= 0.0 && o.dropout < 1.0)) reject("dropout " + std::to_string(o.dropout) + " is outside [0, 1)");
+  XGRAD_CHECK(o.dim_k % o.num_heads == 0 && o.dim_v % o.num_heads == 0, "MultiHeadAttention", "num_heads ", o.num_heads, " does not divide dim_k ", o.dim_k, " and dim_v ", o.dim_v);
+  XGRAD_CHECK(o.dropout >= 0.0 && o.dropout < 1.0, "MultiHeadAttention", "dropout ", o.dropout, " is outside [0, 1)");
 
   const std::size_t packed = 2 * o.dim_k + o.dim_v;
   if (o.kdim == o.embed_dim && o.vdim == o.embed_dim) {
@@ -97,16 +89,14 @@ AttentionOptions MultiHeadAttention::op_options(const AttentionArgs& args, std::
   Tensor keep;  // the product of every keep mask given, as [N|1, H|1, L|1, S|1]
   const auto require = [&keep](const Tensor& mask) { keep = keep.defined() ? keep * truth(mask) : truth(mask); };
   if (args.key_mask.defined()) {
-    if (args.key_mask.shape() != Shape{n, s})
-      reject("key_mask of shape " + dims(args.key_mask.shape()) + " is not [N, S] = " + dims({n, s}));
+    const Shape expected{n, s};
+    XGRAD_CHECK(args.key_mask.shape() == expected, "MultiHeadAttention", "key_mask of shape ", args.key_mask.shape(), " is not [N, S] = ", expected);
     require(reshape(args.key_mask, {static_cast<std::int64_t>(n), 1, 1, static_cast<std::int64_t>(s)}));
   }
   if (args.attn_mask.defined()) require(as_four_axes("attn_mask", args.attn_mask, full));
   if (args.seq_first_mask.defined()) {
     const Shape m = args.seq_first_mask.shape();
-    if (m.size() != 3 || (m[0] != 1 && m[0] != l) || m[1] != s || (m[2] != 1 && m[2] != n))
-      reject("seq_first_mask of shape " + dims(m) + " is not [L or 1, S, N or 1] = [" + std::to_string(l) + ", " +
-             std::to_string(s) + ", " + std::to_string(n) + "]");
+    XGRAD_CHECK(m.size() == 3 && (m[0] == 1 || m[0] == l) && m[1] == s && (m[2] == 1 || m[2] == n), "MultiHeadAttention", "seq_first_mask of shape ", m, " is not [L or 1, S, N or 1] = [", l, ", ", s, ", ", n, "]");
     require(unsqueeze(permute(args.seq_first_mask, {2, 0, 1}), 1));
   }
   AttentionOptions o;
@@ -121,7 +111,7 @@ AttentionOptions MultiHeadAttention::op_options(const AttentionArgs& args, std::
 AttentionOutput MultiHeadAttention::attend(const Tensor& query, const Tensor& key, const Tensor& value,
                                            const AttentionArgs& args) {
   for (const Tensor* t : {&query, &key, &value})
-    if (!t->defined()) reject("query, key and value must be defined");
+    XGRAD_CHECK(t->defined(), "MultiHeadAttention", "query, key and value must be defined");
   const bool batch_first = options_.batch_first;
   if (query.dim() == 2 && key.dim() == 2 && value.dim() == 2) {
     // Unbatched [L, E]: run as a batch of one.
@@ -135,16 +125,12 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& query, const Tensor& ke
     return out;
   }
   const Shape qs = query.shape(), ks = key.shape(), vs = value.shape();
-  const auto describe = [&] { return "query " + dims(qs) + ", key " + dims(ks) + ", value " + dims(vs); };
-  if (qs.size() != 3 || ks.size() != 3 || vs.size() != 3)
-    reject(std::string("inputs must be ") + (batch_first ? "[N, L, E]" : "[L, N, E]") + ": " + describe());
+  const auto describe = [&] { return "query " + shape_str(qs) + ", key " + shape_str(ks) + ", value " + shape_str(vs); };
+  XGRAD_CHECK(qs.size() == 3 && ks.size() == 3 && vs.size() == 3, "MultiHeadAttention", "inputs must be ", (batch_first ? "[N, L, E]" : "[L, N, E]"), ": ", describe());
   const std::size_t n = batch_first ? qs[0] : qs[1], l = batch_first ? qs[1] : qs[0];
   const std::size_t s = batch_first ? ks[1] : ks[0];
-  if (qs[2] != options_.embed_dim || ks[2] != options_.kdim || vs[2] != options_.vdim)
-    reject("feature widths must be embed_dim " + std::to_string(options_.embed_dim) + ", kdim " +
-           std::to_string(options_.kdim) + ", vdim " + std::to_string(options_.vdim) + ": " + describe());
-  if (ks[0] != vs[0] || ks[1] != vs[1] || (batch_first ? ks[0] : ks[1]) != n)
-    reject("batch or key length disagree: " + describe());
+  XGRAD_CHECK(qs[2] == options_.embed_dim && ks[2] == options_.kdim && vs[2] == options_.vdim, "MultiHeadAttention", "feature widths must be embed_dim ", options_.embed_dim, ", kdim ", options_.kdim, ", vdim ", options_.vdim, ": ", describe());
+  XGRAD_CHECK(ks[0] == vs[0] && ks[1] == vs[1] && (batch_first ? ks[0] : ks[1]) == n, "MultiHeadAttention", "batch or key length disagree: ", describe());
 
   const auto [q, k, v] = project(query, key, value);
   AttentionOptions o = op_options(args, n, l, s);
@@ -165,8 +151,8 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
 Tensor MultiHeadAttention::forward(const Tensor& x) { return forward(x, x, x); }
 
 Tensor MultiHeadAttention::last_attention() const {
-  if (!options_.keep_attention) reject("last_attention() needs keep_attention = true in the options");
-  if (!last_attention_.defined()) reject("last_attention(): no forward has run yet");
+  XGRAD_CHECK(options_.keep_attention, "MultiHeadAttention", "last_attention() needs keep_attention = true in the options");
+  XGRAD_CHECK(last_attention_.defined(), "MultiHeadAttention", "last_attention(): no forward has run yet");
   return last_attention_;
 }
 

@@ -25,9 +25,8 @@ using json = nlohmann::json;
 constexpr std::uint64_t kMaxHeader = 100u << 20;  // as the reference implementation
 constexpr const char* kOptimizerPrefix = "optimizer.";
 
-[[noreturn]] void bad(const std::string& source, const std::string& message) {
-  throw Error("checkpoint '" + source + "': " + message);
-}
+// The op name errors about a checkpoint file start with.
+std::string in_file(const std::string& path) { return "checkpoint '" + path + "'"; }
 
 std::size_t item_size(DType dtype) { return dtype == DType::float32 ? 4 : 8; }
 
@@ -41,35 +40,28 @@ struct Entry {
 
 Entry parse_entry(const std::string& source, const std::string& name, const json& info) {
   const auto where = "tensor '" + name + "'";
-  if (!info.is_object() || info.size() != 3 || !info.contains("dtype") || !info.contains("shape") ||
-      !info.contains("data_offsets"))
-    bad(source, where + " must have exactly dtype, shape and data_offsets");
+  XGRAD_CHECK(info.is_object() && info.size() == 3 && info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"), in_file(source), where, " must have exactly dtype, shape and data_offsets");
   const json& dtype = info["dtype"];
-  if (!dtype.is_string()) bad(source, where + ": dtype is not a string");
+  XGRAD_CHECK(dtype.is_string(), in_file(source), where, ": dtype is not a string");
   Entry e{name, DType::float32, {}, 0, 0};
   if (dtype == "F32") e.dtype = DType::float32;
   else if (dtype == "F64") e.dtype = DType::float64;
-  else bad(source, where + ": unsupported dtype " + dtype.dump() + " (xgrad reads F32 and F64)");
+  else fail(in_file(source), where, ": unsupported dtype ", dtype.dump(), " (xgrad reads F32 and F64)");
   const json& shape = info["shape"];
-  if (!shape.is_array()) bad(source, where + ": shape is not a list");
+  XGRAD_CHECK(shape.is_array(), in_file(source), where, ": shape is not a list");
   std::uint64_t count = 1;
   for (const json& d : shape) {
-    if (!d.is_number_unsigned()) bad(source, where + ": shape " + shape.dump() + " holds a non-natural number");
+    XGRAD_CHECK(d.is_number_unsigned(), in_file(source), where, ": shape ", shape.dump(), " holds a non-natural number");
     const std::uint64_t size = d.get<std::uint64_t>();
-    if (size && count > std::numeric_limits<std::uint64_t>::max() / 16 / size)
-      bad(source, where + ": shape " + shape.dump() + " is impossibly large");
+    XGRAD_CHECK(!size || count <= std::numeric_limits<std::uint64_t>::max() / 16 / size, in_file(source), where, ": shape ", shape.dump(), " is impossibly large");
     count *= size;
     e.shape.push_back(static_cast<std::size_t>(size));
   }
   const json& offsets = info["data_offsets"];
-  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-      !offsets[1].is_number_unsigned())
-    bad(source, where + ": data_offsets must be two natural numbers, got " + offsets.dump());
+  XGRAD_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(), in_file(source), where, ": data_offsets must be two natural numbers, got ", offsets.dump());
   e.begin = offsets[0].get<std::uint64_t>();
   e.end = offsets[1].get<std::uint64_t>();
-  if (e.end < e.begin || e.end - e.begin != count * item_size(e.dtype))
-    bad(source, where + ": data_offsets " + offsets.dump() + " do not hold " + std::to_string(count) + " " +
-                    dtype.get<std::string>() + " values of shape " + shape.dump());
+  XGRAD_CHECK(e.end >= e.begin && e.end - e.begin == count * item_size(e.dtype), in_file(source), where, ": data_offsets ", offsets.dump(), " do not hold ", count, " ", dtype.get<std::string>(), " values of shape ", shape.dump());
   return e;
 }
 
@@ -78,7 +70,7 @@ std::string error_text(int error) { return std::strerror(error); }
 // Writes all of `bytes` to a new file at `path` and forces it to disk.
 void write_file_durably(const std::string& path, const std::string& bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("save: cannot create '" + path + "': " + error_text(errno));
+  XGRAD_CHECK(fd >= 0, "save", "cannot create '", path, "': ", error_text(errno));
   std::size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
@@ -86,11 +78,11 @@ void write_file_durably(const std::string& path, const std::string& bytes) {
     if (n <= 0) {
       const int error = errno;
       ::close(fd);
-      throw Error("save: writing '" + path + "' failed: " + error_text(error));
+      fail("save", "writing '", path, "' failed: ", error_text(error));
     }
     written += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw Error("save: flushing '" + path + "' failed: " + error_text(errno));
+  XGRAD_CHECK(::fsync(fd) == 0 && ::close(fd) == 0, "save", "flushing '", path, "' failed: ", error_text(errno));
 }
 
 std::string folder_of(const std::string& path) {
@@ -105,8 +97,7 @@ std::string encode_safetensors(const StateDict& tensors, const Metadata& metadat
   // Wider types first, so every tensor's data starts aligned to its own size.
   std::vector<std::pair<std::string, Tensor>> order(tensors.begin(), tensors.end());
   for (const auto& [name, t] : order)
-    if (name.empty() || name == "__metadata__" || !t.defined())
-      throw Error("save: invalid tensor entry '" + name + "'");
+    XGRAD_CHECK(!name.empty() && name != "__metadata__" && t.defined(), "save", "invalid tensor entry '", name, "'");
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return item_size(a.second.dtype()) > item_size(b.second.dtype());
   });
@@ -138,28 +129,25 @@ std::string encode_safetensors(const StateDict& tensors, const Metadata& metadat
 }
 
 SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source) {
-  if (bytes.size() < 8)
-    bad(source, "only " + std::to_string(bytes.size()) + " bytes, too short for the 8-byte header length");
+  XGRAD_CHECK(bytes.size() >= 8, in_file(source), "only ", bytes.size(), " bytes, too short for the 8-byte header length");
   std::uint64_t length = 0;
   std::memcpy(&length, bytes.data(), 8);
-  if (length > kMaxHeader || length > bytes.size() - 8)
-    bad(source, "header length " + std::to_string(length) + " runs past the end of the file (" +
-                    std::to_string(bytes.size()) + " bytes)");
+  XGRAD_CHECK(length <= kMaxHeader && length <= bytes.size() - 8, in_file(source), "header length ", length, " runs past the end of the file (", bytes.size(), " bytes)");
   json header;
   try {
     header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length));
   } catch (const json::exception& e) {
-    bad(source, std::string("the header is not valid JSON (") + e.what() + ")");
+    fail(in_file(source), "the header is not valid JSON (", e.what(), ")");
   }
-  if (!header.is_object()) bad(source, "the header is not a JSON object");
+  XGRAD_CHECK(header.is_object(), in_file(source), "the header is not a JSON object");
 
   SafetensorsContents contents;
   std::vector<Entry> entries;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
-      if (!info.is_object()) bad(source, "__metadata__ is not an object");
+      XGRAD_CHECK(info.is_object(), in_file(source), "__metadata__ is not an object");
       for (const auto& [key, value] : info.items()) {
-        if (!value.is_string()) bad(source, "metadata '" + key + "' is not a string");
+        XGRAD_CHECK(value.is_string(), in_file(source), "metadata '", key, "' is not a string");
         contents.metadata[key] = value.get<std::string>();
       }
     } else {
@@ -171,14 +159,10 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
   std::uint64_t covered = 0;
   for (const Entry& e : entries) {
-    if (e.begin != covered)
-      bad(source, "tensor '" + e.name + "' starts at byte " + std::to_string(e.begin) + " of the data, expected " +
-                      std::to_string(covered) + (e.begin < covered ? " (it overlaps another)" : " (a gap)"));
+    XGRAD_CHECK(e.begin == covered, in_file(source), "tensor '", e.name, "' starts at byte ", e.begin, " of the data, expected ", covered, (e.begin < covered ? " (it overlaps another)" : " (a gap)"));
     covered = e.end;
   }
-  if (covered != data_size)
-    bad(source, "the tensors cover " + std::to_string(covered) + " bytes of data but the file holds " +
-                    std::to_string(data_size));
+  XGRAD_CHECK(covered == data_size, in_file(source), "the tensors cover ", covered, " bytes of data but the file holds ", data_size);
 
   const char* data = bytes.data() + 8 + length;
   for (const Entry& e : entries) {
@@ -204,7 +188,7 @@ void write_safetensors(const std::string& path, const StateDict& tensors, const 
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     ::unlink(temporary.c_str());
-    throw Error("save: cannot move the new checkpoint to '" + path + "': " + error_text(error));
+    fail("save", "cannot move the new checkpoint to '", path, "': ", error_text(error));
   }
   // Make the rename itself durable.
   const int folder = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -216,19 +200,20 @@ void write_safetensors(const std::string& path, const StateDict& tensors, const 
 
 SafetensorsContents read_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("checkpoint '" + path + "': cannot open: " + error_text(errno));
+  XGRAD_CHECK(in, in_file(path), "cannot open: ", error_text(errno));
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad()) throw Error("checkpoint '" + path + "': read error");
+  XGRAD_CHECK(!in.bad(), in_file(path), "read error");
   return decode_safetensors(buffer.str(), path);
 }
 
 void save(const std::string& path, const Stateful& model, const Stateful* optimizer, const Metadata& metadata) {
   StateDict tensors = model.state_dict();
   if (optimizer)
-    for (const auto& [name, tensor] : optimizer->state_dict())
-      if (!tensors.emplace(kOptimizerPrefix + name, tensor).second)
-        throw Error("save: the model already has an entry named '" + std::string(kOptimizerPrefix) + name + "'");
+    for (const auto& [name, tensor] : optimizer->state_dict()) {
+      const bool added = tensors.emplace(kOptimizerPrefix + name, tensor).second;
+      XGRAD_CHECK(added, "save", "the model already has an entry named '", kOptimizerPrefix, name, "'");
+    }
   write_safetensors(path, tensors, metadata);
 }
 
@@ -240,7 +225,7 @@ Metadata load(const std::string& path, Stateful& model, Stateful* optimizer) {
     if (name.rfind(prefix, 0) == 0) optimizer_state.emplace(name.substr(prefix.size()), tensor);
     else model_state.emplace(name, tensor);
   }
-  if (optimizer && optimizer_state.empty()) throw Error("checkpoint '" + path + "': holds no optimizer state");
+  XGRAD_CHECK(!optimizer || !optimizer_state.empty(), in_file(path), "holds no optimizer state");
 
   // Each load_state_dict checks before it changes anything; if the optimizer's fails
   // after the model's succeeded, put the model back.
@@ -251,7 +236,7 @@ Metadata load(const std::string& path, Stateful& model, Stateful* optimizer) {
     if (optimizer) optimizer->load_state_dict(optimizer_state);
   } catch (const Error& e) {
     model.load_state_dict(model_backup);
-    throw Error("checkpoint '" + path + "': " + e.what());
+    fail(in_file(path), e.what());
   }
   return contents.metadata;
 }

@@ -13,13 +13,9 @@ namespace {
 Tensor add_positions(const char* layer, const Tensor& x, const Tensor& table, bool batch_first) {
   const Shape shape = x.defined() ? x.shape() : Shape{};
   const std::size_t max_len = table.shape()[0], d = table.shape()[1];
-  if (shape.size() < 2 || shape.back() != d || (!batch_first && shape.size() != 3))
-    throw Error(std::string(layer) + ": input " + shape_str(shape) + " does not fit d_model " + std::to_string(d) +
-                (batch_first ? " (expected [..., L, d])" : " (expected [L, N, d])"));
+  XGRAD_CHECK(shape.size() >= 2 && shape.back() == d && (batch_first || shape.size() == 3), layer, "input ", shape, " does not fit d_model ", d, (batch_first ? " (expected [..., L, d])" : " (expected [L, N, d])"));
   const std::size_t length = batch_first ? shape[shape.size() - 2] : shape[0];
-  if (length > max_len)
-    throw Error(std::string(layer) + ": sequence length " + std::to_string(length) + " of input " +
-                shape_str(shape) + " exceeds max_len " + std::to_string(max_len));
+  XGRAD_CHECK(length <= max_len, layer, "sequence length ", length, " of input ", shape, " exceeds max_len ", max_len);
   Tensor positions = slice(table, 0, 0, length);
   if (!batch_first) positions = unsqueeze(positions, 1);  // [L, 1, d] broadcasts over N
   return x + positions;

@@ -8,8 +8,7 @@
 namespace xgrad::nn::init {
 
 Fans fans(const Shape& shape) {
-  if (shape.size() < 2)
-    throw Error("init.fans: needs a tensor of at least 2 dimensions, got " + shape_str(shape));
+  XGRAD_CHECK(shape.size() >= 2, "init.fans", "needs a tensor of at least 2 dimensions, got ", shape);
   std::size_t receptive = 1;
   for (std::size_t i = 2; i < shape.size(); ++i) receptive *= shape[i];
   return {shape[1] * receptive, shape[0] * receptive};
@@ -49,7 +48,7 @@ void xavier_uniform_(Tensor& t, double gain, Generator& gen) {
 void kaiming_uniform_(Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity, Generator& gen) {
   const Fans f = fans(t.shape());
   const std::size_t fan = mode == FanMode::fan_in ? f.in : f.out;
-  if (fan == 0) throw Error("init.kaiming_uniform_: zero fan for shape " + shape_str(t.shape()));
+  XGRAD_CHECK(fan != 0, "init.kaiming_uniform_", "zero fan for shape ", t.shape());
   const double bound = calculate_gain(nonlinearity, a) * std::sqrt(3.0 / static_cast<double>(fan));
   uniform_(t, -bound, bound, gen);
 }

@@ -28,23 +28,21 @@ std::string with_commas(std::size_t n) {
 }  // namespace
 
 Tensor Module::forward(const Tensor& x) {
-  throw Error(type_name() + ": forward(Tensor) is not defined for this module (input " +
-              shape_str(x.defined() ? x.shape() : Shape{}) + "); call its own forward");
+  fail(type_name(), "forward(Tensor) is not defined for this module (input ", x.defined() ? x.shape() : Shape{}, "); call its own forward");
 }
 
 void Module::check_new_name(const std::string& name) const {
-  if (name.empty() || name.find('.') != std::string::npos)
-    throw Error(type_name() + ": invalid name '" + name + "' (non-empty, without '.')");
+  XGRAD_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(), "invalid name '", name, "' (non-empty, without '.')");
   bool taken = false;
   for (const auto& p : parameters_) taken = taken || p.first == name;
   for (const auto& b : buffers_) taken = taken || b.name == name;
   for (const auto& c : children_) taken = taken || c.first == name;
-  if (taken) throw Error(type_name() + ": the name '" + name + "' is already registered");
+  XGRAD_CHECK(!taken, type_name(), "the name '", name, "' is already registered");
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor value) {
   check_new_name(name);
-  if (!value.defined()) throw Error(type_name() + ": parameter '" + name + "' is undefined");
+  XGRAD_CHECK(value.defined(), type_name(), "parameter '", name, "' is undefined");
   value.requires_grad_(true);
   parameters_.emplace_back(name, value);
   return value;
@@ -52,14 +50,14 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
 
 Tensor Module::register_buffer(const std::string& name, Tensor value, bool persistent) {
   check_new_name(name);
-  if (!value.defined()) throw Error(type_name() + ": buffer '" + name + "' is undefined");
+  XGRAD_CHECK(value.defined(), type_name(), "buffer '", name, "' is undefined");
   buffers_.push_back({name, value, persistent});
   return value;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
-  if (!module) throw Error(type_name() + ": submodule '" + name + "' is null");
+  XGRAD_CHECK(module, type_name(), "submodule '", name, "' is null");
   children_.emplace_back(name, std::move(module));
 }
 
@@ -200,7 +198,7 @@ bool gradcheck(Module& module, const std::function<Tensor(const std::vector<Tens
   GradcheckOptions named = options;
   named.input_names.clear();
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) throw Error("gradcheck: input " + std::to_string(i) + " is undefined");
+    XGRAD_CHECK(inputs[i].defined(), "gradcheck", "input ", i, " is undefined");
     tensors.push_back(inputs[i].detach().to(DType::float64).clone().requires_grad_(inputs[i].requires_grad()));
     named.input_names.push_back("input " + std::to_string(i));
   }

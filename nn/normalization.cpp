@@ -7,7 +7,7 @@
 namespace xgrad::nn {
 
 LayerNorm::LayerNorm(std::size_t d, double eps, bool elementwise_affine) : d(d), eps(eps) {
-  if (!(eps > 0.0)) throw Error("LayerNorm: eps must be positive, got " + std::to_string(eps));
+  XGRAD_CHECK(eps > 0.0, "LayerNorm", "eps must be positive, got ", eps);
   if (elementwise_affine) {
     weight = register_parameter("weight", Tensor::ones({d}));
     bias = register_parameter("bias", Tensor::zeros({d}));
@@ -15,9 +15,7 @@ LayerNorm::LayerNorm(std::size_t d, double eps, bool elementwise_affine) : d(d),
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  if (!x.defined() || x.dim() == 0 || x.shape().back() != d)
-    throw Error("LayerNorm: input " + shape_str(x.defined() ? x.shape() : Shape{}) +
-                " does not end in the normalized size " + std::to_string(d));
+  XGRAD_CHECK(x.defined() && x.dim() != 0 && x.shape().back() == d, "LayerNorm", "input ", x.defined() ? x.shape() : Shape{}, " does not end in the normalized size ", d);
   return layer_norm(x, weight, bias, eps);
 }
 

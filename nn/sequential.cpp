@@ -7,9 +7,7 @@ Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
 }
 
 Module& Sequential::operator[](std::size_t i) const {
-  if (i >= size())
-    throw Error("Sequential: index " + std::to_string(i) + " is out of range for " + std::to_string(size()) +
-                " modules");
+  XGRAD_CHECK(i < size(), "Sequential", "index ", i, " is out of range for ", size(), " modules");
   return *named_children()[i].second;
 }
 

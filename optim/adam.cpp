@@ -12,10 +12,9 @@ Adam::Adam(NamedParameters parameters, const AdamOptions& options)
 
 Adam::Adam(std::string type, NamedParameters parameters, const AdamOptions& o, bool decoupled)
     : Optimizer(std::move(type), std::move(parameters), o.lr), options_(o), decoupled_(decoupled) {
-  if (!(o.beta1 >= 0.0 && o.beta1 < 1.0) || !(o.beta2 >= 0.0 && o.beta2 < 1.0))
-    fail("betas (" + std::to_string(o.beta1) + ", " + std::to_string(o.beta2) + ") must lie in [0, 1)");
-  if (!(o.eps >= 0.0)) fail("eps " + std::to_string(o.eps) + " must be >= 0");
-  if (!(o.weight_decay >= 0.0)) fail("weight_decay " + std::to_string(o.weight_decay) + " must be >= 0");
+  XGRAD_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, this->type(), "betas (", o.beta1, ", ", o.beta2, ") must lie in [0, 1)");
+  XGRAD_CHECK(o.eps >= 0.0, this->type(), "eps ", o.eps, " must be >= 0");
+  XGRAD_CHECK(o.weight_decay >= 0.0, this->type(), "weight_decay ", o.weight_decay, " must be >= 0");
 }
 
 AdamW::AdamW(NamedParameters parameters, const AdamWOptions& o)

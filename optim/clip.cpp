@@ -23,13 +23,13 @@ void for_each_grad(const std::vector<Tensor>& parameters, F&& f) {
 }  // namespace
 
 double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
-  if (!(max_norm > 0.0)) throw Error("clip_grad_norm: max_norm " + std::to_string(max_norm) + " must be > 0");
+  XGRAD_CHECK(max_norm > 0.0, "clip_grad_norm", "max_norm ", max_norm, " must be > 0");
   double squares = 0;
   for_each_grad(parameters, [&](auto* g, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) squares += static_cast<double>(g[i]) * static_cast<double>(g[i]);
   });
   const double norm = std::sqrt(squares);
-  if (!std::isfinite(norm)) throw Error("clip_grad_norm: the total gradient norm is not finite (" + std::to_string(norm) + ")");
+  XGRAD_CHECK(std::isfinite(norm), "clip_grad_norm", "the total gradient norm is not finite (", norm, ")");
   const double scale = max_norm / (norm + 1e-6);
   if (scale < 1.0)
     for_each_grad(parameters, [&](auto* g, std::size_t n) {
@@ -40,7 +40,7 @@ double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
 }
 
 void clip_grad_value(const std::vector<Tensor>& parameters, double clip) {
-  if (!(clip >= 0.0)) throw Error("clip_grad_value: clip " + std::to_string(clip) + " must be >= 0");
+  XGRAD_CHECK(clip >= 0.0, "clip_grad_value", "clip ", clip, " must be >= 0");
   for_each_grad(parameters, [&](auto* g, std::size_t n) {
     using T = std::remove_pointer_t<decltype(g)>;
     const T c = static_cast<T>(clip);

@@ -9,17 +9,16 @@ Optimizer::Optimizer(std::string type, NamedParameters parameters, double lr)
     : type_(std::move(type)), parameters_(std::move(parameters)), state_(parameters_.size()), lr_(0) {
   std::set<std::string> names;
   for (const auto& [name, p] : parameters_) {
-    if (!p.defined() || !p.requires_grad() || !p.is_leaf())
-      fail("parameter '" + name + "' must be a defined leaf that requires grad");
-    if (!names.insert(name).second) fail("parameter name '" + name + "' appears twice");
+    XGRAD_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), type_, "parameter '", name, "' must be a defined leaf that requires grad");
+    const bool first_time = names.insert(name).second;
+    XGRAD_CHECK(first_time, type_, "parameter name '", name, "' appears twice");
   }
   set_lr(lr);
 }
 
-void Optimizer::fail(const std::string& message) const { throw Error(type_ + ": " + message); }
 
 void Optimizer::set_lr(double lr) {
-  if (!(lr >= 0.0) || !std::isfinite(lr)) fail("learning rate " + std::to_string(lr) + " must be finite and >= 0");
+  XGRAD_CHECK(lr >= 0.0 && std::isfinite(lr), type_, "learning rate ", lr, " must be finite and >= 0");
   lr_ = lr;
 }
 
@@ -114,7 +113,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   if (!problems.empty()) {
     std::string message = "load_state_dict:";
     for (std::size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : " ") + problems[i];
-    fail(message);
+    fail(type_, message);
   }
   set_lr(lr);
   steps_ = static_cast<std::int64_t>(steps);

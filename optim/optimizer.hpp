@@ -27,6 +27,7 @@ class Optimizer : public Stateful {
   void step();
   void zero_grad();  // forgets every parameter's gradient
 
+  const std::string& type() const { return type_; }  // "Adam", as in error messages
   double lr() const { return lr_; }
   void set_lr(double lr);
   std::int64_t step_count() const { return steps_; }  // calls to step() so far
@@ -46,7 +47,6 @@ class Optimizer : public Stateful {
   // Parameter i's buffer `name`, zero-filled (param's shape and dtype) on first use;
   // `created` tells whether this call made it.
   Tensor& buffer(std::size_t i, const std::string& name, bool* created = nullptr);
-  [[noreturn]] void fail(const std::string& message) const;
 
  private:
   struct ParamState {

@@ -17,7 +17,7 @@ void LRSchedule::step() {
 }
 
 void LRSchedule::set_updates(std::int64_t update) {
-  if (update < 0) throw Error("LRSchedule: update " + std::to_string(update) + " must be >= 0");
+  XGRAD_CHECK(update >= 0, "LRSchedule", "update ", update, " must be >= 0");
   updates_ = update;
   apply();
 }
@@ -27,8 +27,8 @@ double ConstantLR::rate(std::int64_t) const { return base_lr_; }
 
 StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
     : LRSchedule(optimizer), step_size_(step_size), gamma_(gamma) {
-  if (step_size <= 0) throw Error("StepLR: step_size " + std::to_string(step_size) + " must be > 0");
-  if (!(gamma > 0.0)) throw Error("StepLR: gamma " + std::to_string(gamma) + " must be > 0");
+  XGRAD_CHECK(step_size > 0, "StepLR", "step_size ", step_size, " must be > 0");
+  XGRAD_CHECK(gamma > 0.0, "StepLR", "gamma ", gamma, " must be > 0");
   apply();
 }
 
@@ -38,11 +38,8 @@ double StepLR::rate(std::int64_t update) const {
 
 WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, std::int64_t warmup, std::int64_t total, double min_lr)
     : LRSchedule(optimizer), warmup_(warmup), total_(total), min_lr_(min_lr) {
-  if (warmup < 0 || total <= warmup)
-    throw Error("WarmupCosineLR: needs 0 <= warmup < total, got warmup " + std::to_string(warmup) + ", total " +
-                std::to_string(total));
-  if (!(min_lr >= 0.0 && min_lr <= base_lr_))
-    throw Error("WarmupCosineLR: min_lr " + std::to_string(min_lr) + " must lie in [0, base rate]");
+  XGRAD_CHECK(warmup >= 0 && total > warmup, "WarmupCosineLR", "needs 0 <= warmup < total, got warmup ", warmup, ", total ", total);
+  XGRAD_CHECK(min_lr >= 0.0 && min_lr <= base_lr_, "WarmupCosineLR", "min_lr ", min_lr, " must lie in [0, base rate]");
   apply();
 }
 
@@ -55,7 +52,7 @@ double WarmupCosineLR::rate(std::int64_t update) const {
 
 NoamLR::NoamLR(Optimizer& optimizer, std::size_t d_model, std::int64_t warmup, double factor)
     : LRSchedule(optimizer), d_model_(static_cast<double>(d_model)), warmup_(warmup), factor_(factor) {
-  if (d_model == 0 || warmup <= 0) throw Error("NoamLR: d_model and warmup must be > 0");
+  XGRAD_CHECK(d_model != 0 && warmup > 0, "NoamLR", "d_model and warmup must be > 0");
   apply();
 }
 

@@ -8,73 +8,89 @@
 #include "autograd/kernels/softmax.hpp"
 #include "autograd/ops.hpp"
 #include "autograd/random.hpp"
+#include "autograd/ops/pointwise.hpp"
 #include "autograd/ops/shape_util.hpp"
 
 namespace xgrad {
 
 Tensor tanh(const Tensor& x) {
-  check_defined("tanh", x);
-  return dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    xt::xarray<T> y = xt::tanh(x.node()->values<T>());
-    return record<T>("tanh", std::move(y), {x}, [](BackwardContext<T>& ctx) {
-      const auto& y = ctx.output();
-      ctx.accumulate(0, ctx.grad() * (T(1) - y * y));
-    });
-  });
+  return unary_op(
+      "tanh", x, [](const auto& v) { return xt::tanh(v); },
+      [](const auto& g, const auto&, const auto& y) {
+        using T = value_t<decltype(g)>;
+        return g * (T(1) - y * y);
+      });
 }
 
 Tensor sigmoid(const Tensor& x) {
-  check_defined("sigmoid", x);
-  return dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    // 1 / (1 + exp(-x)) saturates cleanly: exp overflow gives 0, never NaN.
-    xt::xarray<T> y = T(1) / (T(1) + xt::exp(-x.node()->values<T>()));
-    return record<T>("sigmoid", std::move(y), {x}, [](BackwardContext<T>& ctx) {
-      const auto& y = ctx.output();
-      ctx.accumulate(0, ctx.grad() * y * (T(1) - y));
-    });
-  });
+  return unary_op(
+      "sigmoid", x,
+      [](const auto& v) {  // 1 / (1 + exp(-x)) saturates cleanly: exp overflow gives 0, never NaN
+        using T = value_t<decltype(v)>;
+        return T(1) / (T(1) + xt::exp(-v));
+      },
+      [](const auto& g, const auto&, const auto& y) {
+        using T = value_t<decltype(g)>;
+        return g * y * (T(1) - y);
+      });
 }
 
 Tensor relu(const Tensor& x) {
-  check_defined("relu", x);
-  return dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    xt::xarray<T> y = xt::maximum(x.node()->values<T>(), T(0));
-    return record<T>("relu", std::move(y), {x}, [](BackwardContext<T>& ctx) {
-      ctx.accumulate(0, xt::where(ctx.input(0) > T(0), ctx.grad(), T(0)));
-    });
-  });
+  return unary_op(
+      "relu", x,
+      [](const auto& v) {
+        using T = value_t<decltype(v)>;
+        return xt::maximum(v, T(0));
+      },
+      [](const auto& g, const auto& v, const auto&) {
+        using T = value_t<decltype(g)>;
+        return xt::where(v > T(0), g, T(0));
+      });
 }
 
+namespace {
+
+// GELU's constants in the op's precision.
+template <class T>
+struct GeluConstants {
+  const T inv_sqrt2 = T(1) / std::numbers::sqrt2_v<T>;
+  const T inv_sqrt_2pi = T(1) / std::sqrt(T(2) * std::numbers::pi_v<T>);
+  const T sqrt_2_over_pi = std::sqrt(T(2) / std::numbers::pi_v<T>);
+  const T cubic = T(0.044715);
+};
+
+}  // namespace
+
 Tensor gelu(const Tensor& x, bool approximate) {
-  check_defined("gelu", x);
-  return dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const auto& v = x.node()->values<T>();
-    const T inv_sqrt2 = T(1) / std::numbers::sqrt2_v<T>;
-    const T sqrt_2_over_pi = std::sqrt(T(2) / std::numbers::pi_v<T>);
-    const T cubic = T(0.044715);
-    if (approximate) {
-      xt::xarray<T> y = T(0.5) * v * (T(1) + xt::tanh(sqrt_2_over_pi * (v + cubic * v * v * v)));
-      return record<T>("gelu", std::move(y), {x}, [=](BackwardContext<T>& ctx) {
-        const auto& u = ctx.input(0);
-        const xt::xarray<T> t = xt::tanh(sqrt_2_over_pi * (u + cubic * u * u * u));
-        ctx.accumulate(0, ctx.grad() * (T(0.5) * (T(1) + t) +
-                                         T(0.5) * u * (T(1) - t * t) * sqrt_2_over_pi *
-                                             (T(1) + T(3) * cubic * u * u)));
+  if (approximate)  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    return unary_op(
+        "gelu", x,
+        [](const auto& v) {
+          using T = value_t<decltype(v)>;
+          const GeluConstants<T> c;
+          return xt::xarray<T>(T(0.5) * v * (T(1) + xt::tanh(c.sqrt_2_over_pi * (v + c.cubic * v * v * v))));
+        },
+        [](const auto& g, const auto& u, const auto&) {
+          using T = value_t<decltype(g)>;
+          const GeluConstants<T> c;
+          const xt::xarray<T> t = xt::tanh(c.sqrt_2_over_pi * (u + c.cubic * u * u * u));
+          return xt::xarray<T>(g * (T(0.5) * (T(1) + t) + T(0.5) * u * (T(1) - t * t) * c.sqrt_2_over_pi *
+                                                             (T(1) + T(3) * c.cubic * u * u)));
+        });
+  // Exact: x * Phi(x); d/dx = Phi(x) + x * phi(x).
+  return unary_op(
+      "gelu", x,
+      [](const auto& v) {
+        using T = value_t<decltype(v)>;
+        const GeluConstants<T> c;
+        return xt::xarray<T>(T(0.5) * v * (T(1) + xt::erf(v * c.inv_sqrt2)));
+      },
+      [](const auto& g, const auto& u, const auto&) {
+        using T = value_t<decltype(g)>;
+        const GeluConstants<T> c;
+        return xt::xarray<T>(g * (T(0.5) * (T(1) + xt::erf(u * c.inv_sqrt2)) +
+                                  u * c.inv_sqrt_2pi * xt::exp(T(-0.5) * u * u)));
       });
-    }
-    // Exact: x * Phi(x); d/dx = Phi(x) + x * phi(x).
-    xt::xarray<T> y = T(0.5) * v * (T(1) + xt::erf(v * inv_sqrt2));
-    return record<T>("gelu", std::move(y), {x}, [=](BackwardContext<T>& ctx) {
-      const auto& u = ctx.input(0);
-      const T inv_sqrt_2pi = T(1) / std::sqrt(T(2) * std::numbers::pi_v<T>);
-      ctx.accumulate(0, ctx.grad() * (T(0.5) * (T(1) + xt::erf(u * inv_sqrt2)) +
-                                       u * inv_sqrt_2pi * xt::exp(T(-0.5) * u * u)));
-    });
-  });
 }
 
 namespace {
@@ -83,7 +99,7 @@ template <bool Log>
 Tensor softmax_impl(const char* op, const Tensor& x, int axis) {
   check_defined(op, x);
   const Shape shape = x.shape();
-  if (shape.empty()) fail(op, "needs at least one axis, got a scalar");
+  XGRAD_CHECK(!shape.empty(), op, "needs at least one axis, got a scalar");
   const AxisBlocks b = blocks_around(shape, normalize_axis(op, axis, shape.size(), shape));
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -111,8 +127,7 @@ Tensor log_softmax(const Tensor& x, int axis) { return softmax_impl<true>("log_s
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_defined("dropout", x);
-  if (!(p >= 0.0 && p < 1.0))
-    fail("dropout", "probability p = " + std::to_string(p) + " is outside [0, 1)");
+  XGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout", "probability p = ", p, " is outside [0, 1)");
   if (!training || p == 0.0) return x;
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

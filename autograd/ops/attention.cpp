@@ -26,9 +26,7 @@ MaskLayout mask_layout(const char* what, const Tensor& mask, std::size_t lq, std
   Shape shape = mask.shape();
   while (shape.size() < 2) shape.insert(shape.begin(), 1);
   MaskLayout m{Shape(shape.begin(), shape.end() - 2), shape[shape.size() - 2], shape.back()};
-  if ((m.rows != 1 && m.rows != lq) || (m.cols != 1 && m.cols != lk))
-    fail(kOp, std::string(what) + " of shape " + shape_str(mask.shape()) + " does not broadcast to the scores [..., " +
-                  std::to_string(lq) + ", " + std::to_string(lk) + "]");
+  XGRAD_CHECK((m.rows == 1 || m.rows == lq) && (m.cols == 1 || m.cols == lk), kOp, what, " of shape ", mask.shape(), " does not broadcast to the scores [..., ", lq, ", ", lk, "]");
   return m;
 }
 
@@ -78,8 +76,7 @@ AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        const AttentionOptions& options, const std::string& operands) {
   check_same_dtype(kOp, q, k);
   check_same_dtype(kOp, q, v);
-  if (!(options.dropout_p >= 0.0 && options.dropout_p < 1.0))
-    fail(kOp, "dropout_p = " + std::to_string(options.dropout_p) + " is outside [0, 1)");
+  XGRAD_CHECK(options.dropout_p >= 0.0 && options.dropout_p < 1.0, kOp, "dropout_p = ", options.dropout_p, " is outside [0, 1)");
   const std::size_t lq = layout.lq, lk = layout.lk;
   const bool has_mask = options.mask.defined(), has_bias = options.additive_mask.defined();
   const MaskLayout keep_layout = has_mask ? mask_layout("mask", options.mask, lq, lk) : MaskLayout{};
@@ -93,9 +90,7 @@ AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     }
   };
   if (!broadcasts_to_batch(keep_layout.batch) || !broadcasts_to_batch(bias_layout.batch)) {
-    fail(kOp, "masks do not broadcast to the batch " + shape_str(batch) + ": " + operands +
-                  (has_mask ? ", mask " + shape_str(options.mask.shape()) : "") +
-                  (has_bias ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
+    fail(kOp, "masks do not broadcast to the batch ", batch, ": ", operands, (has_mask ? ", mask " + shape_str(options.mask.shape()) : ""), (has_bias ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
   }
   const std::uint64_t dropout_seed =
       options.dropout_p > 0.0 ? (options.generator ? *options.generator : default_generator()).next_u64() : 0;
@@ -195,13 +190,12 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   for (const Tensor* t : {&q, &k, &v}) check_defined(kOp, *t);
   const Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
   const auto describe = [&] { return "q " + shape_str(qs) + ", k " + shape_str(ks) + ", v " + shape_str(vs); };
-  if (qs.size() < 2 || ks.size() < 2 || vs.size() < 2)
-    fail(kOp, "q, k and v need at least 2 axes [..., L, d]; got " + describe());
+  XGRAD_CHECK(qs.size() >= 2 && ks.size() >= 2 && vs.size() >= 2, kOp, "q, k and v need at least 2 axes [..., L, d]; got ", describe());
   Layout l;
   l.lq = qs[qs.size() - 2], l.dk = qs.back(), l.lk = ks[ks.size() - 2], l.dv = vs.back();
-  if (ks.back() != l.dk) fail(kOp, "q and k widths differ: " + describe());
-  if (vs[vs.size() - 2] != l.lk) fail(kOp, "k and v lengths differ: " + describe());
-  if (l.dk == 0) fail(kOp, "the query/key width is 0: " + describe());
+  XGRAD_CHECK(ks.back() == l.dk, kOp, "q and k widths differ: ", describe());
+  XGRAD_CHECK(vs[vs.size() - 2] == l.lk, kOp, "k and v lengths differ: ", describe());
+  XGRAD_CHECK(l.dk != 0, kOp, "the query/key width is 0: ", describe());
   // The batch: q's, k's, v's and the masks' leading axes broadcast together.
   const auto batch_of = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
   const auto mask_batch = [&](const Tensor& m, const char* what) {
@@ -213,9 +207,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     l.batch = broadcast_shapes(kOp, l.batch, mask_batch(options.additive_mask, "additive_mask"));
   } catch (const Error& e) {
     if (std::string(e.what()).find("does not broadcast to the scores") != std::string::npos) throw;
-    fail(kOp, "leading axes do not broadcast together: " + describe() +
-                  (options.mask.defined() ? ", mask " + shape_str(options.mask.shape()) : "") +
-                  (options.additive_mask.defined() ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
+    fail(kOp, "leading axes do not broadcast together: ", describe(), (options.mask.defined() ? ", mask " + shape_str(options.mask.shape()) : ""), (options.additive_mask.defined() ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
   }
   const auto rows = [&](const Shape& s, std::size_t length, std::size_t width) {
     kernels::BatchRows r;
@@ -241,25 +233,23 @@ AttentionResult multi_head_attention(const Columns& q, const Columns& k, const C
            std::to_string(operands[i]->begin) + ", +" + std::to_string(operands[i]->width) + ")";
     return s + ", heads " + std::to_string(heads);
   };
-  if (heads == 0) fail(kOp, "heads must be positive: " + describe());
+  XGRAD_CHECK(heads != 0, kOp, "heads must be positive: ", describe());
   std::array<std::size_t, 3> widths{};
   for (std::size_t i = 0; i < 3; ++i) {
     const Shape& s = operands[i]->tensor.shape();
-    if (s.size() != 3) fail(kOp, std::string("q, k and v must be ") + (batch_first ? "[N, L, C]" : "[L, N, C]") + ": " + describe());
+    XGRAD_CHECK(s.size() == 3, kOp, "q, k and v must be ", (batch_first ? "[N, L, C]" : "[L, N, C]"), ": ", describe());
     widths[i] = operands[i]->width ? operands[i]->width : s[2] - std::min(s[2], operands[i]->begin);
-    if (operands[i]->begin + widths[i] > s[2] || widths[i] == 0 || widths[i] % heads)
-      fail(kOp, "column ranges must lie inside the tensors and split into equal heads: " + describe());
+    XGRAD_CHECK(operands[i]->begin + widths[i] <= s[2] && widths[i] != 0 && widths[i] % heads == 0, kOp, "column ranges must lie inside the tensors and split into equal heads: ", describe());
   }
   const Shape &qs = q.tensor.shape(), &ks = k.tensor.shape(), &vs = v.tensor.shape();
   const std::size_t n = batch_first ? qs[0] : qs[1];
   const auto length = [&](const Shape& s) { return batch_first ? s[1] : s[0]; };
   const auto batch_size = [&](const Shape& s) { return batch_first ? s[0] : s[1]; };
-  if (batch_size(ks) != n || batch_size(vs) != n || length(ks) != length(vs))
-    fail(kOp, "batch or key length disagree: " + describe());
+  XGRAD_CHECK(batch_size(ks) == n && batch_size(vs) == n && length(ks) == length(vs), kOp, "batch or key length disagree: ", describe());
   Layout l;
   l.batch = {n, heads};
   l.lq = length(qs), l.lk = length(ks), l.dk = widths[0] / heads, l.dv = widths[2] / heads;
-  if (widths[1] != widths[0]) fail(kOp, "q and k widths differ: " + describe());
+  XGRAD_CHECK(widths[1] == widths[0], kOp, "q and k widths differ: ", describe());
   // Head h of batch entry n: rows of the [N, L, C] (or [L, N, C]) tensor, its columns.
   const auto rows = [&](std::size_t columns, std::size_t length, std::size_t begin, std::size_t head_width) {
     kernels::BatchRows r;

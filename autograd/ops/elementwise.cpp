@@ -1,54 +1,16 @@
-// Elementwise arithmetic, comparisons and selection. Binary ops broadcast; each gradient
-// is computed at the broadcast shape and summed back to its input's shape.
+// Elementwise arithmetic, casts, comparisons and selection. Binary ops broadcast; each
+// gradient is computed at the broadcast shape and summed back to its input's shape.
 
 #include <xtensor/xmath.hpp>
 #include <xtensor/xoperation.hpp>
 
 #include "autograd/ops.hpp"
+#include "autograd/ops/pointwise.hpp"
 #include "autograd/ops/shape_util.hpp"
 
 namespace xgrad {
 
 namespace {
-
-// Element type of an xtensor expression (the generic lambdas below get typed arrays).
-template <class E>
-using value_t = typename std::decay_t<E>::value_type;
-
-// forward(x) -> values; grad(g, x, y) -> gradient of x (y is the output).
-template <class Forward, class Grad>
-Tensor unary_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
-  check_defined(op, x);
-  return dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    xt::xarray<T> out = forward(x.node()->values<T>());
-    return record<T>(op, std::move(out), {x}, [grad](BackwardContext<T>& ctx) {
-      ctx.accumulate(0, grad(ctx.grad(), ctx.input(0), ctx.output()));
-    });
-  });
-}
-
-// forward(a, b) -> values; grad_a / grad_b(g, a, b, y) -> gradient at the broadcast shape.
-template <class Forward, class GradA, class GradB>
-Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forward, GradA grad_a,
-                 GradB grad_b) {
-  check_same_dtype(op, a, b);
-  broadcast_shapes(op, a.shape(), b.shape());
-  return dispatch(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    xt::xarray<T> out = forward(a.node()->values<T>(), b.node()->values<T>());
-    return record<T>(op, std::move(out), {a, b}, [grad_a, grad_b](BackwardContext<T>& ctx) {
-      const auto& g = ctx.grad();
-      const auto& x = ctx.input(0);
-      const auto& y = ctx.input(1);
-      const auto& out = ctx.output();
-      if (ctx.needs_grad(0))
-        ctx.accumulate(0, unbroadcast<T>(grad_a(g, x, y, out), to_shape(x.shape())));
-      if (ctx.needs_grad(1))
-        ctx.accumulate(1, unbroadcast<T>(grad_b(g, x, y, out), to_shape(y.shape())));
-    });
-  });
-}
 
 // Comparisons: 1 where true, 0 where false; never part of the graph.
 template <class Compare>
@@ -180,6 +142,28 @@ Tensor abs(const Tensor& x) {
       [](const auto& g, const auto& v, const auto&) { return g * xt::sign(v); });
 }
 
+// Tensor::to is this op.
+Tensor cast(const Tensor& x, DType target) {
+  check_defined("cast", x);
+  const DType source = x.dtype();
+  if (source == target) return x;
+  return dispatch(target, [&](auto target_tag) {
+    using T = decltype(target_tag);
+    return std::visit(
+        [&](const auto& values) {
+          return record<T>("cast", xt::xarray<T>(xt::cast<T>(values)), {x}, [source](BackwardContext<T>& ctx) {
+            dispatch(source, [&](auto source_tag) {
+              using S = decltype(source_tag);
+              accumulate_grad(ctx.input_node(0), Storage(xt::xarray<S>(xt::cast<S>(ctx.grad()))));
+            });
+          });
+        },
+        *x.node()->value);
+  });
+}
+
+Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
+
 Tensor eq(const Tensor& a, const Tensor& b) {
   return compare_op("eq", a, b, [](const auto& x, const auto& y) { return xt::equal(x, y); });
 }
@@ -239,9 +223,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_defined("masked_fill", x);
   check_defined("masked_fill", mask);
-  if (broadcast_shapes("masked_fill", x.shape(), mask.shape()) != x.shape())
-    fail("masked_fill", "mask of shape " + shape_str(mask.shape()) +
-                            " does not broadcast to the input's shape " + shape_str(x.shape()));
+  XGRAD_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(), "masked_fill", "mask of shape ", mask.shape(), " does not broadcast to the input's shape ", x.shape());
   std::vector<std::uint8_t> fill = truth_at(mask, x.shape());
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -10,14 +10,10 @@ namespace xgrad {
 Tensor embedding(const Tensor& weight, const Indices& ids) {
   check_defined("embedding", weight);
   const Shape w_shape = weight.shape();
-  if (w_shape.size() != 2)
-    fail("embedding", "weight must be 2-D [num, dim], got " + shape_str(w_shape));
+  XGRAD_CHECK(w_shape.size() == 2, "embedding", "weight must be 2-D [num, dim], got ", w_shape);
   const std::size_t num = w_shape[0], dim = w_shape[1];
   for (std::size_t i = 0; i < ids.numel(); ++i)
-    if (ids.values[i] < 0 || static_cast<std::size_t>(ids.values[i]) >= num)
-      fail("embedding", "id " + std::to_string(ids.values[i]) + " at position " + std::to_string(i) +
-                            " of ids " + shape_str(ids.shape) + " is outside [0, " +
-                            std::to_string(num) + ") for weight " + shape_str(w_shape));
+    XGRAD_CHECK(ids.values[i] >= 0 && static_cast<std::size_t>(ids.values[i]) < num, "embedding", "id ", ids.values[i], " at position ", i, " of ids ", ids.shape, " is outside [0, ", num, ") for weight ", w_shape);
   Shape out_shape = ids.shape;
   out_shape.push_back(dim);
   return dispatch(weight.dtype(), [&](auto tag) {

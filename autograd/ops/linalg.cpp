@@ -25,7 +25,7 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_
     return shape_str(a) + (trans_a ? " (transposed)" : "") + " and " + shape_str(b) +
            (trans_b ? " (transposed)" : "");
   };
-  if (a.size() < 2 || b.size() < 2) fail("matmul", "needs at least 2-D operands, got " + describe());
+  XGRAD_CHECK(a.size() >= 2 && b.size() >= 2, "matmul", "needs at least 2-D operands, got ", describe());
   MatmulPlan p;
   p.trans_a = trans_a;
   p.trans_b = trans_b;
@@ -35,9 +35,7 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_
   p.k = trans_a ? a_rows : a_cols;
   const std::size_t k_b = trans_b ? b_cols : b_rows;
   p.m = trans_b ? b_rows : b_cols;
-  if (p.k != k_b)
-    fail("matmul", "shapes " + describe() + " do not match: inner dimensions " + std::to_string(p.k) +
-                       " and " + std::to_string(k_b));
+  XGRAD_CHECK(p.k == k_b, "matmul", "shapes ", describe(), " do not match: inner dimensions ", p.k, " and ", k_b);
   p.lda = std::max<std::size_t>(a_cols, 1);  // CBLAS rejects a leading dimension of 0
   p.ldb = std::max<std::size_t>(b_cols, 1);
   const Shape a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
@@ -45,7 +43,7 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_
   try {
     out_batch = broadcast_shapes("matmul", a_batch, b_batch);
   } catch (const Error&) {
-    fail("matmul", "batch dimensions of " + describe() + " cannot be broadcast together");
+    fail("matmul", "batch dimensions of ", describe(), " cannot be broadcast together");
   }
   if (numel(b_batch) == 1 && a_batch == out_batch && !trans_a) {
     // B is one matrix and A is a contiguous stack: fold A's batches into its rows.
@@ -101,9 +99,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   check_same_dtype("matmul", a, b);
   // Vectors as numpy treats them: a row on the left, a column on the right.
   if (a.dim() == 1 || b.dim() == 1) {
-    if ((a.dim() == 1 && transpose_a) || (b.dim() == 1 && transpose_b))
-      fail("matmul", "a 1-D operand cannot be transposed: shapes " + shape_str(a.shape()) + " and " +
-                         shape_str(b.shape()));
+    XGRAD_CHECK((a.dim() != 1 || !transpose_a) && (b.dim() != 1 || !transpose_b), "matmul", "a 1-D operand cannot be transposed: shapes ", a.shape(), " and ", b.shape());
     const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
     const Tensor b2 = b.dim() == 1 ? unsqueeze(b, -1) : b;
     Tensor out = matmul(a2, b2, transpose_a, transpose_b);
@@ -134,15 +130,11 @@ namespace xgrad {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_same_dtype("linear", x, weight);
   const Shape x_shape = x.shape(), w_shape = weight.shape();
-  if (x_shape.empty() || w_shape.size() != 2 || w_shape[1] != x_shape.back())
-    fail("linear", "input " + shape_str(x_shape) + " does not fit weight " + shape_str(w_shape) +
-                       " (expected input [..., in] and weight [out, in])");
+  XGRAD_CHECK(!x_shape.empty() && w_shape.size() == 2 && w_shape[1] == x_shape.back(), "linear", "input ", x_shape, " does not fit weight ", w_shape, " (expected input [..., in] and weight [out, in])");
   const std::size_t in = w_shape[1], out = w_shape[0];
   if (bias.defined()) {
     check_same_dtype("linear", x, bias);
-    if (bias.shape() != Shape{out})
-      fail("linear", "bias of shape " + shape_str(bias.shape()) + " does not fit weight " + shape_str(w_shape) +
-                         " (expected [" + std::to_string(out) + "])");
+    XGRAD_CHECK(bias.shape() == Shape{out}, "linear", "bias of shape ", bias.shape(), " does not fit weight ", w_shape, " (expected [", out, "])");
   }
   const std::size_t rows = in ? numel(x_shape) / in : numel(Shape(x_shape.begin(), x_shape.end() - 1));
   Shape out_shape = x_shape;

@@ -13,20 +13,15 @@ namespace xgrad {
 Tensor cross_entropy(const Tensor& logits, const Indices& targets, std::int64_t ignore_index) {
   check_defined("cross_entropy", logits);
   const Shape shape = logits.shape();
-  if (shape.empty()) fail("cross_entropy", "logits must have a class axis, got a scalar");
+  XGRAD_CHECK(!shape.empty(), "cross_entropy", "logits must have a class axis, got a scalar");
   const std::size_t classes = shape.back();
   const Shape row_shape(shape.begin(), shape.end() - 1);
-  if (targets.shape != row_shape)
-    fail("cross_entropy", "targets of shape " + shape_str(targets.shape) + " do not match logits " +
-                              shape_str(shape) + " (expected targets " + shape_str(row_shape) + ")");
+  XGRAD_CHECK(targets.shape == row_shape, "cross_entropy", "targets of shape ", targets.shape, " do not match logits ", shape, " (expected targets ", row_shape, ")");
   std::size_t counted = 0;
   for (std::size_t r = 0; r < targets.numel(); ++r) {
     const std::int64_t t = targets.values[r];
     if (t == ignore_index) continue;
-    if (t < 0 || static_cast<std::size_t>(t) >= classes)
-      fail("cross_entropy", "target " + std::to_string(t) + " at position " + std::to_string(r) +
-                                " is outside [0, " + std::to_string(classes) + ") for logits " +
-                                shape_str(shape));
+    XGRAD_CHECK(t >= 0 && static_cast<std::size_t>(t) < classes, "cross_entropy", "target ", t, " at position ", r, " is outside [0, ", classes, ") for logits ", shape);
     ++counted;
   }
   const std::size_t rows = targets.numel();

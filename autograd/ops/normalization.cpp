@@ -9,17 +9,14 @@ namespace xgrad {
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_defined("layer_norm", x);
   const Shape shape = x.shape();
-  if (shape.empty()) fail("layer_norm", "needs at least one axis, got a scalar");
+  XGRAD_CHECK(!shape.empty(), "layer_norm", "needs at least one axis, got a scalar");
   const std::size_t d = shape.back();
   for (const Tensor* affine : {&weight, &bias}) {
     if (!affine->defined()) continue;
     check_same_dtype("layer_norm", x, *affine);
-    if (affine->shape() != Shape{d})
-      fail("layer_norm", std::string(affine == &weight ? "weight" : "bias") + " of shape " +
-                             shape_str(affine->shape()) + " does not match the normalized axis of " +
-                             shape_str(shape) + " (expected [" + std::to_string(d) + "])");
+    XGRAD_CHECK(affine->shape() == Shape{d}, "layer_norm", affine == &weight ? "weight" : "bias", " of shape ", affine->shape(), " does not match the normalized axis of ", shape, " (expected [", d, "])");
   }
-  if (!(eps > 0.0)) fail("layer_norm", "eps must be positive, got " + std::to_string(eps));
+  XGRAD_CHECK(eps > 0.0, "layer_norm", "eps must be positive, got ", eps);
   const std::size_t rows = d ? numel(shape) / d : 0;
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -22,7 +22,7 @@ Reduction plan_reduction(const char* op, const Tensor& x, const std::vector<int>
   std::vector<bool> reduce(shape.size(), false);
   for (int axis : axes) {
     const std::size_t a = normalize_axis(op, axis, shape.size(), shape);
-    if (reduce[a]) fail(op, "axis " + std::to_string(axis) + " is listed twice for shape " + shape_str(shape));
+    XGRAD_CHECK(!reduce[a], op, "axis ", axis, " is listed twice for shape ", shape);
     reduce[a] = true;
   }
   Reduction r;
@@ -72,14 +72,13 @@ Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
 
 Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   const Reduction r = plan_reduction("mean", x, axes, keepdim);
-  if (r.group_size == 0)
-    fail("mean", "cannot average over an empty axis of shape " + shape_str(x.shape()));
+  XGRAD_CHECK(r.group_size != 0, "mean", "cannot average over an empty axis of shape ", x.shape());
   return scaled_sum("mean", x, r, 1.0 / static_cast<double>(r.group_size));
 }
 
 Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   const Reduction r = plan_reduction("max", x, axes, keepdim);
-  if (r.group_size == 0) fail("max", "cannot reduce over an empty axis of shape " + shape_str(x.shape()));
+  XGRAD_CHECK(r.group_size != 0, "max", "cannot reduce over an empty axis of shape ", x.shape());
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(r.out_shape));

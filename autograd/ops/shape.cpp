@@ -50,10 +50,10 @@ Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape) {
   std::optional<std::size_t> inferred;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (inferred) fail("reshape", "only one dimension may be -1, got " + describe());
+      XGRAD_CHECK(!inferred, "reshape", "only one dimension may be -1, got ", describe());
       inferred = i;
     } else if (shape[i] < 0) {
-      fail("reshape", "invalid dimension " + std::to_string(shape[i]) + " in " + describe());
+      fail("reshape", "invalid dimension ", shape[i], " in ", describe());
     } else {
       to[i] = static_cast<std::size_t>(shape[i]);
       known *= to[i];
@@ -61,14 +61,10 @@ Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape) {
   }
   const std::size_t count = numel(from);
   if (inferred) {
-    if (known == 0 || count % known != 0)
-      fail("reshape", "cannot reshape " + shape_str(from) + " (" + std::to_string(count) +
-                          " elements) to " + describe());
+    XGRAD_CHECK(known != 0 && count % known == 0, "reshape", "cannot reshape ", from, " (", count, " elements) to ", describe());
     to[*inferred] = count / known;
   }
-  if (numel(to) != count)
-    fail("reshape", "cannot reshape " + shape_str(from) + " (" + std::to_string(count) +
-                        " elements) to " + describe());
+  XGRAD_CHECK(numel(to) == count, "reshape", "cannot reshape ", from, " (", count, " elements) to ", describe());
   return reshape_to("reshape", x, to);
 }
 
@@ -84,9 +80,7 @@ Tensor squeeze(const Tensor& x, int axis) {
   check_defined("squeeze", x);
   Shape shape = x.shape();
   const std::size_t a = normalize_axis("squeeze", axis, shape.size(), shape);
-  if (shape[a] != 1)
-    fail("squeeze", "axis " + std::to_string(axis) + " of shape " + shape_str(shape) + " has size " +
-                        std::to_string(shape[a]) + ", not 1");
+  XGRAD_CHECK(shape[a] == 1, "squeeze", "axis ", axis, " of shape ", shape, " has size ", shape[a], ", not 1");
   shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(a));
   return reshape_to("squeeze", x, shape);
 }
@@ -94,13 +88,12 @@ Tensor squeeze(const Tensor& x, int axis) {
 Tensor permute(const Tensor& x, const std::vector<int>& axes) {
   check_defined("permute", x);
   const Shape shape = x.shape();
-  if (axes.size() != shape.size())
-    fail("permute", std::to_string(axes.size()) + " axes given for shape " + shape_str(shape));
+  XGRAD_CHECK(axes.size() == shape.size(), "permute", axes.size(), " axes given for shape ", shape);
   std::vector<std::size_t> perm(axes.size()), inverse(axes.size());
   std::vector<bool> seen(axes.size(), false);
   for (std::size_t i = 0; i < axes.size(); ++i) {
     perm[i] = normalize_axis("permute", axes[i], shape.size(), shape);
-    if (seen[perm[i]]) fail("permute", "axis " + std::to_string(axes[i]) + " appears twice for shape " + shape_str(shape));
+    XGRAD_CHECK(!seen[perm[i]], "permute", "axis ", axes[i], " appears twice for shape ", shape);
     seen[perm[i]] = true;
     inverse[perm[i]] = i;
   }
@@ -133,10 +126,8 @@ Tensor slice(const Tensor& x, int axis, std::size_t start, std::size_t end, std:
   const Shape shape = x.shape();
   const std::size_t a = normalize_axis("slice", axis, shape.size(), shape);
   end = std::min(end, shape[a]);
-  if (step == 0) fail("slice", "step must be positive");
-  if (start > end)
-    fail("slice", "start " + std::to_string(start) + " is past the end " + std::to_string(end) +
-                      " of axis " + std::to_string(axis) + " in shape " + shape_str(shape));
+  XGRAD_CHECK(step != 0, "slice", "step must be positive");
+  XGRAD_CHECK(start <= end, "slice", "start ", start, " is past the end ", end, " of axis ", axis, " in shape ", shape);
   const kernels::AxisSelection selection = select_along(shape, a, start, end, step);
   Shape out_shape = shape;
   out_shape[a] = selection.count;
@@ -151,10 +142,10 @@ Tensor slice(const Tensor& x, int axis, std::size_t start, std::size_t end, std:
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int axis) {
-  if (xs.empty()) fail("concat", "needs at least one tensor");
+  XGRAD_CHECK(!xs.empty(), "concat", "needs at least one tensor");
   for (const Tensor& x : xs) check_same_dtype("concat", xs.front(), x);
   const Shape first = xs.front().shape();
-  if (first.empty()) fail("concat", "cannot concatenate scalars (shape [])");
+  XGRAD_CHECK(!first.empty(), "concat", "cannot concatenate scalars (shape [])");
   const std::size_t a = normalize_axis("concat", axis, first.size(), first);
   Shape out_shape = first;
   out_shape[a] = 0;
@@ -163,9 +154,7 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
     Shape s = x.shape();
     Shape expected = first;
     expected[a] = s.size() == first.size() ? s[a] : 0;
-    if (s != expected)
-      fail("concat", "shape " + shape_str(s) + " does not match " + shape_str(first) +
-                         " outside axis " + std::to_string(axis));
+    XGRAD_CHECK(s == expected, "concat", "shape ", s, " does not match ", first, " outside axis ", axis);
     offsets.push_back(out_shape[a]);
     out_shape[a] += s[a];
   }
@@ -193,9 +182,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::size_t>& sizes
   const Shape shape = x.shape();
   const std::size_t a = normalize_axis("split", axis, shape.size(), shape);
   const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
-  if (total != shape[a])
-    fail("split", "sizes add up to " + std::to_string(total) + " but axis " + std::to_string(axis) +
-                      " of shape " + shape_str(shape) + " has " + std::to_string(shape[a]));
+  XGRAD_CHECK(total == shape[a], "split", "sizes add up to ", total, " but axis ", axis, " of shape ", shape, " has ", shape[a]);
   std::vector<Tensor> pieces;
   std::size_t start = 0;
   for (std::size_t size : sizes) {
@@ -209,17 +196,14 @@ std::vector<Tensor> chunk(const Tensor& x, std::size_t chunks, int axis) {
   check_defined("chunk", x);
   const Shape shape = x.shape();
   const std::size_t a = normalize_axis("chunk", axis, shape.size(), shape);
-  if (chunks == 0 || shape[a] % chunks != 0)
-    fail("chunk", "axis " + std::to_string(axis) + " of shape " + shape_str(shape) +
-                      " does not split into " + std::to_string(chunks) + " equal pieces");
+  XGRAD_CHECK(chunks != 0 && shape[a] % chunks == 0, "chunk", "axis ", axis, " of shape ", shape, " does not split into ", chunks, " equal pieces");
   return split(x, std::vector<std::size_t>(chunks, shape[a] / chunks), axis);
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
   check_defined("expand", x);
   const Shape from = x.shape();
-  if (from.size() > shape.size() || broadcast_shapes("expand", from, shape) != shape)
-    fail("expand", "shape " + shape_str(from) + " cannot be expanded to " + shape_str(shape));
+  XGRAD_CHECK(from.size() <= shape.size() && broadcast_shapes("expand", from, shape) == shape, "expand", "shape ", from, " cannot be expanded to ", shape);
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = xt::broadcast(x.node()->values<T>(), to_xshape<T>(shape));

@@ -8,8 +8,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   for (std::size_t i = 0; i < ndim; ++i) {
     const std::size_t da = i < ndim - a.size() ? 1 : a[i - (ndim - a.size())];
     const std::size_t db = i < ndim - b.size() ? 1 : b[i - (ndim - b.size())];
-    if (da != db && da != 1 && db != 1)
-      fail(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " cannot be broadcast together");
+    XGRAD_CHECK(da == db || da == 1 || db == 1, op, "shapes ", a, " and ", b, " cannot be broadcast together");
     out[i] = da == 1 ? db : da;
   }
   return out;

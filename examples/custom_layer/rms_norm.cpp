@@ -44,8 +44,7 @@ std::size_t rows_of(const Tensor& x) { return x.numel() / x.shape().back(); }
 }  // namespace
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
-  if (x.dim() == 0 || weight.shape() != Shape{x.shape().back()} || x.dtype() != weight.dtype())
-    throw Error("rms_norm: input " + shape_str(x.shape()) + " does not fit weight " + shape_str(weight.shape()));
+  XGRAD_CHECK(x.dim() != 0 && weight.shape() == Shape{x.shape().back()} && x.dtype() == weight.dtype(), "rms_norm", "input ", x.shape(), " does not fit weight ", weight.shape());
   const CustomOp op{
       "rms_norm",
       [eps](const std::vector<Tensor>& in) {

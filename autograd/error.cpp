@@ -1,0 +1,45 @@
+#include "autograd/error.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include "autograd/tensor.hpp"
+
+namespace xgrad {
+
+namespace detail {
+
+namespace {
+
+template <class T>
+std::string shortest(T value) {
+  char text[64];
+  const auto written = std::to_chars(text, text + sizeof text, value);
+  std::string s(text, written.ptr);
+  if (std::isfinite(value) && s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+}  // namespace
+
+std::string number_str(double value) { return shortest(value); }
+std::string number_str(float value) { return shortest(value); }
+
+}  // namespace detail
+
+void check_defined(std::string_view op, const Tensor& t) { XGRAD_CHECK(t.defined(), op, "got an undefined tensor"); }
+
+void check_same_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a);
+  check_defined(op, b);
+  XGRAD_CHECK(a.dtype() == b.dtype(), op, "dtype mismatch: ", a.dtype(), " ", a.shape(), " and ", b.dtype(), " ",
+              b.shape(), " (convert one with .to())");
+}
+
+std::size_t normalize_axis(std::string_view op, int axis, std::size_t ndim, const std::vector<std::size_t>& shape) {
+  const int n = static_cast<int>(ndim);
+  XGRAD_CHECK(axis >= -n && axis < n, op, "axis ", axis, " is out of range for shape ", shape);
+  return static_cast<std::size_t>(axis < 0 ? axis + n : axis);
+}
+
+}  // namespace xgrad

@@ -1,0 +1,71 @@
+#pragma once
+// How xgrad reports bad input: an Error whose message starts with the op's name, then
+// the facts that make the input wrong, e.g. "matmul: inner dimensions differ: [2, 3] and [4, 5]".
+//
+//   XGRAD_CHECK(condition, op, parts...)  throws when condition is false; the parts are
+//                                          streamed into the message only then.
+//   fail(op, parts...)                     throws unconditionally.
+//
+// Parts are streamed with <<, except a Shape (written "[2, 3]"), a DType (by name) and
+// floating-point numbers (the shortest text that reads back exactly, "1.0" not "1").
+// Custom layers and ops use the same two to report their own bad input.
+
+#include <cstddef>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace xgrad {
+
+// Every error xgrad raises for bad input; the message starts with the op's name.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType;  // autograd/tensor.hpp
+class Tensor;
+const char* dtype_name(DType dtype);
+std::string shape_str(const std::vector<std::size_t>& shape);  // "[2, 3]"
+
+namespace detail {
+
+std::string number_str(double value);
+std::string number_str(float value);
+
+inline void write_part(std::ostream& os, const std::vector<std::size_t>& shape) { os << shape_str(shape); }
+inline void write_part(std::ostream& os, DType dtype) { os << dtype_name(dtype); }
+template <class Part>
+void write_part(std::ostream& os, const Part& part) {
+  if constexpr (std::is_floating_point_v<Part>)
+    os << number_str(part);
+  else
+    os << part;
+}
+
+}  // namespace detail
+
+template <class... Parts>
+[[noreturn]] void fail(std::string_view op, const Parts&... parts) {
+  std::ostringstream message;
+  message << op << ": ";
+  (detail::write_part(message, parts), ...);
+  throw Error(message.str());
+}
+
+#define XGRAD_CHECK(condition, op, ...)                         \
+  do {                                                          \
+    if (!(condition)) [[unlikely]]                              \
+      ::xgrad::fail(op __VA_OPT__(, ) __VA_ARGS__);             \
+  } while (false)
+
+// The checks most ops start with.
+void check_defined(std::string_view op, const Tensor& t);
+void check_same_dtype(std::string_view op, const Tensor& a, const Tensor& b);
+// Resolves a possibly negative axis against `ndim` dimensions (shape is for the message).
+std::size_t normalize_axis(std::string_view op, int axis, std::size_t ndim, const std::vector<std::size_t>& shape);
+
+}  // namespace xgrad
