@@ -44,4 +44,15 @@ void parallel_for(std::size_t n, double work, Body&& body) {
       const_cast<void*>(static_cast<const void*>(&body)));
 }
 
+// body(begin, end) for consecutive chunks of `chunk` indices covering [0, n), chunks in
+// parallel. The cut depends only on n and chunk, never on the thread count, so a result
+// combined chunk by chunk in chunk order is the same on any number of threads.
+template <class Body>
+void parallel_for_chunks(std::size_t n, std::size_t chunk, double work_per_index, Body&& body) {
+  parallel_for((n + chunk - 1) / chunk, work_per_index * static_cast<double>(chunk), [&](std::size_t k) {
+    const std::size_t begin = k * chunk;
+    body(begin, n - begin < chunk ? n : begin + chunk);
+  });
+}
+
 }  // namespace xgrad

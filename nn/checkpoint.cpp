@@ -121,8 +121,7 @@ std::string encode_safetensors(const StateDict& tensors, const Metadata& metadat
   bytes.reserve(bytes.size() + offset);
   for (const auto& [name, t] : order) {
     if (t.numel() == 0) continue;  // nothing to write, and no buffer to read
-    const char* data = t.dtype() == DType::float32 ? reinterpret_cast<const char*>(t.data<float>())
-                                                   : reinterpret_cast<const char*>(t.data<double>());
+    const char* data = dispatch(t.dtype(), [&](auto tag) { return reinterpret_cast<const char*>(t.data<decltype(tag)>()); });
     bytes.append(data, t.numel() * item_size(t.dtype()));
   }
   return bytes;

@@ -20,7 +20,6 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/gradcheck.hpp"
 #include "autograd/state.hpp"
 #include "autograd/tensor.hpp"
 
@@ -102,11 +101,5 @@ class Module : public Stateful {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);
-
-// Gradient check of a module in float64: converts the module with to(float64) (it stays
-// converted), then checks the gradient of forward(inputs) with respect to every input
-// that requires grad and every parameter, in place. Reseed any Generator forward uses.
-bool gradcheck(Module& module, const std::function<Tensor(const std::vector<Tensor>&)>& forward,
-               const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
 }  // namespace xgrad::nn

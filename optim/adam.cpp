@@ -30,6 +30,8 @@ std::vector<std::string> Adam::buffer_names() const {
 
 namespace {
 
+constexpr std::size_t kChunk = 1 << 14;  // elements per parallel chunk
+
 struct AdamStep {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled;
@@ -69,10 +71,7 @@ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const Ad
                               static_cast<T>(1.0 - s.lr * s.weight_decay)};
   const auto run = s.decoupled ? (v_max ? adam_elements<T, true, true> : adam_elements<T, true, false>)
                                : (v_max ? adam_elements<T, false, true> : adam_elements<T, false, false>);
-  // Independent elements, split in fixed chunks over the thread pool.
-  constexpr std::size_t chunk = 1 << 14;
-  parallel_for((n + chunk - 1) / chunk, 10.0 * chunk,
-               [&](std::size_t k) { run(p, g, m, v, v_max, k * chunk, std::min(n, (k + 1) * chunk), c); });
+  parallel_for_chunks(n, kChunk, 10.0, [&](std::size_t begin, std::size_t end) { run(p, g, m, v, v_max, begin, end, c); });
 }
 
 }  // namespace
@@ -83,12 +82,11 @@ void Adam::update(std::size_t i, const Tensor& grad, std::int64_t updates) {
   Tensor& v = buffer(i, "exp_avg_sq");
   Tensor* v_max = options_.amsgrad ? &buffer(i, "max_exp_avg_sq") : nullptr;
   const AdamStep s{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_, updates};
-  if (param.dtype() == DType::float32)
-    adam_update(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(),
-                v_max ? v_max->data<float>() : nullptr, param.numel(), s);
-  else
-    adam_update(param.data<double>(), grad.data<double>(), m.data<double>(), v.data<double>(),
-                v_max ? v_max->data<double>() : nullptr, param.numel(), s);
+  dispatch(param.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    adam_update(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), v_max ? v_max->data<T>() : nullptr,
+                param.numel(), s);
+  });
 }
 
 }  // namespace xgrad::optim

@@ -4,9 +4,13 @@
 #include <cmath>
 #include <string>
 
+#include "autograd/parallel.hpp"
+
 namespace xgrad::optim {
 
 namespace {
+
+constexpr std::size_t kChunk = 1 << 14;  // elements per parallel chunk
 
 // Runs f(pointer, count) on each gradient's contiguous storage, typed.
 template <class F>
@@ -15,9 +19,23 @@ void for_each_grad(const std::vector<Tensor>& parameters, F&& f) {
     if (!p.defined()) continue;
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (g.dtype() == DType::float32) f(g.data<float>(), g.numel());
-    else f(g.data<double>(), g.numel());
+    dispatch(g.dtype(), [&](auto tag) { f(g.data<decltype(tag)>(), g.numel()); });
   }
+}
+
+// Sum of squares of n values: fixed chunks in parallel, added in chunk order (the same
+// result on any number of threads).
+template <class T>
+double sum_of_squares(const T* g, std::size_t n) {
+  std::vector<double> partial((n + kChunk - 1) / kChunk, 0.0);
+  parallel_for_chunks(n, kChunk, 2.0, [&](std::size_t begin, std::size_t end) {
+    double sum = 0;
+    for (std::size_t i = begin; i < end; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+    partial[begin / kChunk] = sum;
+  });
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
 }
 
 }  // namespace
@@ -25,16 +43,16 @@ void for_each_grad(const std::vector<Tensor>& parameters, F&& f) {
 double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
   XGRAD_CHECK(max_norm > 0.0, "clip_grad_norm", "max_norm ", max_norm, " must be > 0");
   double squares = 0;
-  for_each_grad(parameters, [&](auto* g, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) squares += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-  });
+  for_each_grad(parameters, [&](auto* g, std::size_t n) { squares += sum_of_squares(g, n); });
   const double norm = std::sqrt(squares);
   XGRAD_CHECK(std::isfinite(norm), "clip_grad_norm", "the total gradient norm is not finite (", norm, ")");
   const double scale = max_norm / (norm + 1e-6);
   if (scale < 1.0)
     for_each_grad(parameters, [&](auto* g, std::size_t n) {
       using T = std::remove_pointer_t<decltype(g)>;
-      for (std::size_t i = 0; i < n; ++i) g[i] *= static_cast<T>(scale);
+      parallel_for_chunks(n, kChunk, 1.0, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) g[i] *= static_cast<T>(scale);
+      });
     });
   return norm;
 }
@@ -44,7 +62,9 @@ void clip_grad_value(const std::vector<Tensor>& parameters, double clip) {
   for_each_grad(parameters, [&](auto* g, std::size_t n) {
     using T = std::remove_pointer_t<decltype(g)>;
     const T c = static_cast<T>(clip);
-    for (std::size_t i = 0; i < n; ++i) g[i] = std::clamp(g[i], -c, c);
+    parallel_for_chunks(n, kChunk, 1.0, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) g[i] = std::clamp(g[i], -c, c);
+    });
   });
 }
 

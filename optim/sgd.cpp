@@ -1,5 +1,7 @@
 #include "optim/sgd.hpp"
 
+#include "autograd/parallel.hpp"
+
 namespace xgrad::optim {
 
 SGD::SGD(NamedParameters parameters, const SGDOptions& o) : Optimizer("SGD", std::move(parameters), o.lr), options_(o) {
@@ -12,18 +14,23 @@ std::vector<std::string> SGD::buffer_names() const { return {"momentum_buffer"};
 
 namespace {
 
+constexpr std::size_t kChunk = 1 << 14;  // elements per parallel chunk
+
+// Independent elements, in fixed chunks over the thread pool.
 template <class T>
 void sgd_update(T* p, const T* g, T* buf, bool first, std::size_t n, const SGDOptions& o, double lr) {
   const T decay = static_cast<T>(o.weight_decay), momentum = static_cast<T>(o.momentum);
   const T keep = static_cast<T>(1.0 - o.dampening), rate = static_cast<T>(lr);
-  for (std::size_t i = 0; i < n; ++i) {
-    T d = g[i] + decay * p[i];
-    if (buf) {
-      buf[i] = first ? d : momentum * buf[i] + keep * d;
-      d = o.nesterov ? d + momentum * buf[i] : buf[i];
+  parallel_for_chunks(n, kChunk, 4.0, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      T d = g[i] + decay * p[i];
+      if (buf) {
+        buf[i] = first ? d : momentum * buf[i] + keep * d;
+        d = o.nesterov ? d + momentum * buf[i] : buf[i];
+      }
+      p[i] -= rate * d;
     }
-    p[i] -= rate * d;
-  }
+  });
 }
 
 }  // namespace
@@ -32,12 +39,11 @@ void SGD::update(std::size_t i, const Tensor& grad, std::int64_t) {
   Tensor param = parameters()[i].second;
   bool first = false;
   Tensor* momentum = options_.momentum > 0.0 ? &buffer(i, "momentum_buffer", &first) : nullptr;
-  if (param.dtype() == DType::float32)
-    sgd_update(param.data<float>(), grad.data<float>(), momentum ? momentum->data<float>() : nullptr, first,
-               param.numel(), options_, lr());
-  else
-    sgd_update(param.data<double>(), grad.data<double>(), momentum ? momentum->data<double>() : nullptr, first,
-               param.numel(), options_, lr());
+  dispatch(param.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    sgd_update(param.data<T>(), grad.data<T>(), momentum ? momentum->data<T>() : nullptr, first, param.numel(),
+               options_, lr());
+  });
 }
 
 }  // namespace xgrad::optim

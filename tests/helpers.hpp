@@ -11,7 +11,7 @@
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
 #include "autograd/random.hpp"
-#include "nn/module.hpp"
+#include "nn/gradcheck.hpp"
 
 namespace xgrad::test {
 

@@ -50,21 +50,20 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
       [eps](const std::vector<Tensor>& in) {
         Tensor y = Tensor::zeros(in[0].shape(), in[0].dtype());
         const std::size_t d = in[0].shape().back();
-        if (y.dtype() == DType::float32)
-          forward_rows(in[0].data<float>(), in[1].data<float>(), y.data<float>(), rows_of(in[0]), d, eps);
-        else
-          forward_rows(in[0].data<double>(), in[1].data<double>(), y.data<double>(), rows_of(in[0]), d, eps);
+        dispatch(y.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          forward_rows(in[0].data<T>(), in[1].data<T>(), y.data<T>(), rows_of(in[0]), d, eps);
+        });
         return y;
       },
       [eps](const std::vector<Tensor>& in, const Tensor&, const Tensor& grad) {
         Tensor dx = Tensor::zeros(in[0].shape(), in[0].dtype()), dw = Tensor::zeros(in[1].shape(), in[1].dtype());
         const std::size_t d = in[0].shape().back();
-        if (dx.dtype() == DType::float32)
-          backward_rows(in[0].data<float>(), in[1].data<float>(), grad.data<float>(), dx.data<float>(),
-                        dw.data<float>(), rows_of(in[0]), d, eps);
-        else
-          backward_rows(in[0].data<double>(), in[1].data<double>(), grad.data<double>(), dx.data<double>(),
-                        dw.data<double>(), rows_of(in[0]), d, eps);
+        dispatch(dx.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          backward_rows(in[0].data<T>(), in[1].data<T>(), grad.data<T>(), dx.data<T>(), dw.data<T>(), rows_of(in[0]),
+                        d, eps);
+        });
         return std::vector<Tensor>{dx, dw};
       }};
   return apply(op, {x, weight});

@@ -118,14 +118,14 @@ std::map<std::string, std::string> run_settings(const Config& c) {
           {"eval-size", std::to_string(c.eval_size)}, {"target-exact", target.str()}};
 }
 
-xgrad::nn::Metadata to_metadata(const Config& c) {
-  xgrad::nn::Metadata m;
+Metadata to_metadata(const Config& c) {
+  Metadata m;
   for (const auto& [flag, value] : learning_settings(c)) m["config." + flag] = value;
   for (const auto& [flag, value] : run_settings(c)) m["run." + flag] = value;
   return m;
 }
 
-void apply_metadata(const xgrad::nn::Metadata& m, Config& c, const std::set<std::string>& given) {
+void apply_metadata(const Metadata& m, Config& c, const std::set<std::string>& given) {
   const std::map<std::string, std::string> asked = learning_settings(c);
   for (const auto& [flag, value] : asked) {
     const auto it = m.find("config." + flag);

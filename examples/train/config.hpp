@@ -3,11 +3,11 @@
 // compared on --resume.
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
 
-#include "nn/checkpoint.hpp"
 
 namespace train {
 
@@ -51,7 +51,8 @@ void validate(const Config& config);
 // The settings as checkpoint metadata, and back: learning settings come from the
 // checkpoint (a flag given that disagrees is an error); run settings (steps, eval-every,
 // eval-size, target-exact) come from it unless given again.
-xgrad::nn::Metadata to_metadata(const Config& config);
-void apply_metadata(const xgrad::nn::Metadata& metadata, Config& config, const std::set<std::string>& given);
+using Metadata = std::map<std::string, std::string>;  // as nn::Metadata, a checkpoint's text entries
+Metadata to_metadata(const Config& config);
+void apply_metadata(const Metadata& metadata, Config& config, const std::set<std::string>& given);
 
 }  // namespace train
