@@ -5,6 +5,7 @@
 // Both operands of a binary op must have the same dtype: convert with Tensor::to().
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -127,7 +128,7 @@ struct AttentionOptions {
   bool need_weights = false;
 };
 
-struct AttentionResult {
+struct AttentionOutput {
   Tensor output;   // [..., Lq, dv]
   Tensor weights;  // [..., Lq, Lk] with need_weights, else undefined
 };
@@ -137,7 +138,7 @@ struct AttentionResult {
 // Lq + Lk, not Lq * Lk: backward recomputes the probabilities from each row's saved
 // logsumexp. A query row whose keys are all masked (by `mask`, causality or an additive
 // -inf) outputs zeros and passes zero gradient, never NaN. Parallel over the leading axes.
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionOptions& options = {});
 
 // Columns [begin, begin + width) of the last axis of a [N, L, C] tensor (or [L, N, C]).
@@ -153,12 +154,14 @@ struct Columns {
 // output is [N, L, heads * dv] (or [L, N, heads * dv]) with head h in its h-th part, ready
 // for the output projection; weights are [N, heads, Lq, Lk]. Masks broadcast against
 // [N, heads, Lq, Lk]. Gradients flow into each tensor's columns.
-AttentionResult multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
+AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
                                      bool batch_first, const AttentionOptions& options = {});
 
 // ---- shape (ops/shape.cpp) ----
 // One entry may be -1: inferred from the element count.
 Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape);
+Tensor reshape(const Tensor& x, std::initializer_list<std::int64_t> shape);  // reshape(x, {2, -1})
+Tensor reshape(const Tensor& x, const Shape& shape);  // exactly `shape`
 Tensor permute(const Tensor& x, const std::vector<int>& axes);
 Tensor transpose(const Tensor& x, int axis0, int axis1);
 // Elements start, start + step, ... < end along `axis` (end is clamped to the size).

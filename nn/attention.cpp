@@ -19,8 +19,7 @@ Tensor as_four_axes(const char* what, const Tensor& mask, const Shape& full) {
   for (std::size_t a = 0; a < four.size(); ++a)
     if (four[a] != 1 && four[a] != full[a]) four.clear();
   XGRAD_CHECK(!four.empty(), "MultiHeadAttention", what, " of shape ", m, " does not fit [N, H, L, S] = ", full, " (give [L, S], [N, L, S] or [N, H, L, S]; 1 broadcasts)");
-  std::vector<std::int64_t> to(four.begin(), four.end());
-  return reshape(mask, to);
+  return reshape(mask, four);
 }
 
 // 1 where the mask is nonzero, 0 elsewhere, in float32 (masks of any dtype combine).
@@ -91,7 +90,7 @@ AttentionOptions MultiHeadAttention::op_options(const AttentionArgs& args, std::
   if (args.key_mask.defined()) {
     const Shape expected{n, s};
     XGRAD_CHECK(args.key_mask.shape() == expected, "MultiHeadAttention", "key_mask of shape ", args.key_mask.shape(), " is not [N, S] = ", expected);
-    require(reshape(args.key_mask, {static_cast<std::int64_t>(n), 1, 1, static_cast<std::int64_t>(s)}));
+    require(reshape(args.key_mask, Shape{n, 1, 1, s}));
   }
   if (args.attn_mask.defined()) require(as_four_axes("attn_mask", args.attn_mask, full));
   if (args.seq_first_mask.defined()) {
@@ -135,7 +134,7 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& query, const Tensor& ke
   const auto [q, k, v] = project(query, key, value);
   AttentionOptions o = op_options(args, n, l, s);
   o.need_weights = args.need_weights || options_.keep_attention;
-  const AttentionResult r = multi_head_attention(q, k, v, options_.num_heads, batch_first, o);
+  const AttentionOutput r = multi_head_attention(q, k, v, options_.num_heads, batch_first, o);
   AttentionOutput out;
   out.output = out_proj ? out_proj->forward(r.output) : r.output;
   if (options_.keep_attention) last_attention_ = r.weights;

@@ -53,16 +53,13 @@ struct AttentionArgs {
   bool average_weights = true;  // weights [N, L, S] averaged over heads; else [N, H, L, S]
 };
 
-struct AttentionOutput {
-  Tensor output;   // [N, L, E] (or [L, N, E]; [.., dim_v] without output projection)
-  Tensor weights;  // with need_weights; carries no gradient
-};
-
 class MultiHeadAttention : public Module {
  public:
   explicit MultiHeadAttention(const MultiHeadAttentionOptions& options);
   MultiHeadAttention(std::size_t embed_dim, std::size_t num_heads);
 
+  // output [N, L, E] (or [L, N, E]; [.., dim_v] without output projection); weights with
+  // need_weights (no gradient).
   AttentionOutput attend(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionArgs& args = {});
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionArgs& args = {});
   Tensor forward(const Tensor& x) override;  // self-attention without masks

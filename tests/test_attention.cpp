@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(fully_masked_rows_give_zeros_and_zero_gradient) {
       Tensor v = randn64({2, 4, 5}, 9).to(dtype).detach().requires_grad_();
       AttentionOptions with_weights = options;
       with_weights.need_weights = true;
-      const AttentionResult r = scaled_dot_product_attention(q, k, v, with_weights);
+      const AttentionOutput r = scaled_dot_product_attention(q, k, v, with_weights);
       const auto out = r.output.to_vector();
       for (double x : out) BOOST_CHECK(std::isfinite(x));
       for (int d = 0; d < 5; ++d) BOOST_CHECK_EQUAL(out[1 * 5 + d], 0.0);
@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(weights_are_the_probabilities) {
   o.is_causal = true;
   o.need_weights = true;
   const Tensor q = randn64({2, 5, 4}, 17), k = randn64({2, 7, 4}, 18), v = randn64({2, 7, 3}, 19);
-  const AttentionResult r = scaled_dot_product_attention(q, k, v, o);
+  const AttentionOutput r = scaled_dot_product_attention(q, k, v, o);
   BOOST_CHECK(r.weights.shape() == (Shape{2, 5, 7}));
   BOOST_CHECK(!r.weights.requires_grad());
   check_close(matmul(r.weights, v).to_vector(), r.output.to_vector(), 1e-12);
@@ -172,9 +172,9 @@ BOOST_AUTO_TEST_CASE(dropout_on_the_probabilities) {
   o.need_weights = true;
   Generator g1(5), g2(5);
   o.generator = &g1;
-  const AttentionResult a = scaled_dot_product_attention(q, k, v, o);
+  const AttentionOutput a = scaled_dot_product_attention(q, k, v, o);
   o.generator = &g2;
-  const AttentionResult b = scaled_dot_product_attention(q, k, v, o);
+  const AttentionOutput b = scaled_dot_product_attention(q, k, v, o);
   BOOST_CHECK(a.output.to_vector() == b.output.to_vector());  // same seed, same mask
   // Each weight is dropped or scaled by 1 / (1 - p); the output uses exactly those.
   AttentionOptions plain;
@@ -337,12 +337,12 @@ BOOST_AUTO_TEST_CASE(heads_in_place_weights_and_dropout_match_split_heads) {
   o.dropout_p = 0.3;
   Generator g1(5), g2(5);
   o.generator = &g1;
-  const AttentionResult in_place = multi_head_attention({qkv, 0, 4}, {qkv, 4, 4}, {qkv, 8, 4}, 2, true, o);
+  const AttentionOutput in_place = multi_head_attention({qkv, 0, 4}, {qkv, 4, 4}, {qkv, 8, 4}, 2, true, o);
   o.generator = &g2;
   const auto heads = [&](std::size_t begin) {
     return permute(reshape(slice(qkv, 2, begin, begin + 4), {2, 6, 2, 2}), {0, 2, 1, 3});
   };
-  const AttentionResult split = scaled_dot_product_attention(heads(0), heads(4), heads(8), o);
+  const AttentionOutput split = scaled_dot_product_attention(heads(0), heads(4), heads(8), o);
   BOOST_TEST(in_place.weights.shape() == (Shape{2, 2, 6, 6}));
   check_close(in_place.weights.to_vector(), split.weights.to_vector());
   check_close(in_place.output.to_vector(),
@@ -374,7 +374,7 @@ BOOST_AUTO_TEST_CASE(readme_heads_in_place_example) {
   const AttentionOptions options;
 
   Tensor qkv = linear(x, in_proj_weight, in_proj_bias);   // x [N, L, E] -> [N, L, 3E]
-  AttentionResult r = multi_head_attention({qkv, 0, E}, {qkv, E, E}, {qkv, 2 * E, E},
+  AttentionOutput r = multi_head_attention({qkv, 0, E}, {qkv, E, E}, {qkv, 2 * E, E},
                                            heads, /*batch_first=*/true, options);
   Tensor y = linear(r.output, out_proj_weight, out_proj_bias);  // r.output [N, L, E]
 

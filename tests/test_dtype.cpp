@@ -80,3 +80,18 @@ BOOST_AUTO_TEST_CASE(float32_forward_matches_float64) {
     BOOST_CHECK_MESSAGE(worst <= 1e-5 * scale, c.name << ": float32 differs by " << worst << " (scale " << scale << ")");
   }
 }
+
+BOOST_AUTO_TEST_CASE(cast_is_an_op_whose_gradient_returns_in_the_source_dtype) {
+  const Tensor x = randn64({2, 3}, 7);
+  const Tensor y = cast(x, DType::float32);
+  BOOST_CHECK(y.dtype() == DType::float32);
+  BOOST_CHECK_EQUAL(std::string(y.op_name()), "cast");
+  BOOST_CHECK(cast(x, DType::float64).node() == x.node());  // same dtype: the tensor itself
+  sum(y * 2.0).backward();
+  BOOST_REQUIRE(x.grad().defined());
+  BOOST_CHECK(x.grad().dtype() == DType::float64);
+  for (double g : x.grad().to_vector()) BOOST_CHECK_EQUAL(g, 2.0);
+  // float64 -> float64 is the identity op: gradcheck through Tensor::to as well.
+  check_gradients([](const Inputs& in) { return in[0].to(DType::float64) * 3.0; }, {x});
+  check_error([] { cast(Tensor(), DType::float32); }, {"cast", "undefined"});
+}

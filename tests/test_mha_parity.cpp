@@ -45,7 +45,7 @@ void check_mha_case(const std::string& name, nn::MultiHeadAttentionOptions optio
   args.need_weights = true;
   args.is_causal = c.at("causal").get<bool>();
   if (c.contains("key_mask")) args.key_mask = tensor_of(c.at("key_mask"));
-  const nn::AttentionOutput out = mha.attend(query, key, value, args);
+  const AttentionOutput out = mha.attend(query, key, value, args);
   check_matches(name + " output", out.output, c.at("output"), kTolerance);
   check_matches(name + " weights", out.weights, c.at("weights"), kTolerance);
 

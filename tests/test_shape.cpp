@@ -21,6 +21,16 @@ BOOST_AUTO_TEST_CASE(reshape_unsqueeze_squeeze) {
   check_error([&] { squeeze(x, 0); }, {"squeeze", "[2, 3, 4]", "size 2"});
 }
 
+BOOST_AUTO_TEST_CASE(reshape_to_a_shape) {
+  const Tensor x = randn64({2, 3, 4}, 3);
+  const Shape target{4, 6};
+  BOOST_CHECK(reshape(x, target).shape() == target);
+  BOOST_CHECK(reshape(x, target).to_vector() == reshape(x, {4, 6}).to_vector());
+  check_gradients([&](const Inputs& in) { return reshape(in[0], target) * 3.0; }, {x});
+  check_error([&] { reshape(x, Shape{5, 5}); }, {"reshape", "[2, 3, 4]", "24", "[5, 5]"});
+  check_error([&] { reshape(Tensor(), Shape{1}); }, {"reshape", "undefined"});
+}
+
 BOOST_AUTO_TEST_CASE(permute_and_transpose) {
   const Tensor x = Tensor::from_vector({0, 1, 2, 3, 4, 5}, {2, 3}, DType::float64);
   check_close(transpose(x, 0, 1).to_vector(), {0, 3, 1, 4, 2, 5});

@@ -72,7 +72,7 @@ struct Layout {
 
 // Masks, dropout and need_weights checked and converted; the kernel run; the backward
 // recorded. q, k, v are given as tensors (possibly the same one, at different columns).
-AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const Layout& layout,
+AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const Layout& layout,
                        const AttentionOptions& options, const std::string& operands) {
   check_same_dtype(kOp, q, k);
   check_same_dtype(kOp, q, v);
@@ -120,7 +120,7 @@ AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     std::vector<T> lse(p.batches * lq);
     kernels::attention_forward(p, out.data(), lse.data());
 
-    AttentionResult result;
+    AttentionOutput result;
     if (options.need_weights) {
       xt::xarray<T> weights = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(batch, lq, lk)));
       kernels::attention_weights(p, lse.data(), weights.data());
@@ -185,7 +185,7 @@ AttentionResult attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 }  // namespace
 
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionOptions& options) {
   for (const Tensor* t : {&q, &k, &v}) check_defined(kOp, *t);
   const Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
@@ -221,7 +221,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   return attend(q, k, v, l, options, describe());
 }
 
-AttentionResult multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
+AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
                                      bool batch_first, const AttentionOptions& options) {
   const std::array<const Columns*, 3> operands = {&q, &k, &v};
   for (const Columns* c : operands) check_defined(kOp, c->tensor);

@@ -10,11 +10,11 @@ namespace xgrad {
 
 namespace {
 
-// Everything one matmul call needs: sizes of op(A) [n, k], op(B) [k, m], and for each
-// batch the offsets of its A, B and C matrices.
+// Everything one matmul call needs: sizes of op(A) [m, k], op(B) [k, n] (GEMM's names),
+// and for each batch the offsets of its A, B and C matrices.
 struct MatmulPlan {
   bool trans_a = false, trans_b = false;
-  std::size_t n = 0, k = 0, m = 0;
+  std::size_t m = 0, n = 0, k = 0;
   std::size_t lda = 0, ldb = 0;  // row strides of A and B as stored
   std::vector<std::size_t> a_offset, b_offset;  // per output batch
   Shape out_shape;
@@ -31,10 +31,10 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_
   p.trans_b = trans_b;
   const std::size_t a_rows = a[a.size() - 2], a_cols = a.back();
   const std::size_t b_rows = b[b.size() - 2], b_cols = b.back();
-  p.n = trans_a ? a_cols : a_rows;
+  p.m = trans_a ? a_cols : a_rows;
   p.k = trans_a ? a_rows : a_cols;
   const std::size_t k_b = trans_b ? b_cols : b_rows;
-  p.m = trans_b ? b_rows : b_cols;
+  p.n = trans_b ? b_rows : b_cols;
   XGRAD_CHECK(p.k == k_b, "matmul", "shapes ", describe(), " do not match: inner dimensions ", p.k, " and ", k_b);
   p.lda = std::max<std::size_t>(a_cols, 1);  // CBLAS rejects a leading dimension of 0
   p.ldb = std::max<std::size_t>(b_cols, 1);
@@ -47,7 +47,7 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_
   }
   if (numel(b_batch) == 1 && a_batch == out_batch && !trans_a) {
     // B is one matrix and A is a contiguous stack: fold A's batches into its rows.
-    p.n *= numel(a_batch);
+    p.m *= numel(a_batch);
     p.a_offset = {0};
     p.b_offset = {0};
   } else {
@@ -56,11 +56,11 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_
   }
   p.out_shape = out_batch;
   p.out_shape.push_back(trans_a ? a_cols : a_rows);
-  p.out_shape.push_back(p.m);
+  p.out_shape.push_back(p.n);
   return p;
 }
 
-bool is_empty(const MatmulPlan& p) { return p.n == 0 || p.m == 0 || p.k == 0; }
+bool is_empty(const MatmulPlan& p) { return p.m == 0 || p.n == 0 || p.k == 0; }
 
 template <class T>
 void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
@@ -68,26 +68,26 @@ void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
   const T* g = ctx.grad().data();
   const T* a = ctx.input(0).data();
   const T* b = ctx.input(1).data();
-  const std::size_t c_size = p.n * p.m;
+  const std::size_t c_size = p.m * p.n;
   if (ctx.needs_grad(0)) {
     T* da = ctx.grad_buffer(0).data();
     for (std::size_t i = 0; i < p.a_offset.size(); ++i) {
       if (!p.trans_a)  // dA = dC op(B)^T
-        kernels::gemm<T>(false, !p.trans_b, p.n, p.k, p.m, T(1), g + i * c_size, p.m,
+        kernels::gemm<T>(false, !p.trans_b, p.m, p.k, p.n, T(1), g + i * c_size, p.n,
                          b + p.b_offset[i], p.ldb, T(1), da + p.a_offset[i], p.lda);
       else  // A stored [k, n]: dA = op(B) dC^T
-        kernels::gemm<T>(p.trans_b, true, p.k, p.n, p.m, T(1), b + p.b_offset[i], p.ldb,
-                         g + i * c_size, p.m, T(1), da + p.a_offset[i], p.lda);
+        kernels::gemm<T>(p.trans_b, true, p.k, p.m, p.n, T(1), b + p.b_offset[i], p.ldb,
+                         g + i * c_size, p.n, T(1), da + p.a_offset[i], p.lda);
     }
   }
   if (ctx.needs_grad(1)) {
     T* db = ctx.grad_buffer(1).data();
     for (std::size_t i = 0; i < p.b_offset.size(); ++i) {
       if (!p.trans_b)  // dB = op(A)^T dC
-        kernels::gemm<T>(!p.trans_a, false, p.k, p.m, p.n, T(1), a + p.a_offset[i], p.lda,
-                         g + i * c_size, p.m, T(1), db + p.b_offset[i], p.ldb);
+        kernels::gemm<T>(!p.trans_a, false, p.k, p.n, p.m, T(1), a + p.a_offset[i], p.lda,
+                         g + i * c_size, p.n, T(1), db + p.b_offset[i], p.ldb);
       else  // B stored [m, k]: dB = dC^T op(A)
-        kernels::gemm<T>(true, p.trans_a, p.m, p.k, p.n, T(1), g + i * c_size, p.m,
+        kernels::gemm<T>(true, p.trans_a, p.n, p.k, p.m, T(1), g + i * c_size, p.n,
                          a + p.a_offset[i], p.lda, T(1), db + p.b_offset[i], p.ldb);
     }
   }
@@ -114,10 +114,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     const T* bv = b.node()->values<T>().data();
     xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(plan.out_shape));
     if (is_empty(plan)) out.fill(T(0));  // a sum over k = 0 terms; GEMM would not run
-    const std::size_t c_size = plan.n * plan.m;
+    const std::size_t c_size = plan.m * plan.n;
     for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i)
-      kernels::gemm<T>(plan.trans_a, plan.trans_b, plan.n, plan.m, plan.k, T(1), av + plan.a_offset[i],
-                       plan.lda, bv + plan.b_offset[i], plan.ldb, T(0), out.data() + i * c_size, plan.m);
+      kernels::gemm<T>(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, T(1), av + plan.a_offset[i],
+                       plan.lda, bv + plan.b_offset[i], plan.ldb, T(0), out.data() + i * c_size, plan.n);
     return record<T>("matmul", std::move(out), {a, b},
                      [plan](BackwardContext<T>& ctx) { matmul_backward(plan, ctx); });
   });

@@ -68,6 +68,18 @@ Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape) {
   return reshape_to("reshape", x, to);
 }
 
+Tensor reshape(const Tensor& x, std::initializer_list<std::int64_t> shape) {
+  return reshape(x, std::vector<std::int64_t>(shape));
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  check_defined("reshape", x);
+  const Shape from = x.shape();
+  XGRAD_CHECK(numel(from) == numel(shape), "reshape", "cannot reshape ", from, " (", numel(from), " elements) to ",
+              shape);
+  return reshape_to("reshape", x, shape);
+}
+
 Tensor unsqueeze(const Tensor& x, int axis) {
   check_defined("unsqueeze", x);
   Shape shape = x.shape();
