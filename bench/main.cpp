@@ -13,10 +13,10 @@
 #include <cstdio>
 #include <map>
 
-#include "autograd/ops.hpp"
 #include "autograd/blas.hpp"
+#include "autograd/ops.hpp"
 #include "autograd/parallel.hpp"
-#include "nn/nn.hpp"
+#include "model.hpp"  // xgrad-train's model (examples/train)
 #include "optim/optim.hpp"
 
 using namespace xgrad;
@@ -32,31 +32,6 @@ const std::map<std::string, BenchConfig> kConfigs = {
     {"medium", {32, 64, 256, 4, 2, 16}},
     {"long", {8, 512, 128, 4, 2, 16}},
     {"xlong", {1, 4096, 128, 4, 1, 16}},
-};
-
-// Token + learned position embeddings, pre-LN blocks (FFN 4d, ReLU, no dropout), a head.
-class Model : public nn::Module {
- public:
-  explicit Model(const BenchConfig& c) {
-    tok = register_module("tok", std::make_shared<nn::Embedding>(c.vocab, c.d_model));
-    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(c.seq_len, c.d_model));
-    blocks = register_module("blocks", std::make_shared<nn::Sequential>());
-    for (std::size_t i = 0; i < c.layers; ++i) {
-      nn::TransformerEncoderLayerOptions o;
-      o.d_model = c.d_model;
-      o.nhead = c.heads;
-      o.dim_feedforward = 4 * c.d_model;
-      o.dropout = 0.0;
-      blocks->push_back(std::make_shared<nn::TransformerEncoderLayer>(o));
-    }
-    head = register_module("head", std::make_shared<nn::Linear>(c.d_model, c.vocab));
-  }
-  Tensor forward(const Indices& x) { return head->forward(blocks->forward(pos->forward(tok->forward(x)))); }
-
-  std::shared_ptr<nn::Embedding> tok;
-  std::shared_ptr<nn::LearnedPositionalEncoding> pos;
-  std::shared_ptr<nn::Sequential> blocks;
-  std::shared_ptr<nn::Linear> head;
 };
 
 // Multiply-adds x 2 of one training step: forward matmuls, and twice that for backward.
@@ -78,7 +53,14 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 int run_model(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup) {
   manual_seed(0);
-  Model model(c);
+  train::SequenceModel model({.vocab = c.vocab,
+                              .seq_len = c.seq_len,
+                              .d_model = c.d_model,
+                              .heads = c.heads,
+                              .layers = c.layers,
+                              .ff_width = 4 * c.d_model,
+                              .dropout = 0.0,
+                              .learned_positions = true});
   optim::Adam adam(model.named_parameters(), {.lr = 1e-3});
   Generator gen(0);
   std::vector<std::int64_t> x(c.batch * c.seq_len), y(x.size());

@@ -32,6 +32,18 @@ void on_interrupt(int) { interrupted = 1; }
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+ModelOptions model_options(const Config& c) {
+  const auto size = [](int v) { return static_cast<std::size_t>(v); };
+  return {.vocab = size(c.vocab),
+          .seq_len = size(c.seq_len),
+          .d_model = size(c.d_model),
+          .heads = size(c.heads),
+          .layers = size(c.layers),
+          .ff_width = size(c.ff_width()),
+          .dropout = c.dropout,
+          .learned_positions = c.positions == "learned"};
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const nn::Module& model) {
   if (c.optimizer == "sgd") return std::make_unique<optim::SGD>(model.named_parameters(), optim::SGDOptions{.lr = c.lr, .momentum = 0.9});
   if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(model.named_parameters(), optim::AdamWOptions{.lr = c.lr});
@@ -164,7 +176,7 @@ int run(int argc, char** argv) {
   if (c.verbose) std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads" << std::endl;
 
   manual_seed(c.seed);
-  SequenceModel model(c);
+  SequenceModel model(model_options(c));
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model);
   std::unique_ptr<optim::LRSchedule> schedule = make_schedule(c, *opt);
   if (!c.resume.empty()) {

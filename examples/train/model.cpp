@@ -4,23 +4,22 @@ namespace train {
 
 using namespace xgrad;
 
-SequenceModel::SequenceModel(const Config& c) {
-  const auto d = static_cast<std::size_t>(c.d_model), length = static_cast<std::size_t>(c.seq_len);
-  tok = register_module("tok", std::make_shared<nn::Embedding>(static_cast<std::size_t>(c.vocab), d));
-  if (c.positions == "learned")
-    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(length, d));
+SequenceModel::SequenceModel(const ModelOptions& m) {
+  tok = register_module("tok", std::make_shared<nn::Embedding>(m.vocab, m.d_model));
+  if (m.learned_positions)
+    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(m.seq_len, m.d_model));
   else
-    pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(d, length));
+    pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(m.d_model, m.seq_len));
   blocks = register_module("blocks", std::make_shared<nn::Sequential>());
-  for (int i = 0; i < c.layers; ++i) {
+  for (std::size_t i = 0; i < m.layers; ++i) {
     nn::TransformerEncoderLayerOptions o;
-    o.d_model = d;
-    o.nhead = static_cast<std::size_t>(c.heads);
-    o.dim_feedforward = static_cast<std::size_t>(c.ff_width());
-    o.dropout = c.dropout;
+    o.d_model = m.d_model;
+    o.nhead = m.heads;
+    o.dim_feedforward = m.ff_width;
+    o.dropout = m.dropout;
     blocks->push_back(std::make_shared<nn::TransformerEncoderLayer>(o));
   }
-  head = register_module("head", std::make_shared<nn::Linear>(d, static_cast<std::size_t>(c.vocab)));
+  head = register_module("head", std::make_shared<nn::Linear>(m.d_model, m.vocab));
 }
 
 Tensor SequenceModel::forward(const Indices& tokens) {
