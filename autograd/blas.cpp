@@ -27,8 +27,7 @@ std::string lower(std::string s) {
 bool cpu_has_avx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512cd");
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
 }
 
 bool cpu_has_avx2() {
@@ -81,16 +80,20 @@ bool detail::force_blas_core(const std::string& core) {
   setenv(name, core.c_str(), 1);
   gotoblas_dynamic_quit();
   gotoblas_dynamic_init();
-  if (saved) setenv(name, saved->c_str(), 1);
-  else unsetenv(name);
+  if (saved)
+    setenv(name, saved->c_str(), 1);
+  else
+    unsetenv(name);
   return lower(blas_core()) == lower(core);
 }
 
 std::string detail::select_blas_kernels() {
   std::string& note = selection_note();
   const std::string picked = blas_core();
-  if (std::getenv("OPENBLAS_CORETYPE")) note = "OPENBLAS_CORETYPE set by the user";
-  else if (blas_core_fits_cpu(picked)) note = "";
+  if (std::getenv("OPENBLAS_CORETYPE"))
+    note = "OPENBLAS_CORETYPE set by the user";
+  else if (blas_core_fits_cpu(picked))
+    note = "";
   else if (force_blas_core(cpu_vector_class() == "avx512" ? "SkylakeX" : "Haswell"))
     note = "chosen by xgrad: OpenBLAS picked " + picked;
   else

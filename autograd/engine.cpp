@@ -30,14 +30,14 @@ void accumulate_grad(Node& node, Storage&& grad) {
       [&](auto& acc) {
         using Array = std::decay_t<decltype(acc)>;
         const Array& g = std::get<Array>(grad);
-        XGRAD_CHECK(acc.shape() == g.shape(), "backward", "internal error: a gradient of shape ", to_shape(g.shape()), " reached a tensor of shape ", to_shape(acc.shape()));
+        XGRAD_CHECK(acc.shape() == g.shape(), "backward", "internal error: a gradient of shape ", to_shape(g.shape()),
+                    " reached a tensor of shape ", to_shape(acc.shape()));
         acc += g;
       },
       *node.grad);
 }
 
-void check_anomaly(const char* op, const char* phase, const Storage& values,
-                   const std::vector<NodePtr>& inputs) {
+void check_anomaly(const char* op, const char* phase, const Storage& values, const std::vector<NodePtr>& inputs) {
   const bool finite = std::visit(
       [](const auto& a) {
         for (auto v : a)
@@ -65,8 +65,9 @@ std::vector<NodePtr> topological_order(const NodePtr& root) {
     if (next_input < node->inputs.size()) {
       const NodePtr& input = node->inputs[next_input++];
       if (!input || !input->requires_grad || !visited.insert(input.get()).second) continue;
-      XGRAD_CHECK(!input->graph_freed, "backward", "the graph through '", input->op, "' was freed by an earlier backward(); pass retain_graph = true to "
-                             "the first call to go through it again");
+      XGRAD_CHECK(!input->graph_freed, "backward", "the graph through '", input->op,
+                  "' was freed by an earlier backward(); pass retain_graph = true to "
+                  "the first call to go through it again");
       stack.emplace_back(input.get(), 0);
       owners.push_back(input);
     } else {
@@ -103,18 +104,22 @@ void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
 
 void Tensor::backward(bool retain_graph) const {
   XGRAD_CHECK(defined(), "backward", "called on an undefined tensor");
-  XGRAD_CHECK(numel() == 1, "backward", "the root has shape ", shape(), "; a non-scalar root needs a seed gradient of that shape: backward(seed)");
+  XGRAD_CHECK(numel() == 1, "backward", "the root has shape ", shape(),
+              "; a non-scalar root needs a seed gradient of that shape: backward(seed)");
   backward(Tensor::ones(shape(), dtype()), retain_graph);
 }
 
 void Tensor::backward(const Tensor& seed, bool retain_graph) const {
   XGRAD_CHECK(defined(), "backward", "called on an undefined tensor");
   XGRAD_CHECK(seed.defined(), "backward", "the seed gradient is undefined");
-  XGRAD_CHECK(node_->requires_grad, "backward", "the root ", shape(), " does not require grad: no input of the computation had requires_grad "
-                         "set, or it ran under NoGradGuard");
-  XGRAD_CHECK(!node_->graph_freed, "backward", "the graph of '", node_->op, "' was freed by an earlier backward(); pass retain_graph = true to the "
-                         "first call to run backward twice");
-  XGRAD_CHECK(seed.shape() == shape(), "backward", "seed gradient of shape ", seed.shape(), " does not match the root's shape ", shape());
+  XGRAD_CHECK(node_->requires_grad, "backward", "the root ", shape(),
+              " does not require grad: no input of the computation had requires_grad "
+              "set, or it ran under NoGradGuard");
+  XGRAD_CHECK(!node_->graph_freed, "backward", "the graph of '", node_->op,
+              "' was freed by an earlier backward(); pass retain_graph = true to the "
+              "first call to run backward twice");
+  XGRAD_CHECK(seed.shape() == shape(), "backward", "seed gradient of shape ", seed.shape(),
+              " does not match the root's shape ", shape());
   const Tensor typed_seed = seed.dtype() == dtype() ? seed.clone() : seed.detach().to(dtype());
   run_backward(node_, Storage(*typed_seed.node()->value), retain_graph);
 }

@@ -56,10 +56,10 @@ template <class... Parts>
   throw Error(message.str());
 }
 
-#define XGRAD_CHECK(condition, op, ...)                         \
-  do {                                                          \
-    if (!(condition)) [[unlikely]]                              \
-      ::xgrad::fail(op __VA_OPT__(, ) __VA_ARGS__);             \
+#define XGRAD_CHECK(condition, op, ...)             \
+  do {                                              \
+    if (!(condition)) [[unlikely]]                  \
+      ::xgrad::fail(op __VA_OPT__(, ) __VA_ARGS__); \
   } while (false)
 
 // The checks most ops start with.

@@ -57,10 +57,13 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
         NoGradGuard no_grad;
         grads = backward(ins, view_of(self.value), view_of(self.grad));
       }
-      XGRAD_CHECK(grads.size() == ins.size(), name, "backward returned ", grads.size(), " gradients for ", ins.size(), " inputs");
+      XGRAD_CHECK(grads.size() == ins.size(), name, "backward returned ", grads.size(), " gradients for ", ins.size(),
+                  " inputs");
       for (std::size_t i = 0; i < grads.size(); ++i) {
         if (!grads[i].defined() || !self.inputs[i]->requires_grad) continue;
-        XGRAD_CHECK(grads[i].shape() == ins[i].shape() && grads[i].dtype() == ins[i].dtype(), name, "backward's gradient ", i, " is ", grads[i].dtype(), " ", grads[i].shape(), " but input ", i, " is ", ins[i].dtype(), " ", ins[i].shape());
+        XGRAD_CHECK(grads[i].shape() == ins[i].shape() && grads[i].dtype() == ins[i].dtype(), name,
+                    "backward's gradient ", i, " is ", grads[i].dtype(), " ", grads[i].shape(), " but input ", i,
+                    " is ", ins[i].dtype(), " ", ins[i].shape());
         accumulate_grad(*self.inputs[i], Storage(*grads[i].node()->value));
       }
     };

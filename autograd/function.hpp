@@ -26,8 +26,7 @@ struct CustomOp {
   std::function<Tensor(const std::vector<Tensor>& inputs)> forward;
   // One gradient per input, each of that input's shape and dtype, or an undefined
   // Tensor where there is none.
-  std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& output,
-                                    const Tensor& grad_output)>
+  std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& output, const Tensor& grad_output)>
       backward;
 };
 

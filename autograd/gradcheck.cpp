@@ -21,8 +21,7 @@ std::string index_str(std::size_t flat, const Shape& shape) {
 
 // Gradients of the checked inputs after one backward of `out` seeded with `seed`
 // (an input that the output does not depend on gets zeros).
-std::vector<std::vector<double>> input_grads(const Tensor& out, const Tensor& seed,
-                                             std::vector<Tensor>& xs,
+std::vector<std::vector<double>> input_grads(const Tensor& out, const Tensor& seed, std::vector<Tensor>& xs,
                                              const std::vector<std::size_t>& checked) {
   for (Tensor& x : xs) x.zero_grad();
   if (out.requires_grad()) out.backward(seed, /*retain_graph=*/true);
@@ -46,8 +45,7 @@ bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const
   return gradcheck_in_place(f, copies, options);
 }
 
-bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tensors,
-                        const GradcheckOptions& options) {
+bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tensors, const GradcheckOptions& options) {
   const auto failed = [&](const std::string& message) {
     if (options.raise) throw GradcheckError("gradcheck: " + message);
     return false;
@@ -58,15 +56,17 @@ bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tens
   std::vector<Tensor> xs = tensors;
   std::vector<std::size_t> checked;
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    XGRAD_CHECK(xs[i].defined() && xs[i].dtype() == DType::float64 && xs[i].is_leaf(), "gradcheck", "input ", i, " must be a defined float64 leaf");
+    XGRAD_CHECK(xs[i].defined() && xs[i].dtype() == DType::float64 && xs[i].is_leaf(), "gradcheck", "input ", i,
+                " must be a defined float64 leaf");
     if (xs[i].requires_grad()) checked.push_back(i);
   }
   XGRAD_CHECK(!checked.empty(), "gradcheck", "no input has requires_grad set");
 
   const Tensor out = f(xs);
   XGRAD_CHECK(out.defined(), "gradcheck", "the function returned an undefined tensor");
-  XGRAD_CHECK(out.dtype() == DType::float64, "gradcheck", "the function returned float32; make every tensor it creates in its "
-                "inputs' dtype so the check runs in float64");
+  XGRAD_CHECK(out.dtype() == DType::float64, "gradcheck",
+              "the function returned float32; make every tensor it creates in its "
+              "inputs' dtype so the check runs in float64");
   const Shape out_shape = out.shape();
   const std::size_t n_out = out.numel();
 
@@ -102,9 +102,9 @@ bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tens
             std::ostringstream report;
             report.precision(10);
             report << "Jacobian mismatch for input " << input_name(checked[c]) << " (shape " << shape_str(x.shape())
-                   << ") at element " << index_str(e, x.shape()) << ", output element "
-                   << index_str(o, out_shape) << ": analytic " << exact << ", numeric " << numeric
-                   << " (atol " << options.atol << ", rtol " << options.rtol << ")";
+                   << ") at element " << index_str(e, x.shape()) << ", output element " << index_str(o, out_shape)
+                   << ": analytic " << exact << ", numeric " << numeric << " (atol " << options.atol << ", rtol "
+                   << options.rtol << ")";
             return failed(report.str());
           }
         }
@@ -130,9 +130,9 @@ bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tens
     for (std::size_t c = 0; c < checked.size(); ++c)
       for (std::size_t e = 0; e < first[c].size(); ++e)
         if (first[c][e] != second[c][e])
-          return failed("two backward passes through the same graph disagree for input " +
-                        input_name(checked[c]) + " at element " + index_str(e, xs[checked[c]].shape()) +
-                        ": " + std::to_string(first[c][e]) + " then " + std::to_string(second[c][e]));
+          return failed("two backward passes through the same graph disagree for input " + input_name(checked[c]) +
+                        " at element " + index_str(e, xs[checked[c]].shape()) + ": " + std::to_string(first[c][e]) +
+                        " then " + std::to_string(second[c][e]));
   }
   return true;
 }

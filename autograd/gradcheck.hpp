@@ -39,8 +39,7 @@ using TensorFunction = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // True when every check passes. On failure throws GradcheckError (or returns false when
 // options.raise is off) with a report: input, element index, analytic and numeric values.
-bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs,
-               const GradcheckOptions& options = {});
+bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
 // The same checks on the given tensors themselves, without copies: each must be a
 // float64 leaf. Those with requires_grad are perturbed in place (and restored) and

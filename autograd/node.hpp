@@ -21,9 +21,8 @@ struct Node {
   std::shared_ptr<Storage> grad;
   bool requires_grad = false;
   const char* op = nullptr;  // the op that made this node; nullptr for a leaf
-  // Inputs of the op, kept alive for backward (null for an optional input not given). Backward closures must reach inputs
-  // through here and never capture a node: ~Node relies on it to free long chains
-  // without recursion.
+  // Inputs of the op, kept alive for backward (null for an optional input not given). Backward closures must reach
+  // inputs through here and never capture a node: ~Node relies on it to free long chains without recursion.
   std::vector<NodePtr> inputs;
   // Reads this node's grad and adds into the inputs' grads. Empty for leaves and once
   // the graph has been freed.
@@ -37,8 +36,12 @@ struct Node {
 
   bool is_leaf() const { return op == nullptr; }
   DType dtype() const { return value->index() == 0 ? DType::float32 : DType::float64; }
-  template <class T> xt::xarray<T>& values() { return std::get<xt::xarray<T>>(*value); }
-  template <class T> const xt::xarray<T>& values() const {
+  template <class T>
+  xt::xarray<T>& values() {
+    return std::get<xt::xarray<T>>(*value);
+  }
+  template <class T>
+  const xt::xarray<T>& values() const {
     return std::get<xt::xarray<T>>(*value);
   }
   Shape shape() const;

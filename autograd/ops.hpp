@@ -103,8 +103,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // ---- normalization (ops/normalization.cpp) ----
 // (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as
 // PyTorch); weight and bias are [d], either may be an undefined Tensor for none.
-Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
-                  double eps = 1e-5);
+Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
 
 // ---- attention (ops/attention.cpp) ----
 struct AttentionOptions {
@@ -161,7 +160,7 @@ AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const C
 // One entry may be -1: inferred from the element count.
 Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape);
 Tensor reshape(const Tensor& x, std::initializer_list<std::int64_t> shape);  // reshape(x, {2, -1})
-Tensor reshape(const Tensor& x, const Shape& shape);  // exactly `shape`
+Tensor reshape(const Tensor& x, const Shape& shape);                         // exactly `shape`
 Tensor permute(const Tensor& x, const std::vector<int>& axes);
 Tensor transpose(const Tensor& x, int axis0, int axis1);
 // Elements start, start + step, ... < end along `axis` (end is clamped to the size).
@@ -172,7 +171,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::size_t>& sizes
 // `chunks` pieces of equal size along `axis` (which must divide evenly).
 std::vector<Tensor> chunk(const Tensor& x, std::size_t chunks, int axis);
 Tensor unsqueeze(const Tensor& x, int axis);
-Tensor squeeze(const Tensor& x, int axis);  // the axis must have size 1
+Tensor squeeze(const Tensor& x, int axis);           // the axis must have size 1
 Tensor expand(const Tensor& x, const Shape& shape);  // broadcast to `shape`
 
 // ---- indexing (ops/indexing.cpp) ----

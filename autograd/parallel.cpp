@@ -47,8 +47,7 @@ void futex_wake_all(const std::atomic<std::uint32_t>& word) {
 
 // Spins until word != old (or kSpin passes), then sleeps on the futex until it changes;
 // `sleepers` counts the threads asleep, so that a change wakes them only when there are any.
-std::uint32_t wait_while_equal(const std::atomic<std::uint32_t>& word, std::uint32_t old,
-                               std::atomic<int>& sleepers) {
+std::uint32_t wait_while_equal(const std::atomic<std::uint32_t>& word, std::uint32_t old, std::atomic<int>& sleepers) {
   const auto give_up = std::chrono::steady_clock::now() + kSpin;
   for (int spins = 0;; ++spins) {
     const std::uint32_t now = word.load(std::memory_order_acquire);
@@ -100,8 +99,8 @@ class ThreadPool {
   // objects are abandoned (joining them would wait forever, destroying them would
   // terminate), the locks are made anew, and new workers start with the next job.
   void forget_workers_after_fork() {
-    static std::vector<std::thread>* abandoned = nullptr;  // never destroyed
-    abandoned = new std::vector<std::thread>(std::move(workers_));
+    static auto* abandoned = new std::vector<std::vector<std::thread>>();  // never destroyed
+    abandoned->push_back(std::move(workers_));
     workers_ = std::vector<std::thread>();
     new (&busy_) std::mutex;
     new (&error_mutex_) std::mutex;
@@ -125,7 +124,7 @@ class ThreadPool {
     if (t_inside_job) return serially();  // nested
     std::unique_lock lock(busy_, std::try_to_lock);
     if (!lock.owns_lock() || threads_ == 1) return serially();  // another thread has the pool
-    if (workers_.empty()) start();  // after a fork
+    if (workers_.empty()) start();                              // after a fork
     function_ = function;
     context_ = context;
     count_ = n;
@@ -202,8 +201,7 @@ class ThreadPool {
 
 ThreadPool& pool() {
   static ThreadPool instance(default_threads());
-  static const bool fork_handled =
-      pthread_atfork(nullptr, nullptr, [] { pool().forget_workers_after_fork(); }) == 0;
+  static const bool fork_handled = pthread_atfork(nullptr, nullptr, [] { pool().forget_workers_after_fork(); }) == 0;
   (void)fork_handled;
   return instance;
 }

@@ -14,10 +14,10 @@ class Generator {
 
   void seed(std::uint64_t seed) { engine_.seed(seed); }
   std::uint64_t next_u64() { return engine_(); }
-  double uniform();                       // [0, 1), 53 random bits
+  double uniform();                         // [0, 1), 53 random bits
   double uniform(double low, double high);  // [low, high)
-  double normal();                        // N(0, 1), Box-Muller
-  std::uint64_t below(std::uint64_t n);   // uniform integer in [0, n), unbiased
+  double normal();                          // N(0, 1), Box-Muller
+  std::uint64_t below(std::uint64_t n);     // uniform integer in [0, n), unbiased
 
  private:
   std::mt19937_64 engine_;

@@ -55,8 +55,7 @@ class BackwardContext {
   // place (matmul with beta = 1, scatter-add for embedding).
   xt::xarray<T>& grad_buffer(std::size_t i) {
     Node& input = *self_.inputs[i];
-    if (!input.grad)
-      input.grad = std::make_shared<Storage>(xt::xarray<T>(xt::zeros<T>(input.values<T>().shape())));
+    if (!input.grad) input.grad = std::make_shared<Storage>(xt::xarray<T>(xt::zeros<T>(input.values<T>().shape())));
     return std::get<xt::xarray<T>>(*input.grad);
   }
 
@@ -65,16 +64,13 @@ class BackwardContext {
 };
 
 // Throws if anomaly mode is on and `values` holds a NaN or Inf.
-void check_anomaly(const char* op, const char* phase, const Storage& values,
-                   const std::vector<NodePtr>& inputs);
+void check_anomaly(const char* op, const char* phase, const Storage& values, const std::vector<NodePtr>& inputs);
 
 template <class T, class Backward>
-Tensor record(const char* op, xt::xarray<T>&& output, std::initializer_list<Tensor> inputs,
-              Backward&& backward);
+Tensor record(const char* op, xt::xarray<T>&& output, std::initializer_list<Tensor> inputs, Backward&& backward);
 
 template <class T, class Backward>
-Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>& inputs,
-              Backward&& backward) {
+Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>& inputs, Backward&& backward) {
   auto node = std::make_shared<Node>();
   node->value = std::make_shared<Storage>(std::move(output));
   bool any_requires_grad = false;
@@ -98,10 +94,8 @@ Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>&
 }
 
 template <class T, class Backward>
-Tensor record(const char* op, xt::xarray<T>&& output, std::initializer_list<Tensor> inputs,
-              Backward&& backward) {
-  return record<T>(op, std::move(output), std::vector<Tensor>(inputs),
-                   std::forward<Backward>(backward));
+Tensor record(const char* op, xt::xarray<T>&& output, std::initializer_list<Tensor> inputs, Backward&& backward) {
+  return record<T>(op, std::move(output), std::vector<Tensor>(inputs), std::forward<Backward>(backward));
 }
 
 }  // namespace xgrad

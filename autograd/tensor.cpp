@@ -5,8 +5,8 @@
 
 #include <xtensor/xbuilder.hpp>
 
-#include "autograd/random.hpp"
 #include "autograd/node.hpp"
+#include "autograd/random.hpp"
 
 namespace xgrad {
 
@@ -44,9 +44,9 @@ const Node& checked(const Tensor& t, const char* op) {
 
 }  // namespace
 
-Tensor Tensor::from_vector(const std::vector<double>& values, Shape shape, DType dtype,
-                           bool requires_grad) {
-  XGRAD_CHECK(values.size() == xgrad::numel(shape), "Tensor::from_vector", values.size(), " values do not fill shape ", shape);
+Tensor Tensor::from_vector(const std::vector<double>& values, Shape shape, DType dtype, bool requires_grad) {
+  XGRAD_CHECK(values.size() == xgrad::numel(shape), "Tensor::from_vector", values.size(), " values do not fill shape ",
+              shape);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> a = xt::xarray<T>::from_shape(to_xshape<T>(shape));
@@ -105,7 +105,8 @@ const char* Tensor::op_name() const {
 
 Tensor& Tensor::requires_grad_(bool enabled) {
   const Node& n = checked(*this, "Tensor::requires_grad_");
-  XGRAD_CHECK(n.is_leaf(), "Tensor::requires_grad_", "only leaves can be marked; this tensor comes from '", n.op, "' (use detach() first)");
+  XGRAD_CHECK(n.is_leaf(), "Tensor::requires_grad_", "only leaves can be marked; this tensor comes from '", n.op,
+              "' (use detach() first)");
   node_->requires_grad = enabled;
   return *this;
 }
@@ -155,7 +156,8 @@ std::vector<double> Tensor::to_vector() const {
 template <class T>
 T* Tensor::data() {
   Node& n = const_cast<Node&>(checked(*this, "Tensor::data"));
-  XGRAD_CHECK(n.dtype() == dtype_of<T>(), "Tensor::data", "requested ", dtype_of<T>(), " from a ", n.dtype(), " tensor");
+  XGRAD_CHECK(n.dtype() == dtype_of<T>(), "Tensor::data", "requested ", dtype_of<T>(), " from a ", n.dtype(),
+              " tensor");
   return n.values<T>().data();
 }
 

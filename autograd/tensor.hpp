@@ -22,9 +22,16 @@ const char* dtype_name(DType dtype);
 std::string shape_str(const Shape& shape);  // "[2, 3]"
 std::size_t numel(const Shape& shape);
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::float32; }
-template <> constexpr DType dtype_of<double>() { return DType::float64; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::float32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::float64;
+}
 
 // Runs f(float{}) or f(double{}) for the runtime dtype; write the body as a generic
 // lambda `[&](auto tag) { using T = decltype(tag); ... }`.
@@ -53,16 +60,15 @@ class Tensor {
   explicit Tensor(std::shared_ptr<Node> node);
 
   // Factories. Values are given as double and stored in `dtype`.
-  static Tensor from_vector(const std::vector<double>& values, Shape shape,
-                            DType dtype = DType::float32, bool requires_grad = false);
+  static Tensor from_vector(const std::vector<double>& values, Shape shape, DType dtype = DType::float32,
+                            bool requires_grad = false);
   static Tensor scalar(double value, DType dtype = DType::float32);
   static Tensor zeros(Shape shape, DType dtype = DType::float32);
   static Tensor ones(Shape shape, DType dtype = DType::float32);
   static Tensor full(Shape shape, double value, DType dtype = DType::float32);
   static Tensor arange(std::size_t n, DType dtype = DType::float32);
   static Tensor randn(Shape shape, Generator& gen, DType dtype = DType::float32);
-  static Tensor uniform(Shape shape, double low, double high, Generator& gen,
-                        DType dtype = DType::float32);
+  static Tensor uniform(Shape shape, double low, double high, Generator& gen, DType dtype = DType::float32);
 
   bool defined() const { return node_ != nullptr; }
   Shape shape() const;
@@ -74,14 +80,14 @@ class Tensor {
   bool requires_grad() const;
   // Marks a leaf as a parameter to differentiate with respect to.
   Tensor& requires_grad_(bool enabled = true);
-  bool is_leaf() const;  // made by the user (or detached), not by a recorded op
+  bool is_leaf() const;         // made by the user (or detached), not by a recorded op
   const char* op_name() const;  // op that produced this tensor, "" for leaves
 
   // Undefined until a backward reaches this leaf. Shares the gradient's storage (no
   // copy), which later backward passes add into: clone() to keep a snapshot.
   Tensor grad() const;
-  void zero_grad();     // forgets the accumulated gradient
-  Tensor detach() const;  // same data, no graph, requires_grad false
+  void zero_grad();              // forgets the accumulated gradient
+  Tensor detach() const;         // same data, no graph, requires_grad false
   Tensor to(DType dtype) const;  // differentiable cast
   Tensor clone() const;          // copy of the data, no graph
   // Replaces this leaf's data by a copy of source's (shape and dtype may change) while
@@ -92,8 +98,10 @@ class Tensor {
   double item() const;  // the value of a one-element tensor
   std::vector<double> to_vector() const;
   // Raw contiguous row-major data; T must match dtype() (checked).
-  template <class T> T* data();
-  template <class T> const T* data() const;
+  template <class T>
+  T* data();
+  template <class T>
+  const T* data() const;
 
   // Reverse-mode sweep from this tensor. A scalar root is seeded with 1; any other
   // root needs a seed of its shape. The graph is freed afterwards unless retain_graph.

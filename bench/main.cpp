@@ -86,12 +86,13 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
   for (int i = 0; i < steps; ++i) loss = step();
   const double ms = seconds_since(t) / steps * 1e3;
   const double gflop = model_gflop(c);
-  std::printf("{\"config\": \"%s\", \"batch\": %zu, \"seq_len\": %zu, \"d_model\": %zu, \"heads\": %zu, "
-              "\"layers\": %zu, \"vocab\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
-              "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-0.1.0\", \"model_gflop\": %.4f, "
-              "\"gflops\": %.2f, \"blas_core\": \"%s\"}\n",
-              name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms,
-              peak_rss_mb(), loss, gflop, gflop / (ms / 1e3), blas_core().c_str());
+  std::printf(
+      "{\"config\": \"%s\", \"batch\": %zu, \"seq_len\": %zu, \"d_model\": %zu, \"heads\": %zu, "
+      "\"layers\": %zu, \"vocab\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
+      "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-0.1.0\", \"model_gflop\": %.4f, "
+      "\"gflops\": %.2f, \"blas_core\": \"%s\"}\n",
+      name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms, peak_rss_mb(), loss,
+      gflop, gflop / (ms / 1e3), blas_core().c_str());
   return 0;
 }
 
@@ -105,9 +106,10 @@ int run_sgemm(int threads, int steps) {
   const auto t = Clock::now();
   for (int i = 0; i < steps; ++i) matmul(a, b);
   const double seconds = seconds_since(t) / steps;
-  std::printf("{\"config\": \"sgemm\", \"n\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_gemm\": %.3f, "
-              "\"gflops\": %.2f, \"impl\": \"xgrad-0.1.0\", \"blas_core\": \"%s\"}\n",
-              n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9, blas_core().c_str());
+  std::printf(
+      "{\"config\": \"sgemm\", \"n\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_gemm\": %.3f, "
+      "\"gflops\": %.2f, \"impl\": \"xgrad-0.1.0\", \"blas_core\": \"%s\"}\n",
+      n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9, blas_core().c_str());
   return 0;
 }
 
@@ -124,9 +126,10 @@ int run_overhead(int threads, int steps) {
     x.zero_grad();
     best = std::min(best, seconds_since(t));
   }
-  std::printf("{\"config\": \"overhead\", \"chain\": %d, \"threads\": %d, \"steps\": %d, "
-              "\"us_per_op\": %.3f, \"impl\": \"xgrad-0.1.0\"}\n",
-              chain, threads, steps, best / (chain + 1) * 1e6);
+  std::printf(
+      "{\"config\": \"overhead\", \"chain\": %d, \"threads\": %d, \"steps\": %d, "
+      "\"us_per_op\": %.3f, \"impl\": \"xgrad-0.1.0\"}\n",
+      chain, threads, steps, best / (chain + 1) * 1e6);
   return 0;
 }
 

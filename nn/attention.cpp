@@ -13,12 +13,16 @@ namespace {
 Tensor as_four_axes(const char* what, const Tensor& mask, const Shape& full) {
   const Shape m = mask.shape();
   Shape four;
-  if (m.size() == 2) four = {1, 1, m[0], m[1]};
-  else if (m.size() == 3) four = {m[0], 1, m[1], m[2]};
-  else if (m.size() == 4) four = m;
+  if (m.size() == 2)
+    four = {1, 1, m[0], m[1]};
+  else if (m.size() == 3)
+    four = {m[0], 1, m[1], m[2]};
+  else if (m.size() == 4)
+    four = m;
   for (std::size_t a = 0; a < four.size(); ++a)
     if (four[a] != 1 && four[a] != full[a]) four.clear();
-  XGRAD_CHECK(!four.empty(), "MultiHeadAttention", what, " of shape ", m, " does not fit [N, H, L, S] = ", full, " (give [L, S], [N, L, S] or [N, H, L, S]; 1 broadcasts)");
+  XGRAD_CHECK(!four.empty(), "MultiHeadAttention", what, " of shape ", m, " does not fit [N, H, L, S] = ", full,
+              " (give [L, S], [N, L, S] or [N, H, L, S]; 1 broadcasts)");
   return reshape(mask, four);
 }
 
@@ -43,7 +47,8 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options)
   XGRAD_CHECK(o.num_heads != 0, "MultiHeadAttention", "num_heads must be positive");
   for (std::size_t* width : {&o.dim_k, &o.dim_v, &o.kdim, &o.vdim})
     if (*width == 0) *width = o.embed_dim;
-  XGRAD_CHECK(o.dim_k % o.num_heads == 0 && o.dim_v % o.num_heads == 0, "MultiHeadAttention", "num_heads ", o.num_heads, " does not divide dim_k ", o.dim_k, " and dim_v ", o.dim_v);
+  XGRAD_CHECK(o.dim_k % o.num_heads == 0 && o.dim_v % o.num_heads == 0, "MultiHeadAttention", "num_heads ", o.num_heads,
+              " does not divide dim_k ", o.dim_k, " and dim_v ", o.dim_v);
   XGRAD_CHECK(o.dropout >= 0.0 && o.dropout < 1.0, "MultiHeadAttention", "dropout ", o.dropout, " is outside [0, 1)");
 
   const std::size_t packed = 2 * o.dim_k + o.dim_v;
@@ -89,13 +94,16 @@ AttentionOptions MultiHeadAttention::op_options(const AttentionArgs& args, std::
   const auto require = [&keep](const Tensor& mask) { keep = keep.defined() ? keep * truth(mask) : truth(mask); };
   if (args.key_mask.defined()) {
     const Shape expected{n, s};
-    XGRAD_CHECK(args.key_mask.shape() == expected, "MultiHeadAttention", "key_mask of shape ", args.key_mask.shape(), " is not [N, S] = ", expected);
+    XGRAD_CHECK(args.key_mask.shape() == expected, "MultiHeadAttention", "key_mask of shape ", args.key_mask.shape(),
+                " is not [N, S] = ", expected);
     require(reshape(args.key_mask, Shape{n, 1, 1, s}));
   }
   if (args.attn_mask.defined()) require(as_four_axes("attn_mask", args.attn_mask, full));
   if (args.seq_first_mask.defined()) {
     const Shape m = args.seq_first_mask.shape();
-    XGRAD_CHECK(m.size() == 3 && (m[0] == 1 || m[0] == l) && m[1] == s && (m[2] == 1 || m[2] == n), "MultiHeadAttention", "seq_first_mask of shape ", m, " is not [L or 1, S, N or 1] = [", l, ", ", s, ", ", n, "]");
+    XGRAD_CHECK(m.size() == 3 && (m[0] == 1 || m[0] == l) && m[1] == s && (m[2] == 1 || m[2] == n),
+                "MultiHeadAttention", "seq_first_mask of shape ", m, " is not [L or 1, S, N or 1] = [", l, ", ", s,
+                ", ", n, "]");
     require(unsqueeze(permute(args.seq_first_mask, {2, 0, 1}), 1));
   }
   AttentionOptions o;
@@ -117,19 +125,25 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& query, const Tensor& ke
     const int batch_axis = batch_first ? 0 : 1;
     AttentionArgs batched = args;
     if (args.key_mask.defined() && args.key_mask.dim() == 1) batched.key_mask = unsqueeze(args.key_mask, 0);
-    AttentionOutput out = attend(unsqueeze(query, batch_axis), unsqueeze(key, batch_axis),
-                                 unsqueeze(value, batch_axis), batched);
+    AttentionOutput out =
+        attend(unsqueeze(query, batch_axis), unsqueeze(key, batch_axis), unsqueeze(value, batch_axis), batched);
     out.output = squeeze(out.output, batch_axis);
     if (out.weights.defined()) out.weights = squeeze(out.weights, 0);
     return out;
   }
   const Shape qs = query.shape(), ks = key.shape(), vs = value.shape();
-  const auto describe = [&] { return "query " + shape_str(qs) + ", key " + shape_str(ks) + ", value " + shape_str(vs); };
-  XGRAD_CHECK(qs.size() == 3 && ks.size() == 3 && vs.size() == 3, "MultiHeadAttention", "inputs must be ", (batch_first ? "[N, L, E]" : "[L, N, E]"), ": ", describe());
+  const auto describe = [&] {
+    return "query " + shape_str(qs) + ", key " + shape_str(ks) + ", value " + shape_str(vs);
+  };
+  XGRAD_CHECK(qs.size() == 3 && ks.size() == 3 && vs.size() == 3, "MultiHeadAttention", "inputs must be ",
+              (batch_first ? "[N, L, E]" : "[L, N, E]"), ": ", describe());
   const std::size_t n = batch_first ? qs[0] : qs[1], l = batch_first ? qs[1] : qs[0];
   const std::size_t s = batch_first ? ks[1] : ks[0];
-  XGRAD_CHECK(qs[2] == options_.embed_dim && ks[2] == options_.kdim && vs[2] == options_.vdim, "MultiHeadAttention", "feature widths must be embed_dim ", options_.embed_dim, ", kdim ", options_.kdim, ", vdim ", options_.vdim, ": ", describe());
-  XGRAD_CHECK(ks[0] == vs[0] && ks[1] == vs[1] && (batch_first ? ks[0] : ks[1]) == n, "MultiHeadAttention", "batch or key length disagree: ", describe());
+  XGRAD_CHECK(qs[2] == options_.embed_dim && ks[2] == options_.kdim && vs[2] == options_.vdim, "MultiHeadAttention",
+              "feature widths must be embed_dim ", options_.embed_dim, ", kdim ", options_.kdim, ", vdim ",
+              options_.vdim, ": ", describe());
+  XGRAD_CHECK(ks[0] == vs[0] && ks[1] == vs[1] && (batch_first ? ks[0] : ks[1]) == n, "MultiHeadAttention",
+              "batch or key length disagree: ", describe());
 
   const auto [q, k, v] = project(query, key, value);
   AttentionOptions o = op_options(args, n, l, s);
@@ -150,7 +164,8 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
 Tensor MultiHeadAttention::forward(const Tensor& x) { return forward(x, x, x); }
 
 Tensor MultiHeadAttention::last_attention() const {
-  XGRAD_CHECK(options_.keep_attention, "MultiHeadAttention", "last_attention() needs keep_attention = true in the options");
+  XGRAD_CHECK(options_.keep_attention, "MultiHeadAttention",
+              "last_attention() needs keep_attention = true in the options");
   XGRAD_CHECK(last_attention_.defined(), "MultiHeadAttention", "last_attention(): no forward has run yet");
   return last_attention_;
 }

@@ -35,8 +35,8 @@ struct MultiHeadAttentionOptions {
   bool bias = true;       // on the input and output projections
   // false: no out_proj; the output is the concatenated heads, width dim_v.
   bool output_projection = true;
-  double dropout = 0.0;     // on the attention weights, in training only
-  bool batch_first = true;  // [N, L, E]; false: sequence-first [L, N, E]
+  double dropout = 0.0;         // on the attention weights, in training only
+  bool batch_first = true;      // [N, L, E]; false: sequence-first [L, N, E]
   bool keep_attention = false;  // keep each forward's map for last_attention()
   std::optional<double> scale;  // default 1 / sqrt(dim_k / num_heads)
 };
@@ -70,10 +70,10 @@ class MultiHeadAttention : public Module {
   std::string extra_repr() const override;
 
   const MultiHeadAttentionOptions& options() const { return options_; }
-  Tensor in_proj_weight;  // [2 dim_k + dim_v, embed_dim] when kdim == vdim == embed_dim
+  Tensor in_proj_weight;                               // [2 dim_k + dim_v, embed_dim] when kdim == vdim == embed_dim
   Tensor q_proj_weight, k_proj_weight, v_proj_weight;  // otherwise
-  Tensor in_proj_bias;    // [2 dim_k + dim_v] (with bias)
-  std::shared_ptr<Linear> out_proj;  // dim_v -> embed_dim (with output_projection)
+  Tensor in_proj_bias;                                 // [2 dim_k + dim_v] (with bias)
+  std::shared_ptr<Linear> out_proj;                    // dim_v -> embed_dim (with output_projection)
 
  private:
   // q, k, v as column ranges: of one fused QKV product in self-attention, else three.

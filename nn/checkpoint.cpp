@@ -40,28 +40,39 @@ struct Entry {
 
 Entry parse_entry(const std::string& source, const std::string& name, const json& info) {
   const auto where = "tensor '" + name + "'";
-  XGRAD_CHECK(info.is_object() && info.size() == 3 && info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"), in_file(source), where, " must have exactly dtype, shape and data_offsets");
+  XGRAD_CHECK(info.is_object() && info.size() == 3 && info.contains("dtype") && info.contains("shape") &&
+                  info.contains("data_offsets"),
+              in_file(source), where, " must have exactly dtype, shape and data_offsets");
   const json& dtype = info["dtype"];
   XGRAD_CHECK(dtype.is_string(), in_file(source), where, ": dtype is not a string");
   Entry e{name, DType::float32, {}, 0, 0};
-  if (dtype == "F32") e.dtype = DType::float32;
-  else if (dtype == "F64") e.dtype = DType::float64;
-  else fail(in_file(source), where, ": unsupported dtype ", dtype.dump(), " (xgrad reads F32 and F64)");
+  if (dtype == "F32")
+    e.dtype = DType::float32;
+  else if (dtype == "F64")
+    e.dtype = DType::float64;
+  else
+    fail(in_file(source), where, ": unsupported dtype ", dtype.dump(), " (xgrad reads F32 and F64)");
   const json& shape = info["shape"];
   XGRAD_CHECK(shape.is_array(), in_file(source), where, ": shape is not a list");
   std::uint64_t count = 1;
   for (const json& d : shape) {
-    XGRAD_CHECK(d.is_number_unsigned(), in_file(source), where, ": shape ", shape.dump(), " holds a non-natural number");
+    XGRAD_CHECK(d.is_number_unsigned(), in_file(source), where, ": shape ", shape.dump(),
+                " holds a non-natural number");
     const std::uint64_t size = d.get<std::uint64_t>();
-    XGRAD_CHECK(!size || count <= std::numeric_limits<std::uint64_t>::max() / 16 / size, in_file(source), where, ": shape ", shape.dump(), " is impossibly large");
+    XGRAD_CHECK(!size || count <= std::numeric_limits<std::uint64_t>::max() / 16 / size, in_file(source), where,
+                ": shape ", shape.dump(), " is impossibly large");
     count *= size;
     e.shape.push_back(static_cast<std::size_t>(size));
   }
   const json& offsets = info["data_offsets"];
-  XGRAD_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(), in_file(source), where, ": data_offsets must be two natural numbers, got ", offsets.dump());
+  XGRAD_CHECK(
+      offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
+      in_file(source), where, ": data_offsets must be two natural numbers, got ", offsets.dump());
   e.begin = offsets[0].get<std::uint64_t>();
   e.end = offsets[1].get<std::uint64_t>();
-  XGRAD_CHECK(e.end >= e.begin && e.end - e.begin == count * item_size(e.dtype), in_file(source), where, ": data_offsets ", offsets.dump(), " do not hold ", count, " ", dtype.get<std::string>(), " values of shape ", shape.dump());
+  XGRAD_CHECK(e.end >= e.begin && e.end - e.begin == count * item_size(e.dtype), in_file(source), where,
+              ": data_offsets ", offsets.dump(), " do not hold ", count, " ", dtype.get<std::string>(),
+              " values of shape ", shape.dump());
   return e;
 }
 
@@ -121,17 +132,20 @@ std::string encode_safetensors(const StateDict& tensors, const Metadata& metadat
   bytes.reserve(bytes.size() + offset);
   for (const auto& [name, t] : order) {
     if (t.numel() == 0) continue;  // nothing to write, and no buffer to read
-    const char* data = dispatch(t.dtype(), [&](auto tag) { return reinterpret_cast<const char*>(t.data<decltype(tag)>()); });
+    const char* data =
+        dispatch(t.dtype(), [&](auto tag) { return reinterpret_cast<const char*>(t.data<decltype(tag)>()); });
     bytes.append(data, t.numel() * item_size(t.dtype()));
   }
   return bytes;
 }
 
 SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source) {
-  XGRAD_CHECK(bytes.size() >= 8, in_file(source), "only ", bytes.size(), " bytes, too short for the 8-byte header length");
+  XGRAD_CHECK(bytes.size() >= 8, in_file(source), "only ", bytes.size(),
+              " bytes, too short for the 8-byte header length");
   std::uint64_t length = 0;
   std::memcpy(&length, bytes.data(), 8);
-  XGRAD_CHECK(length <= kMaxHeader && length <= bytes.size() - 8, in_file(source), "header length ", length, " runs past the end of the file (", bytes.size(), " bytes)");
+  XGRAD_CHECK(length <= kMaxHeader && length <= bytes.size() - 8, in_file(source), "header length ", length,
+              " runs past the end of the file (", bytes.size(), " bytes)");
   json header;
   try {
     header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length));
@@ -158,10 +172,12 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
   std::uint64_t covered = 0;
   for (const Entry& e : entries) {
-    XGRAD_CHECK(e.begin == covered, in_file(source), "tensor '", e.name, "' starts at byte ", e.begin, " of the data, expected ", covered, (e.begin < covered ? " (it overlaps another)" : " (a gap)"));
+    XGRAD_CHECK(e.begin == covered, in_file(source), "tensor '", e.name, "' starts at byte ", e.begin,
+                " of the data, expected ", covered, (e.begin < covered ? " (it overlaps another)" : " (a gap)"));
     covered = e.end;
   }
-  XGRAD_CHECK(covered == data_size, in_file(source), "the tensors cover ", covered, " bytes of data but the file holds ", data_size);
+  XGRAD_CHECK(covered == data_size, in_file(source), "the tensors cover ", covered,
+              " bytes of data but the file holds ", data_size);
 
   const char* data = bytes.data() + 8 + length;
   for (const Entry& e : entries) {
@@ -221,8 +237,10 @@ Metadata load(const std::string& path, Stateful& model, Stateful* optimizer) {
   StateDict model_state, optimizer_state;
   const std::string prefix = kOptimizerPrefix;
   for (auto& [name, tensor] : contents.tensors) {
-    if (name.rfind(prefix, 0) == 0) optimizer_state.emplace(name.substr(prefix.size()), tensor);
-    else model_state.emplace(name, tensor);
+    if (name.rfind(prefix, 0) == 0)
+      optimizer_state.emplace(name.substr(prefix.size()), tensor);
+    else
+      model_state.emplace(name, tensor);
   }
   XGRAD_CHECK(!optimizer || !optimizer_state.empty(), in_file(path), "holds no optimizer state");
 

@@ -13,7 +13,8 @@ namespace {
 Tensor add_positions(const char* layer, const Tensor& x, const Tensor& table, bool batch_first) {
   const Shape shape = x.defined() ? x.shape() : Shape{};
   const std::size_t max_len = table.shape()[0], d = table.shape()[1];
-  XGRAD_CHECK(shape.size() >= 2 && shape.back() == d && (batch_first || shape.size() == 3), layer, "input ", shape, " does not fit d_model ", d, (batch_first ? " (expected [..., L, d])" : " (expected [L, N, d])"));
+  XGRAD_CHECK(shape.size() >= 2 && shape.back() == d && (batch_first || shape.size() == 3), layer, "input ", shape,
+              " does not fit d_model ", d, (batch_first ? " (expected [..., L, d])" : " (expected [L, N, d])"));
   const std::size_t length = batch_first ? shape[shape.size() - 2] : shape[0];
   XGRAD_CHECK(length <= max_len, layer, "sequence length ", length, " of input ", shape, " exceeds max_len ", max_len);
   Tensor positions = slice(table, 0, 0, length);
@@ -39,7 +40,8 @@ PositionalEncoding::PositionalEncoding(std::size_t d, std::size_t max_len, doubl
   std::vector<double> table(max_len * d);
   for (std::size_t pos = 0; pos < max_len; ++pos)
     for (std::size_t i = 0; i < d; i += 2) {
-      const double angle = static_cast<double>(pos) * std::exp(-std::log(10000.0) * static_cast<double>(i) / static_cast<double>(d));
+      const double angle =
+          static_cast<double>(pos) * std::exp(-std::log(10000.0) * static_cast<double>(i) / static_cast<double>(d));
       table[pos * d + i] = std::sin(angle);
       if (i + 1 < d) table[pos * d + i + 1] = std::cos(angle);
     }

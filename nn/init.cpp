@@ -17,10 +17,14 @@ Fans fans(const Shape& shape) {
 double calculate_gain(Nonlinearity nonlinearity, double negative_slope) {
   switch (nonlinearity) {
     case Nonlinearity::linear:
-    case Nonlinearity::sigmoid: return 1.0;
-    case Nonlinearity::tanh: return 5.0 / 3.0;
-    case Nonlinearity::relu: return std::sqrt(2.0);
-    case Nonlinearity::leaky_relu: return std::sqrt(2.0 / (1.0 + negative_slope * negative_slope));
+    case Nonlinearity::sigmoid:
+      return 1.0;
+    case Nonlinearity::tanh:
+      return 5.0 / 3.0;
+    case Nonlinearity::relu:
+      return std::sqrt(2.0);
+    case Nonlinearity::leaky_relu:
+      return std::sqrt(2.0 / (1.0 + negative_slope * negative_slope));
   }
   return 1.0;
 }

@@ -27,7 +27,6 @@ void ones_(Tensor& t);
 void xavier_uniform_(Tensor& t, double gain = 1.0, Generator& gen = default_generator());
 // U(-b, b) with b = gain * sqrt(3 / fan) (He et al.); `a` is leaky_relu's slope.
 void kaiming_uniform_(Tensor& t, double a = 0.0, FanMode mode = FanMode::fan_in,
-                      Nonlinearity nonlinearity = Nonlinearity::leaky_relu,
-                      Generator& gen = default_generator());
+                      Nonlinearity nonlinearity = Nonlinearity::leaky_relu, Generator& gen = default_generator());
 
 }  // namespace xgrad::nn::init

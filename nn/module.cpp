@@ -28,11 +28,13 @@ std::string with_commas(std::size_t n) {
 }  // namespace
 
 Tensor Module::forward(const Tensor& x) {
-  fail(type_name(), "forward(Tensor) is not defined for this module (input ", x.defined() ? x.shape() : Shape{}, "); call its own forward");
+  fail(type_name(), "forward(Tensor) is not defined for this module (input ", x.defined() ? x.shape() : Shape{},
+       "); call its own forward");
 }
 
 void Module::check_new_name(const std::string& name) const {
-  XGRAD_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(), "invalid name '", name, "' (non-empty, without '.')");
+  XGRAD_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(), "invalid name '", name,
+              "' (non-empty, without '.')");
   bool taken = false;
   for (const auto& p : parameters_) taken = taken || p.first == name;
   for (const auto& b : buffers_) taken = taken || b.name == name;

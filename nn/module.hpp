@@ -44,9 +44,7 @@ class Module : public Stateful {
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
   NamedTensors named_buffers() const;
-  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
-    return children_;
-  }
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
   std::size_t num_parameters() const;  // total element count
 
   Module& train(bool on = true);  // recursive

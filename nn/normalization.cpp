@@ -15,7 +15,8 @@ LayerNorm::LayerNorm(std::size_t d, double eps, bool elementwise_affine) : d(d),
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  XGRAD_CHECK(x.defined() && x.dim() != 0 && x.shape().back() == d, "LayerNorm", "input ", x.defined() ? x.shape() : Shape{}, " does not end in the normalized size ", d);
+  XGRAD_CHECK(x.defined() && x.dim() != 0 && x.shape().back() == d, "LayerNorm", "input ",
+              x.defined() ? x.shape() : Shape{}, " does not end in the normalized size ", d);
   return layer_norm(x, weight, bias, eps);
 }
 

@@ -12,14 +12,19 @@ Adam::Adam(NamedParameters parameters, const AdamOptions& options)
 
 Adam::Adam(std::string type, NamedParameters parameters, const AdamOptions& o, bool decoupled)
     : Optimizer(std::move(type), std::move(parameters), o.lr), options_(o), decoupled_(decoupled) {
-  XGRAD_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, this->type(), "betas (", o.beta1, ", ", o.beta2, ") must lie in [0, 1)");
+  XGRAD_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, this->type(), "betas (", o.beta1,
+              ", ", o.beta2, ") must lie in [0, 1)");
   XGRAD_CHECK(o.eps >= 0.0, this->type(), "eps ", o.eps, " must be >= 0");
   XGRAD_CHECK(o.weight_decay >= 0.0, this->type(), "weight_decay ", o.weight_decay, " must be >= 0");
 }
 
 AdamW::AdamW(NamedParameters parameters, const AdamWOptions& o)
     : Adam("AdamW", std::move(parameters),
-           AdamOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+           AdamOptions{.lr = o.lr,
+                       .beta1 = o.beta1,
+                       .beta2 = o.beta2,
+                       .eps = o.eps,
+                       .weight_decay = o.weight_decay,
                        .amsgrad = o.amsgrad},
            true) {}
 
@@ -50,8 +55,10 @@ void adam_elements(T* __restrict p, const T* __restrict g, T* __restrict m, T* _
                    std::size_t begin, std::size_t end, const AdamCoefficients<T>& c) {
   for (std::size_t i = begin; i < end; ++i) {
     T grad = g[i];
-    if constexpr (kDecoupled) p[i] *= c.shrink;
-    else grad += c.decay * p[i];
+    if constexpr (kDecoupled)
+      p[i] *= c.shrink;
+    else
+      grad += c.decay * p[i];
     m[i] += (grad - m[i]) * (T(1) - c.b1);  // torch's lerp form
     v[i] = c.b2 * v[i] + (T(1) - c.b2) * grad * grad;
     T second = v[i];
@@ -71,7 +78,8 @@ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const Ad
                               static_cast<T>(1.0 - s.lr * s.weight_decay)};
   const auto run = s.decoupled ? (v_max ? adam_elements<T, true, true> : adam_elements<T, true, false>)
                                : (v_max ? adam_elements<T, false, true> : adam_elements<T, false, false>);
-  parallel_for_chunks(n, kChunk, 10.0, [&](std::size_t begin, std::size_t end) { run(p, g, m, v, v_max, begin, end, c); });
+  parallel_for_chunks(n, kChunk, 10.0,
+                      [&](std::size_t begin, std::size_t end) { run(p, g, m, v, v_max, begin, end, c); });
 }
 
 }  // namespace

@@ -9,13 +9,13 @@ Optimizer::Optimizer(std::string type, NamedParameters parameters, double lr)
     : type_(std::move(type)), parameters_(std::move(parameters)), state_(parameters_.size()), lr_(0) {
   std::set<std::string> names;
   for (const auto& [name, p] : parameters_) {
-    XGRAD_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), type_, "parameter '", name, "' must be a defined leaf that requires grad");
+    XGRAD_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), type_, "parameter '", name,
+                "' must be a defined leaf that requires grad");
     const bool first_time = names.insert(name).second;
     XGRAD_CHECK(first_time, type_, "parameter name '", name, "' appears twice");
   }
   set_lr(lr);
 }
-
 
 void Optimizer::set_lr(double lr) {
   XGRAD_CHECK(lr >= 0.0 && std::isfinite(lr), type_, "learning rate ", lr, " must be finite and >= 0");
@@ -97,8 +97,10 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
     if (!tensor.defined()) {
       problems.push_back(key + " is undefined");
     } else if (field == "step") {
-      if (tensor.numel() != 1 || tensor.item() < 1) problems.push_back(key + " must be a count >= 1");
-      else loaded[found->second].updates = static_cast<std::int64_t>(tensor.item());
+      if (tensor.numel() != 1 || tensor.item() < 1)
+        problems.push_back(key + " must be a count >= 1");
+      else
+        loaded[found->second].updates = static_cast<std::int64_t>(tensor.item());
     } else if (tensor.shape() != param.shape()) {
       problems.push_back(key + " expects " + shape_str(param.shape()) + ", got " + shape_str(tensor.shape()));
     } else {
@@ -107,8 +109,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   }
   for (std::size_t i = 0; i < loaded.size(); ++i) {
     const bool has_buffers = !loaded[i].buffers.empty();
-    if (has_buffers && loaded[i].updates == 0)
-      problems.push_back("missing: state." + parameters_[i].first + ".step");
+    if (has_buffers && loaded[i].updates == 0) problems.push_back("missing: state." + parameters_[i].first + ".step");
   }
   if (!problems.empty()) {
     std::string message = "load_state_dict:";

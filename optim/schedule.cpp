@@ -38,15 +38,15 @@ double StepLR::rate(std::int64_t update) const {
 
 WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, std::int64_t warmup, std::int64_t total, double min_lr)
     : LRSchedule(optimizer), warmup_(warmup), total_(total), min_lr_(min_lr) {
-  XGRAD_CHECK(warmup >= 0 && total > warmup, "WarmupCosineLR", "needs 0 <= warmup < total, got warmup ", warmup, ", total ", total);
+  XGRAD_CHECK(warmup >= 0 && total > warmup, "WarmupCosineLR", "needs 0 <= warmup < total, got warmup ", warmup,
+              ", total ", total);
   XGRAD_CHECK(min_lr >= 0.0 && min_lr <= base_lr_, "WarmupCosineLR", "min_lr ", min_lr, " must lie in [0, base rate]");
   apply();
 }
 
 double WarmupCosineLR::rate(std::int64_t update) const {
   if (update < warmup_) return base_lr_ * static_cast<double>(update + 1) / static_cast<double>(warmup_);
-  const double progress =
-      std::min(1.0, static_cast<double>(update - warmup_) / static_cast<double>(total_ - warmup_));
+  const double progress = std::min(1.0, static_cast<double>(update - warmup_) / static_cast<double>(total_ - warmup_));
   return min_lr_ + (base_lr_ - min_lr_) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 

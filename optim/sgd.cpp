@@ -7,7 +7,8 @@ namespace xgrad::optim {
 SGD::SGD(NamedParameters parameters, const SGDOptions& o) : Optimizer("SGD", std::move(parameters), o.lr), options_(o) {
   XGRAD_CHECK(o.momentum >= 0.0, type(), "momentum ", o.momentum, " must be >= 0");
   XGRAD_CHECK(o.weight_decay >= 0.0, type(), "weight_decay ", o.weight_decay, " must be >= 0");
-  XGRAD_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), type(), "nesterov needs momentum > 0 and dampening 0");
+  XGRAD_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), type(),
+              "nesterov needs momentum > 0 and dampening 0");
 }
 
 std::vector<std::string> SGD::buffer_names() const { return {"momentum_buffer"}; }

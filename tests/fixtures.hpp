@@ -24,8 +24,8 @@ inline json load_fixture(const std::string& file) {
 inline json load_cases(const std::string& file) { return load_fixture(file).at("cases"); }
 
 inline Tensor tensor_of(const json& j, bool requires_grad = false) {
-  return Tensor::from_vector(j.at("values").get<std::vector<double>>(), j.at("shape").get<Shape>(),
-                             DType::float64, requires_grad);
+  return Tensor::from_vector(j.at("values").get<std::vector<double>>(), j.at("shape").get<Shape>(), DType::float64,
+                             requires_grad);
 }
 
 inline Indices indices_of(const json& j) {

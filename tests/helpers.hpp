@@ -23,8 +23,7 @@ inline Tensor randn64(Shape shape, std::uint64_t seed, bool requires_grad = true
   return t;
 }
 
-inline Tensor uniform64(Shape shape, double low, double high, std::uint64_t seed,
-                        bool requires_grad = true) {
+inline Tensor uniform64(Shape shape, double low, double high, std::uint64_t seed, bool requires_grad = true) {
   Generator gen(seed);
   Tensor t = Tensor::uniform(std::move(shape), low, high, gen, DType::float64);
   t.requires_grad_(requires_grad);

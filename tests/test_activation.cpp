@@ -83,15 +83,19 @@ BOOST_AUTO_TEST_CASE(dropout_is_inverted_seeded_and_identity_when_off) {
   const auto xv = x.to_vector();
   std::size_t dropped = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == 0.0) ++dropped;
-    else BOOST_CHECK_CLOSE(a[i], xv[i] / 0.7, 1e-10);
+    if (a[i] == 0.0)
+      ++dropped;
+    else
+      BOOST_CHECK_CLOSE(a[i], xv[i] / 0.7, 1e-10);
   }
   BOOST_CHECK(dropped > 30 && dropped < 90);  // about 60 of 200
 
-  check_gradients([](const Inputs& in) {
-    Generator fixed(5);  // reseeded per call: gradcheck needs a deterministic function
-    return dropout(in[0], 0.4, true, fixed);
-  }, {x});
+  check_gradients(
+      [](const Inputs& in) {
+        Generator fixed(5);  // reseeded per call: gradcheck needs a deterministic function
+        return dropout(in[0], 0.4, true, fixed);
+      },
+      {x});
   check_error([&] { dropout(x, 1.0, true, gen); }, {"dropout", "outside [0, 1)"});
   check_error([&] { dropout(x, -0.1, true, gen); }, {"dropout"});
 }

@@ -154,8 +154,10 @@ BOOST_AUTO_TEST_CASE(weights_are_the_probabilities) {
     bool any = false;
     for (std::size_t j = 0; j < 7; ++j) {
       const std::size_t i = row % 5;
-      if (keep[row * 7 + j] == 0 || j > i) BOOST_CHECK_EQUAL(w[row * 7 + j], 0.0);
-      else any = true;
+      if (keep[row * 7 + j] == 0 || j > i)
+        BOOST_CHECK_EQUAL(w[row * 7 + j], 0.0);
+      else
+        any = true;
       total += w[row * 7 + j];
     }
     BOOST_CHECK_CLOSE(total, any ? 1.0 : 0.0, 1e-10);
@@ -183,22 +185,27 @@ BOOST_AUTO_TEST_CASE(dropout_on_the_probabilities) {
   const auto w = a.weights.to_vector();
   std::size_t dropped = 0;
   for (std::size_t i = 0; i < w.size(); ++i) {
-    if (w[i] == 0.0) ++dropped;
-    else BOOST_CHECK_CLOSE(w[i], p[i] / 0.7, 1e-9);
+    if (w[i] == 0.0)
+      ++dropped;
+    else
+      BOOST_CHECK_CLOSE(w[i], p[i] / 0.7, 1e-9);
   }
   BOOST_CHECK(dropped > 15 && dropped < 60);  // about 32 of 108
   check_close(matmul(a.weights, v).to_vector(), a.output.to_vector(), 1e-12);
-  check_gradients([](const Inputs& in) {
-    Generator fixed(9);
-    AttentionOptions d;
-    d.dropout_p = 0.3;
-    d.generator = &fixed;
-    return scaled_dot_product_attention(in[0], in[1], in[2], d).output;
-  }, {q, k, v});
+  check_gradients(
+      [](const Inputs& in) {
+        Generator fixed(9);
+        AttentionOptions d;
+        d.dropout_p = 0.3;
+        d.generator = &fixed;
+        return scaled_dot_product_attention(in[0], in[1], in[2], d).output;
+      },
+      {q, k, v});
 }
 
 BOOST_AUTO_TEST_CASE(float32_agrees_with_float64) {
-  const Tensor q = randn64({2, 70, 8}, 23, false), k = randn64({2, 90, 8}, 24, false), v = randn64({2, 90, 5}, 25, false);
+  const Tensor q = randn64({2, 70, 8}, 23, false), k = randn64({2, 90, 8}, 24, false),
+               v = randn64({2, 90, 5}, 25, false);
   AttentionOptions o;
   o.is_causal = true;
   const auto r64 = scaled_dot_product_attention(q, k, v, o).output.to_vector();
@@ -222,11 +229,17 @@ BOOST_AUTO_TEST_CASE(large_scores_stay_finite) {
 
 BOOST_AUTO_TEST_CASE(bad_input_names_the_op_and_shapes) {
   const Tensor q = randn64({2, 5, 4}, 29), k = randn64({2, 7, 4}, 30), v = randn64({2, 7, 3}, 31);
-  check_error([&] { scaled_dot_product_attention(q, randn64({2, 7, 5}, 32), v); },
-              {"scaled_dot_product_attention", "q [2, 5, 4]", "k [2, 7, 5]"});
+  check_error(
+      [&] {
+        scaled_dot_product_attention(q, randn64({2, 7, 5}, 32), v);
+      },
+      {"scaled_dot_product_attention", "q [2, 5, 4]", "k [2, 7, 5]"});
   check_error([&] { scaled_dot_product_attention(q, k, randn64({2, 6, 3}, 33)); }, {"lengths differ", "v [2, 6, 3]"});
-  check_error([&] { scaled_dot_product_attention(q, randn64({3, 7, 4}, 34), randn64({3, 7, 3}, 35)); },
-              {"leading axes", "[3, 7, 4]"});
+  check_error(
+      [&] {
+        scaled_dot_product_attention(q, randn64({3, 7, 4}, 34), randn64({3, 7, 3}, 35));
+      },
+      {"leading axes", "[3, 7, 4]"});
   AttentionOptions o;
   o.mask = Tensor::ones({5, 6});
   check_error([&] { scaled_dot_product_attention(q, k, v, o); }, {"mask of shape [5, 6]", "[..., 5, 7]"});
@@ -327,7 +340,10 @@ BOOST_AUTO_TEST_CASE(heads_in_place_with_one_tensor_in_every_role) {
                   {x});
   // Overlapping, not identical, ranges.
   check_gradients(
-      [](const Inputs& in) { return multi_head_attention({in[0], 0, 4}, {in[0], 2, 4}, {in[0]}, 2, true).output; }, {x});
+      [](const Inputs& in) {
+        return multi_head_attention({in[0], 0, 4}, {in[0], 2, 4}, {in[0]}, 2, true).output;
+      },
+      {x});
 }
 
 BOOST_AUTO_TEST_CASE(heads_in_place_weights_and_dropout_match_split_heads) {
@@ -345,8 +361,7 @@ BOOST_AUTO_TEST_CASE(heads_in_place_weights_and_dropout_match_split_heads) {
   const AttentionOutput split = scaled_dot_product_attention(heads(0), heads(4), heads(8), o);
   BOOST_TEST(in_place.weights.shape() == (Shape{2, 2, 6, 6}));
   check_close(in_place.weights.to_vector(), split.weights.to_vector());
-  check_close(in_place.output.to_vector(),
-              reshape(permute(split.output, {0, 2, 1, 3}), {2, 6, 4}).to_vector());
+  check_close(in_place.output.to_vector(), reshape(permute(split.output, {0, 2, 1, 3}), {2, 6, 4}).to_vector());
 }
 
 BOOST_AUTO_TEST_CASE(heads_in_place_reject_bad_layouts) {
@@ -354,7 +369,11 @@ BOOST_AUTO_TEST_CASE(heads_in_place_reject_bad_layouts) {
   const char* op = "scaled_dot_product_attention";
   check_error([&] { multi_head_attention({x, 0, 4}, {x, 4, 4}, {x, 8, 4}, 3, true); }, {op, "[2, 5, 12]", "heads 3"});
   check_error([&] { multi_head_attention({x, 10, 4}, {x}, {x}, 2, true); }, {op, "columns [10, +4)"});
-  check_error([&] { multi_head_attention({x, 0, 4}, {y, 0, 4}, {y, 4, 4}, 2, true); }, {op, "[2, 5, 12]", "[3, 5, 12]"});
+  check_error(
+      [&] {
+        multi_head_attention({x, 0, 4}, {y, 0, 4}, {y, 4, 4}, 2, true);
+      },
+      {op, "[2, 5, 12]", "[3, 5, 12]"});
   check_error([&] { multi_head_attention({x, 0, 4}, {x, 4, 6}, {x, 8, 4}, 2, true); }, {op, "widths differ"});
   check_error([&] { multi_head_attention({randn64({5, 12}, 53)}, {x}, {x}, 2, true); }, {op, "[N, L, C]", "[5, 12]"});
   check_error([&] { multi_head_attention({x}, {x}, {x}, 0, true); }, {op, "heads must be positive"});
@@ -373,9 +392,9 @@ BOOST_AUTO_TEST_CASE(readme_heads_in_place_example) {
   const Tensor out_proj_weight = attn.out_proj->weight, out_proj_bias = attn.out_proj->bias;
   const AttentionOptions options;
 
-  Tensor qkv = linear(x, in_proj_weight, in_proj_bias);   // x [N, L, E] -> [N, L, 3E]
-  AttentionOutput r = multi_head_attention({qkv, 0, E}, {qkv, E, E}, {qkv, 2 * E, E},
-                                           heads, /*batch_first=*/true, options);
+  Tensor qkv = linear(x, in_proj_weight, in_proj_bias);  // x [N, L, E] -> [N, L, 3E]
+  AttentionOutput r =
+      multi_head_attention({qkv, 0, E}, {qkv, E, E}, {qkv, 2 * E, E}, heads, /*batch_first=*/true, options);
   Tensor y = linear(r.output, out_proj_weight, out_proj_bias);  // r.output [N, L, E]
 
   check_close(y.to_vector(), attn(x).to_vector());

@@ -52,6 +52,8 @@ struct Case {
 
 std::vector<Case> cases() {
   const double nan = std::numeric_limits<double>::quiet_NaN();  // captured by value: the cases outlive this call
+  // A table, one case per line: kept as written.
+  // clang-format off
   return {
       // ---- autograd: shapes ----
       {"add shapes", [](World& w) { add(w.a, w.b); }, {"add", "[2, 3]", "[4, 5]"}},
@@ -201,6 +203,7 @@ std::vector<Case> cases() {
          nn::load(path, l);
        }, {"xgrad-foreign.txt", "header length"}},
   };
+  // clang-format on
 }
 
 }  // namespace
@@ -218,7 +221,8 @@ BOOST_AUTO_TEST_CASE(every_bad_input_is_a_clear_error_and_changes_nothing) {
       } catch (const Error& e) {
         const std::string message = e.what();
         for (const std::string& part : c.expect)
-          BOOST_CHECK_MESSAGE(message.find(part) != std::string::npos, "\"" << message << "\" lacks \"" << part << "\"");
+          BOOST_CHECK_MESSAGE(message.find(part) != std::string::npos,
+                              "\"" << message << "\" lacks \"" << part << "\"");
       } catch (const std::exception& e) {
         BOOST_ERROR("not an xgrad::Error: " << e.what());
       }

@@ -78,9 +78,7 @@ std::string read_bytes(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream(p, std::ios::binary) << bytes;
-}
+void write_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
 
 }  // namespace
 
@@ -167,7 +165,8 @@ BOOST_AUTO_TEST_CASE(every_damaged_file_is_rejected_and_changes_nothing) {
       BOOST_CHECK_MESSAGE(std::string(e.what()).find(path.string()) != std::string::npos, e.what());
     }
   };
-  for (std::size_t cut = 0; cut < good.size(); cut += 7) expect_rejected(good.substr(0, cut), "truncated at " + std::to_string(cut));
+  for (std::size_t cut = 0; cut < good.size(); cut += 7)
+    expect_rejected(good.substr(0, cut), "truncated at " + std::to_string(cut));
   for (std::size_t at = 8; at < 8 + header_length; ++at) {
     std::string flipped = good;
     flipped[at] = static_cast<char>(flipped[at] ^ 0xFF);
@@ -186,8 +185,12 @@ BOOST_AUTO_TEST_CASE(every_damaged_file_is_rejected_and_changes_nothing) {
   expect_rejected(huge, "header length past the end");
   expect_rejected(with_header(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,1600]}})"), "offsets past the end");
   expect_rejected(with_header(R"({"x":{"dtype":"I8","shape":[16],"data_offsets":[0,16]}})"), "unsupported dtype");
-  expect_rejected(with_header(R"({"x":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})"), "shape and offsets disagree");
-  expect_rejected(with_header(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"y":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})"), "overlap");
+  expect_rejected(with_header(R"({"x":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})"),
+                  "shape and offsets disagree");
+  expect_rejected(
+      with_header(
+          R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"y":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})"),
+      "overlap");
   expect_rejected(with_header(R"({"x":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})"), "negative shape");
   expect_rejected(with_header(R"([1, 2, 3])"), "not an object");
   expect_rejected(with_header(R"({"__metadata__":{"step":3}})"), "non-string metadata");

@@ -27,6 +27,8 @@ BOOST_AUTO_TEST_CASE(float32_forward_matches_float64) {
   const Indices ids({0, 3, 1, 3}, {2, 2});
   const Indices targets({1, -100, 4, 0}, {2, 2});
   Generator dropout_gen(0);
+  // A table, one case per line: kept as written.
+  // clang-format off
   const std::vector<Case> cases = {
       {"add", [](const Inputs& in) { return in[0] + in[1]; }, {any({3, 1, 4}, 1), any({2, 4}, 2)}},
       {"sub", [](const Inputs& in) { return in[0] - in[1]; }, {any({3, 4}, 1), any({4}, 2)}},
@@ -65,6 +67,7 @@ BOOST_AUTO_TEST_CASE(float32_forward_matches_float64) {
       {"embedding", [&](const Inputs& in) { return embedding(in[0], ids); }, {any({4, 3}, 34)}},
       {"cross_entropy", [&](const Inputs& in) { return cross_entropy(in[0], targets); }, {any({2, 2, 5}, 35)}},
   };
+  // clang-format on
   for (const Case& c : cases) {
     std::vector<Tensor> single;
     for (const Tensor& t : c.inputs) single.push_back(t.to(DType::float32));
@@ -77,7 +80,8 @@ BOOST_AUTO_TEST_CASE(float32_forward_matches_float64) {
       scale = std::max(scale, std::abs(ref[i]));
       worst = std::max(worst, std::abs(ref[i] - got[i]));
     }
-    BOOST_CHECK_MESSAGE(worst <= 1e-5 * scale, c.name << ": float32 differs by " << worst << " (scale " << scale << ")");
+    BOOST_CHECK_MESSAGE(worst <= 1e-5 * scale,
+                        c.name << ": float32 differs by " << worst << " (scale " << scale << ")");
   }
 }
 

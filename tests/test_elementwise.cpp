@@ -101,7 +101,8 @@ BOOST_AUTO_TEST_CASE(where_and_masked_fill) {
   const Tensor m2 = Tensor::from_vector({0, 1, 1, 0, 0, 1}, {2, 3}, DType::float64);
   check_close(masked_fill(s3, m2, -100).to_vector(), {1, -100, -100, 4, 5, -100});
   check_close(where(m2, s3, s3 * 0.0).to_vector(), {0, 2, 3, 0, 0, 6});
-  check_gradients([m2](const Inputs& in) { return where(m2, in[0], in[1]); }, {randn64({4, 1, 2, 3}, 16), randn64({3}, 17)});
+  check_gradients([m2](const Inputs& in) { return where(m2, in[0], in[1]); },
+                  {randn64({4, 1, 2, 3}, 16), randn64({3}, 17)});
 }
 
 BOOST_AUTO_TEST_CASE(shape_and_dtype_errors_name_the_op) {

@@ -48,8 +48,7 @@ BOOST_AUTO_TEST_CASE(diamond_graph_sums_both_paths) {
   y.backward();
   const auto g = a.grad().to_vector();
   const auto v = a.to_vector();
-  for (int i = 0; i < 2; ++i)
-    BOOST_CHECK_CLOSE(g[i], 4 * v[i] + std::exp(v[i]) * (1 + v[i]), 1e-10);
+  for (int i = 0; i < 2; ++i) BOOST_CHECK_CLOSE(g[i], 4 * v[i] + std::exp(v[i]) * (1 + v[i]), 1e-10);
 }
 
 BOOST_AUTO_TEST_CASE(node_used_twice_as_both_operands) {
@@ -116,9 +115,7 @@ BOOST_AUTO_TEST_CASE(no_grad_guard_records_nothing) {
     Tensor y = x * 2.0;
     BOOST_CHECK(!y.requires_grad());
     BOOST_CHECK(y.is_leaf());
-    {
-      NoGradGuard nested;
-    }
+    { NoGradGuard nested; }
     BOOST_CHECK(!grad_enabled());  // the inner guard restores the outer state
   }
   BOOST_CHECK(grad_enabled());

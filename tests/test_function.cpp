@@ -13,12 +13,10 @@ using Inputs = std::vector<Tensor>;
 namespace {
 
 // x * y^2, with a hand-written backward.
-const CustomOp x_times_y_squared{
-    "x_times_y_squared",
-    [](const Inputs& in) { return in[0] * in[1] * in[1]; },
-    [](const Inputs& in, const Tensor&, const Tensor& g) {
-      return Inputs{g * in[1] * in[1], g * 2.0 * in[0] * in[1]};
-    }};
+const CustomOp x_times_y_squared{"x_times_y_squared", [](const Inputs& in) { return in[0] * in[1] * in[1]; },
+                                 [](const Inputs& in, const Tensor&, const Tensor& g) {
+                                   return Inputs{g * in[1] * in[1], g * 2.0 * in[0] * in[1]};
+                                 }};
 
 }  // namespace
 
@@ -29,8 +27,7 @@ BOOST_AUTO_TEST_CASE(a_custom_op_is_differentiable_and_checkable) {
   check_close(z.to_vector(), (x * y * y).to_vector());
   check_gradients([](const Inputs& in) { return apply(x_times_y_squared, in); }, {x, y});
   // Composed with ordinary ops on both sides.
-  check_gradients([](const Inputs& in) { return tanh(apply(x_times_y_squared, {exp(in[0]), in[1]})) * in[0]; },
-                  {x, y});
+  check_gradients([](const Inputs& in) { return tanh(apply(x_times_y_squared, {exp(in[0]), in[1]})) * in[0]; }, {x, y});
 }
 
 BOOST_AUTO_TEST_CASE(a_wrong_backward_is_caught) {
@@ -44,8 +41,11 @@ BOOST_AUTO_TEST_CASE(a_wrong_backward_is_caught) {
               {"bad_shape", "float32 [5]", "float64 [3]"});
   const CustomOp too_few{"too_few", [](const Inputs& in) { return in[0] + in[1]; },
                          [](const Inputs&, const Tensor&, const Tensor& g) { return Inputs{g}; }};
-  check_error([&] { sum(apply(too_few, {randn64({3}, 5), randn64({3}, 6)})).backward(); },
-              {"too_few", "1 gradients for 2 inputs"});
+  check_error(
+      [&] {
+        sum(apply(too_few, {randn64({3}, 5), randn64({3}, 6)})).backward();
+      },
+      {"too_few", "1 gradients for 2 inputs"});
 }
 
 BOOST_AUTO_TEST_CASE(no_graph_without_grad) {

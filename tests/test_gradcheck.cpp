@@ -8,9 +8,8 @@ using Inputs = std::vector<Tensor>;
 
 BOOST_AUTO_TEST_CASE(passes_a_correct_composite_function) {
   // A small MLP-like function of three inputs.
-  BOOST_CHECK(gradcheck(
-      [](const Inputs& in) { return sum(tanh(matmul(in[0], in[1]) + in[2]), {0}); },
-      {randn64({3, 4}, 1), randn64({4, 2}, 2), randn64({2}, 3)}));
+  BOOST_CHECK(gradcheck([](const Inputs& in) { return sum(tanh(matmul(in[0], in[1]) + in[2]), {0}); },
+                        {randn64({3, 4}, 1), randn64({4, 2}, 2), randn64({2}, 3)}));
 }
 
 BOOST_AUTO_TEST_CASE(catches_a_wrong_gradient_and_reports_where) {
@@ -31,18 +30,19 @@ BOOST_AUTO_TEST_CASE(catches_a_wrong_gradient_and_reports_where) {
 BOOST_AUTO_TEST_CASE(checks_float32_inputs_in_float64) {
   Generator gen(4);
   Tensor x = Tensor::randn({3}, gen, DType::float32).requires_grad_();
-  BOOST_CHECK(gradcheck([](const Inputs& in) {
-    BOOST_CHECK(in[0].dtype() == DType::float64);
-    return exp(in[0]);
-  }, {x}));
+  BOOST_CHECK(gradcheck(
+      [](const Inputs& in) {
+        BOOST_CHECK(in[0].dtype() == DType::float64);
+        return exp(in[0]);
+      },
+      {x}));
   BOOST_CHECK(!x.grad().defined());  // the caller's tensors are left alone
 }
 
 BOOST_AUTO_TEST_CASE(only_inputs_that_require_grad_are_checked) {
   const Tensor constant = randn64({3}, 5, false);
   BOOST_CHECK(gradcheck([](const Inputs& in) { return in[0] * in[1]; }, {randn64({3}, 6), constant}));
-  check_error([&] { gradcheck([](const Inputs& in) { return in[0]; }, {constant}); },
-              {"gradcheck", "requires_grad"});
+  check_error([&] { gradcheck([](const Inputs& in) { return in[0]; }, {constant}); }, {"gradcheck", "requires_grad"});
 }
 
 BOOST_AUTO_TEST_CASE(an_output_independent_of_an_input_has_zero_jacobian) {

@@ -28,8 +28,8 @@ std::vector<double> naive_matmul(const std::vector<double>& a, const std::vector
 // Haswell or Zen class), whether it recognised the CPU itself or xgrad corrected it.
 BOOST_AUTO_TEST_CASE(blas_runs_the_cpus_best_kernels) {
   BOOST_TEST_MESSAGE("BLAS: " << blas_summary() << "; CPU class " << cpu_vector_class());
-  BOOST_TEST(blas_core_fits_cpu(blas_core()), "OpenBLAS runs " << blas_core() << " kernels on a "
-                                                  << cpu_vector_class() << " CPU");
+  BOOST_TEST(blas_core_fits_cpu(blas_core()),
+             "OpenBLAS runs " << blas_core() << " kernels on a " << cpu_vector_class() << " CPU");
   BOOST_TEST(blas_threads_per_call() == 1);  // xgrad's pool splits the products
 }
 
@@ -57,7 +57,8 @@ BOOST_AUTO_TEST_CASE(split_products_match_and_repeat) {
   const int threads = num_threads();
   for (const int t : {1, 2, 3}) {
     set_num_threads(t);
-    for (const auto& [n, k, m] : std::vector<std::array<std::size_t, 3>>{{300, 120, 90}, {70, 150, 410}, {33, 700, 129}, {40, 1200, 50}}) {
+    for (const auto& [n, k, m] :
+         std::vector<std::array<std::size_t, 3>>{{300, 120, 90}, {70, 150, 410}, {33, 700, 129}, {40, 1200, 50}}) {
       const Tensor a = randn64({n, k}, 3), b = randn64({k, m}, 4);
       const std::vector<double> expected = naive_matmul(a.to_vector(), b.to_vector(), 1, n, k, m);
       const Tensor c = matmul(a, b);
@@ -133,7 +134,11 @@ BOOST_AUTO_TEST_CASE(matmul_errors_name_the_shapes) {
   check_error([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); }, {"matmul", "[2, 3]", "[4, 5]", "3 and 4"});
   check_error([] { matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 4})); }, {"matmul", "batch", "[2, 2, 3]"});
   check_error([] { matmul(Tensor::zeros({3}), Tensor::zeros({3, 2}), true); }, {"matmul", "1-D"});
-  check_error([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}, DType::float64)); }, {"matmul", "float32", "float64"});
+  check_error(
+      [] {
+        matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}, DType::float64));
+      },
+      {"matmul", "float32", "float64"});
 }
 
 BOOST_AUTO_TEST_CASE(linear_matches_matmul_plus_bias) {
@@ -155,8 +160,11 @@ BOOST_AUTO_TEST_CASE(linear_gradients) {
 
 BOOST_AUTO_TEST_CASE(linear_errors) {
   check_error([] { linear(Tensor::zeros({2, 3}), Tensor::zeros({5, 4})); }, {"linear", "[2, 3]", "[5, 4]"});
-  check_error([] { linear(Tensor::zeros({2, 4}), Tensor::zeros({5, 4}), Tensor::zeros({4})); },
-              {"linear", "bias", "[4]", "[5]"});
+  check_error(
+      [] {
+        linear(Tensor::zeros({2, 4}), Tensor::zeros({5, 4}), Tensor::zeros({4}));
+      },
+      {"linear", "bias", "[4]", "[5]"});
 }
 
 // A weight gradient summed over many rows takes the split-k path; a second backward adds

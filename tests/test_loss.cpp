@@ -34,7 +34,8 @@ BOOST_AUTO_TEST_CASE(cross_entropy_gradients_with_ignore_index) {
   // Ignored positions neither count in the mean nor get gradient.
   const Indices only_first({4, -100, -100, -100, -100, -100}, {2, 3});
   const Tensor first_row = slice(reshape(logits, {6, 5}), 0, 0, 1);
-  BOOST_CHECK_CLOSE(cross_entropy(logits, only_first).item(), cross_entropy(first_row, Indices({4}, {1})).item(), 1e-10);
+  BOOST_CHECK_CLOSE(cross_entropy(logits, only_first).item(), cross_entropy(first_row, Indices({4}, {1})).item(),
+                    1e-10);
   Tensor x = logits.detach().requires_grad_();
   cross_entropy(x, only_first).backward();
   const auto g = x.grad().to_vector();

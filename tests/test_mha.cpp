@@ -50,8 +50,8 @@ Tensor reference(const nn::MultiHeadAttention& m, const Tensor& q, const Tensor&
   }
   const Tensor heads = matmul(softmax(scores, -1), vh);  // [N, H, L, dv / H]
   const Shape hs = heads.shape();
-  const Tensor merged = reshape(permute(heads, {0, 2, 1, 3}), {static_cast<std::int64_t>(hs[0]),
-                                                               static_cast<std::int64_t>(hs[2]), -1});
+  const Tensor merged =
+      reshape(permute(heads, {0, 2, 1, 3}), {static_cast<std::int64_t>(hs[0]), static_cast<std::int64_t>(hs[2]), -1});
   return m.out_proj ? linear(merged, m.out_proj->weight, m.out_proj->bias) : merged;
 }
 
@@ -122,10 +122,12 @@ BOOST_AUTO_TEST_CASE(fused_qkv_configuration) {
   o.embed_dim = 16;
   nn::MultiHeadAttention small(o);
   small.train();
-  check_module_gradients(small, [&](const Inputs& in) {
-    manual_seed(3);  // dropout, the same on every call
-    return small.forward(in[0], in[0], in[0], args);
-  }, {randn64({3, 2, 16}, 3)});
+  check_module_gradients(small,
+                         [&](const Inputs& in) {
+                           manual_seed(3);  // dropout, the same on every call
+                           return small.forward(in[0], in[0], in[0], args);
+                         },
+                         {randn64({3, 2, 16}, 3)});
 }
 
 // 004, labml: sequence-first [seq, batch, d_model] with a mask [seq_q or 1, seq_k,
@@ -258,8 +260,8 @@ BOOST_AUTO_TEST_CASE(gradients_with_every_kind_of_argument) {
   variants[8].second.is_causal = true;
   for (const auto& [name, args] : variants) {
     BOOST_TEST_CONTEXT(name) {
-      check_module_gradients(attn, [&, args = args](const Inputs& in) { return attn.forward(in[0], in[1], in[1], args); },
-                             {q, kv});
+      check_module_gradients(
+          attn, [&, args = args](const Inputs& in) { return attn.forward(in[0], in[1], in[1], args); }, {q, kv});
     }
   }
 }
@@ -273,10 +275,12 @@ BOOST_AUTO_TEST_CASE(gradients_sequence_first_and_dropout) {
   nn::MultiHeadAttention attn(o);
   nn::AttentionArgs args;
   args.seq_first_mask = random_keep({1, 5, 2}, 18, 0.8);
-  check_module_gradients(attn, [&](const Inputs& in) {
-    manual_seed(19);  // the same dropout mask on every call
-    return attn.forward(in[0], in[0], in[0], args);
-  }, {randn64({5, 2, 4}, 20)});
+  check_module_gradients(attn,
+                         [&](const Inputs& in) {
+                           manual_seed(19);  // the same dropout mask on every call
+                           return attn.forward(in[0], in[0], in[0], args);
+                         },
+                         {randn64({5, 2, 4}, 20)});
 }
 
 BOOST_AUTO_TEST_CASE(weights_average_over_heads) {
@@ -303,20 +307,32 @@ BOOST_AUTO_TEST_CASE(bad_configuration_and_input) {
   check_error([] { nn::MultiHeadAttention(10, 3); }, {"MultiHeadAttention", "num_heads 3", "dim_k 10"});
   nn::MultiHeadAttention attn(8, 2);
   check_error([&] { attn(Tensor::zeros({2, 3, 6})); }, {"MultiHeadAttention", "embed_dim 8", "[2, 3, 6]"});
-  check_error([&] { attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 5, 8})); },
-              {"MultiHeadAttention", "key [2, 4, 8]", "value [2, 5, 8]"});
+  check_error(
+      [&] {
+        attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 5, 8}));
+      },
+      {"MultiHeadAttention", "key [2, 4, 8]", "value [2, 5, 8]"});
   nn::AttentionArgs args;
   args.key_mask = Tensor::ones({2, 5});
-  check_error([&] { attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 4, 8}), args); },
-              {"key_mask of shape [2, 5]", "[2, 4]"});
+  check_error(
+      [&] {
+        attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 4, 8}), args);
+      },
+      {"key_mask of shape [2, 5]", "[2, 4]"});
   args = {};
   args.attn_mask = Tensor::ones({3, 3, 4});
-  check_error([&] { attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 4, 8}), args); },
-              {"attn_mask of shape [3, 3, 4]", "[2, 2, 3, 4]"});
+  check_error(
+      [&] {
+        attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 4, 8}), args);
+      },
+      {"attn_mask of shape [3, 3, 4]", "[2, 2, 3, 4]"});
   args = {};
   args.seq_first_mask = Tensor::ones({1, 4, 3});
-  check_error([&] { attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 4, 8}), args); },
-              {"seq_first_mask of shape [1, 4, 3]"});
+  check_error(
+      [&] {
+        attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 4, 8}), args);
+      },
+      {"seq_first_mask of shape [1, 4, 3]"});
   check_error([&] { attn.last_attention(); }, {"keep_attention"});
 }
 
@@ -329,19 +345,29 @@ BOOST_AUTO_TEST_CASE(transformer_encoder_layer) {
     o.dropout = 0.1;
     o.gelu = use_gelu;
     nn::TransformerEncoderLayer layer(o);
-    const std::vector<std::string> expected = {
-        "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight", "self_attn.out_proj.bias",
-        "linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias", "norm1.weight", "norm1.bias",
-        "norm2.weight", "norm2.bias"};
+    const std::vector<std::string> expected = {"self_attn.in_proj_weight",
+                                               "self_attn.in_proj_bias",
+                                               "self_attn.out_proj.weight",
+                                               "self_attn.out_proj.bias",
+                                               "linear1.weight",
+                                               "linear1.bias",
+                                               "linear2.weight",
+                                               "linear2.bias",
+                                               "norm1.weight",
+                                               "norm1.bias",
+                                               "norm2.weight",
+                                               "norm2.bias"};
     std::vector<std::string> names;
     for (const auto& [name, p] : layer.named_parameters()) names.push_back(name);
     BOOST_CHECK(names == expected);
     nn::AttentionArgs args;
     args.is_causal = true;
-    check_module_gradients(layer, [&](const Inputs& in) {
-      manual_seed(21);  // dropout in three places, the same on every call
-      return layer.forward(in[0], args);
-    }, {randn64({2, 4, 8}, 22)});
+    check_module_gradients(layer,
+                           [&](const Inputs& in) {
+                             manual_seed(21);  // dropout in three places, the same on every call
+                             return layer.forward(in[0], args);
+                           },
+                           {randn64({2, 4, 8}, 22)});
     layer.eval();
     const Tensor x = randn64({2, 4, 8}, 23, false);
     BOOST_CHECK(layer(x).to_vector() == layer(x).to_vector());

@@ -45,8 +45,7 @@ class Model : public nn::Module {
 class Affine : public nn::Module {
  public:
   explicit Affine(std::size_t d)
-      : scale(register_parameter("scale", Tensor::ones({d}))),
-        shift(register_parameter("shift", Tensor::zeros({d}))) {}
+      : scale(register_parameter("scale", Tensor::ones({d}))), shift(register_parameter("shift", Tensor::zeros({d}))) {}
   Tensor forward(const Tensor& x) override { return x * scale + shift; }
   Tensor scale, shift;
 };
@@ -62,9 +61,9 @@ std::vector<std::string> names_of(const nn::NamedTensors& named) {
 BOOST_AUTO_TEST_CASE(parameters_have_dotted_names_in_registration_order) {
   Model model;
   const std::vector<std::string> expected = {
-      "blocks.0.ln.weight",   "blocks.0.ln.bias",     "blocks.0.ff.0.weight", "blocks.0.ff.0.bias",
-      "blocks.0.ff.2.weight", "blocks.0.ff.2.bias",   "blocks.1.ln.weight",   "blocks.1.ln.bias",
-      "blocks.1.ff.0.weight", "blocks.1.ff.0.bias",   "blocks.1.ff.2.weight", "blocks.1.ff.2.bias",
+      "blocks.0.ln.weight",   "blocks.0.ln.bias",   "blocks.0.ff.0.weight", "blocks.0.ff.0.bias",
+      "blocks.0.ff.2.weight", "blocks.0.ff.2.bias", "blocks.1.ln.weight",   "blocks.1.ln.bias",
+      "blocks.1.ff.0.weight", "blocks.1.ff.0.bias", "blocks.1.ff.2.weight", "blocks.1.ff.2.bias",
       "head.weight",          "head.bias"};
   BOOST_CHECK(names_of(model.named_parameters()) == expected);
   BOOST_CHECK_EQUAL(model.parameters().size(), expected.size());
@@ -130,9 +129,8 @@ BOOST_AUTO_TEST_CASE(load_errors_name_every_bad_entry_and_change_nothing) {
   bad.erase("head.bias");
   bad["head.extra"] = Tensor::zeros({1});
   bad["blocks.1.ln.weight"] = Tensor::zeros({5});
-  check_error([&] { model.load_state_dict(bad); },
-              {"load_state_dict", "missing: head.bias", "unexpected: head.extra",
-               "shape mismatch: blocks.1.ln.weight expects [4], got [5]"});
+  check_error([&] { model.load_state_dict(bad); }, {"load_state_dict", "missing: head.bias", "unexpected: head.extra",
+                                                    "shape mismatch: blocks.1.ln.weight expects [4], got [5]"});
   BOOST_CHECK(model.head->weight.to_vector() == before);
   // Non-strict loading skips missing and unexpected names, but never a wrong shape.
   bad["blocks.1.ln.weight"] = Tensor::ones({4});
@@ -147,8 +145,8 @@ BOOST_AUTO_TEST_CASE(printing_shows_the_tree_with_parameter_counts) {
   const std::string text = os.str();
   for (const char* part : {"Model()  # 183 parameters", "(blocks): Sequential()", "(0): Block()  # 84 parameters",
                            "(ln): LayerNorm(4, eps=1e-05, elementwise_affine=true)  # 8 parameters",
-                           "(0): Linear(in_features=4, out_features=8, bias=true)  # 40 parameters",
-                           "(1): ReLU()", "(head): Linear(in_features=4, out_features=3, bias=true)"})
+                           "(0): Linear(in_features=4, out_features=8, bias=true)  # 40 parameters", "(1): ReLU()",
+                           "(head): Linear(in_features=4, out_features=3, bias=true)"})
     BOOST_CHECK_MESSAGE(text.find(part) != std::string::npos, text << "\nlacks: " << part);
 }
 
@@ -197,7 +195,12 @@ BOOST_AUTO_TEST_CASE(initialization_follows_pytorch_and_the_seed) {
   for (double e : w.to_vector()) largest = std::max(largest, std::abs(e));
   BOOST_CHECK(largest <= bound && largest > 0.9 * bound);
   BOOST_CHECK_CLOSE(nn::init::calculate_gain(nn::init::Nonlinearity::relu), std::sqrt(2.0), 1e-12);
-  check_error([] { Tensor v1 = Tensor::zeros({3}); nn::init::xavier_uniform_(v1); }, {"fans", "[3]"});
+  check_error(
+      [] {
+        Tensor v1 = Tensor::zeros({3});
+        nn::init::xavier_uniform_(v1);
+      },
+      {"fans", "[3]"});
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_of_every_layer_through_the_module_api) {
@@ -219,15 +222,17 @@ BOOST_AUTO_TEST_CASE(gradcheck_of_every_layer_through_the_module_api) {
   nn::GELU gelu_layer, gelu_tanh(true);
   nn::Softmax softmax_layer(1);
   nn::LogSoftmax log_softmax_layer(-1);
-  for (nn::Module* m : std::initializer_list<nn::Module*>{&relu_layer, &gelu_layer, &gelu_tanh, &softmax_layer,
-                                                           &log_softmax_layer})
+  for (nn::Module* m :
+       std::initializer_list<nn::Module*>{&relu_layer, &gelu_layer, &gelu_tanh, &softmax_layer, &log_softmax_layer})
     check_module_gradients(*m, [m](const Inputs& in) { return m->forward(in[0]); }, {x});
 
   nn::Dropout drop(0.3);
-  check_module_gradients(drop, [&](const Inputs& in) {
-    manual_seed(3);  // the same mask on every call
-    return drop(in[0]);
-  }, {x});
+  check_module_gradients(drop,
+                         [&](const Inputs& in) {
+                           manual_seed(3);  // the same mask on every call
+                           return drop(in[0]);
+                         },
+                         {x});
 
   nn::PositionalEncoding sinusoid(4, 10);
   nn::PositionalEncoding sinusoid_seq_first(4, 10, 0.0, /*batch_first=*/false);
@@ -285,7 +290,7 @@ BOOST_AUTO_TEST_CASE(dropout_module_seeded_in_training_identity_in_eval) {
 BOOST_AUTO_TEST_CASE(positional_encoding_values_and_layouts) {
   nn::PositionalEncoding pe(6, 50);
   const auto table = pe.pe.to_vector();
-  BOOST_CHECK_CLOSE(table[3 * 6 + 0], std::sin(3.0), 1e-4);                        // pos 3, i = 0
+  BOOST_CHECK_CLOSE(table[3 * 6 + 0], std::sin(3.0), 1e-4);                               // pos 3, i = 0
   BOOST_CHECK_CLOSE(table[3 * 6 + 3], std::cos(3.0 / std::pow(10000.0, 2.0 / 6)), 1e-4);  // pos 3, 2i+1 = 3
   const Tensor zeros = Tensor::zeros({2, 5, 6});
   const Tensor batch_first = pe(zeros);

@@ -17,9 +17,9 @@ const double inf = std::numeric_limits<double>::infinity();
 
 // Extreme rows: +-1e4 spread, all equal, and (where masks apply) all masked.
 Tensor extreme_logits() {
-  return Tensor::from_vector({1e4, -1e4, 0, 5e3,  //
+  return Tensor::from_vector({1e4, -1e4, 0, 5e3,       //
                               -1e4, -1e4, -1e4, -1e4,  //
-                              7, 7, 7, 7,  //
+                              7, 7, 7, 7,              //
                               1e4, 1e4, -1e4, 1e4},
                              {4, 4}, DType::float32, true);
 }

@@ -30,16 +30,21 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const json& c, const optim::Nam
   const std::string kind = c.at("optimizer");
   const auto betas = o.value("betas", std::vector<double>{0.9, 0.999});
   if (kind == "SGD")
-    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = o.at("lr"), .momentum = o.value("momentum", 0.0),
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = o.at("lr"),
+                                                                  .momentum = o.value("momentum", 0.0),
                                                                   .dampening = o.value("dampening", 0.0),
                                                                   .nesterov = o.value("nesterov", false),
                                                                   .weight_decay = o.value("weight_decay", 0.0)});
   if (kind == "Adam")
-    return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = o.at("lr"), .beta1 = betas[0], .beta2 = betas[1],
+    return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = o.at("lr"),
+                                                                    .beta1 = betas[0],
+                                                                    .beta2 = betas[1],
                                                                     .eps = o.value("eps", 1e-8),
                                                                     .weight_decay = o.value("weight_decay", 0.0),
                                                                     .amsgrad = o.value("amsgrad", false)});
-  return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = o.at("lr"), .beta1 = betas[0], .beta2 = betas[1],
+  return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = o.at("lr"),
+                                                                    .beta1 = betas[0],
+                                                                    .beta2 = betas[1],
                                                                     .eps = o.value("eps", 1e-8),
                                                                     .weight_decay = o.value("weight_decay", 0.01),
                                                                     .amsgrad = o.value("amsgrad", false)});
@@ -69,8 +74,10 @@ BOOST_AUTO_TEST_CASE(trajectories_match_torch_step_for_step) {
         train_steps(p, *opt, 1, &loss);
         const json& expected = trajectory[step];
         BOOST_CHECK_CLOSE(loss[0], expected.at("loss").get<double>(), 1e-6);
-        check_matches(name + " w after step " + std::to_string(step + 1), p.w, {{"shape", {3, 4}}, {"values", expected.at("w")}}, 1e-6);
-        check_matches(name + " b after step " + std::to_string(step + 1), p.b, {{"shape", {4}}, {"values", expected.at("b")}}, 1e-6);
+        check_matches(name + " w after step " + std::to_string(step + 1), p.w,
+                      {{"shape", {3, 4}}, {"values", expected.at("w")}}, 1e-6);
+        check_matches(name + " b after step " + std::to_string(step + 1), p.b,
+                      {{"shape", {4}}, {"values", expected.at("b")}}, 1e-6);
       }
       BOOST_CHECK_EQUAL(opt->step_count(), 20);
     }
@@ -203,9 +210,9 @@ BOOST_AUTO_TEST_CASE(schedules_give_the_documented_rates) {
   {
     // The Annotated Transformer's example: d_model 512, warmup 4000, factor 1.
     optim::NoamLR noam(sgd, 512, 4000);
-    BOOST_CHECK_CLOSE(noam.rate(0), std::pow(512.0, -0.5) * std::pow(4000.0, -1.5), 1e-12);  // s = 1
+    BOOST_CHECK_CLOSE(noam.rate(0), std::pow(512.0, -0.5) * std::pow(4000.0, -1.5), 1e-12);     // s = 1
     BOOST_CHECK_CLOSE(noam.rate(4000), std::pow(512.0, -0.5) * std::pow(4000.0, -0.5), 1e-12);  // the peak
-    BOOST_CHECK_CLOSE(noam.rate(16000), std::pow(512.0, -0.5) / 126.49110640673517, 1e-9);     // 1/sqrt(s)
+    BOOST_CHECK_CLOSE(noam.rate(16000), std::pow(512.0, -0.5) / 126.49110640673517, 1e-9);      // 1/sqrt(s)
     BOOST_CHECK(noam.rate(3999) < noam.rate(4000) && noam.rate(4001) < noam.rate(4000));
     noam.set_updates(4000);
     BOOST_CHECK_CLOSE(sgd.lr(), noam.rate(4000), 1e-12);

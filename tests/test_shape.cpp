@@ -68,10 +68,12 @@ BOOST_AUTO_TEST_CASE(concat_split_chunk) {
   BOOST_REQUIRE_EQUAL(parts.size(), 3u);
   check_close(parts[0].to_vector(), a.to_vector());
   check_close(parts[2].to_vector(), c.to_vector());
-  check_gradients([](const Inputs& in) {
-    auto p = split(in[0], {1, 2}, 0);
-    return concat({p[1], p[0] * 3.0}, 0);
-  }, {randn64({3, 2}, 7)});
+  check_gradients(
+      [](const Inputs& in) {
+        auto p = split(in[0], {1, 2}, 0);
+        return concat({p[1], p[0] * 3.0}, 0);
+      },
+      {randn64({3, 2}, 7)});
   const auto thirds = chunk(randn64({6, 2}, 8), 3, 0);
   BOOST_CHECK(thirds.size() == 3 && thirds[1].shape() == (Shape{2, 2}));
   check_error([&] { concat({a, randn64({3, 3}, 9)}, 1); }, {"concat", "[3, 3]", "[2, 3]"});

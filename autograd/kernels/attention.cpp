@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "autograd/kernels/gemm.hpp"
-#include "autograd/parallel.hpp"
 #include "autograd/kernels/vexp.hpp"
+#include "autograd/parallel.hpp"
 
 namespace xgrad::kernels {
 
@@ -72,8 +72,8 @@ std::vector<T> transposed(const T* rows_begin, std::size_t ld, std::size_t rows,
 // product is one small GEMM, run on the calling thread (a product inside a parallel_for
 // body is never split again).
 template <class T>
-void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq,
-                    std::size_t j0, std::size_t bk, const T* keys_t, ScoreBlock<T>& block) {
+void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq, std::size_t j0,
+                    std::size_t bk, const T* keys_t, ScoreBlock<T>& block) {
   const T* q = p.q + p.q_rows.at(b, i0);
   T* s = block.scores.data();
   gemm<T>(false, false, bq, bk, p.dk, p.scale, q, p.q_rows.stride, keys_t + j0, p.lk, T(0), s, bk);
@@ -123,8 +123,8 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
           for (std::size_t c = 0; c < bk; ++c) s[c] *= dropout_factor(p, b, i0 + r, j0 + c);
       }
       // acc += P V for the block
-      gemm<T>(false, false, bq, p.dv, bk, T(1), block.scores.data(), bk, p.v + p.v_rows.at(b, j0), p.v_rows.stride, T(1),
-              acc.data(), p.dv);
+      gemm<T>(false, false, bq, p.dv, bk, T(1), block.scores.data(), bk, p.v + p.v_rows.at(b, j0), p.v_rows.stride,
+              T(1), acc.data(), p.dv);
     }
     for (std::size_t r = 0; r < bq; ++r) {
       T* o = out + p.out_rows.at(b, i0 + r);
@@ -141,8 +141,8 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
 }
 
 template <class T>
-void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, const T* lse, const T* dout,
-                  T* dq, T* dk, T* dv) {
+void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, const T* lse, const T* dout, T* dq, T* dk,
+                  T* dv) {
   ScoreBlock<T> block(p);
   std::vector<T> dropped(p.dropout_p > 0 ? block.scores.size() : 0), dp(block.scores.size());
   const std::size_t q_ld = p.q_rows.stride, k_ld = p.k_rows.stride, v_ld = p.v_rows.stride, g_ld = p.out_rows.stride;
@@ -186,7 +186,8 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
         T* ds = dp.data() + r * bk;
         const T* pr = prob + r * bk;
         if (with_dropout)
-          for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] * dropout_factor(p, b, i0 + r, j0 + c) - d) * p.scale;
+          for (std::size_t c = 0; c < bk; ++c)
+            ds[c] = pr[c] * (ds[c] * dropout_factor(p, b, i0 + r, j0 + c) - d) * p.scale;
         else
           for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] - d) * p.scale;
       }
@@ -240,8 +241,7 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
 }
 
 template <class T>
-void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq,
-                        T* dk, T* dv) {
+void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   parallel_for(p.batches, 2 * work_of(p), [&](std::size_t b) { backward_one(p, b, out, lse, dout, dq, dk, dv); });
 }
 
@@ -250,10 +250,9 @@ void attention_weights(const AttentionProblem<T>& p, const T* lse, T* weights) {
   parallel_for(p.batches, work_of(p), [&](std::size_t b) { weights_one(p, b, lse, weights); });
 }
 
-#define XGRAD_INSTANTIATE(T)                                                                            \
-  template void attention_forward<T>(const AttentionProblem<T>&, T*, T*);                               \
-  template void attention_backward<T>(const AttentionProblem<T>&, const T*, const T*, const T*, T*, T*, \
-                                      T*);                                                              \
+#define XGRAD_INSTANTIATE(T)                                                                                 \
+  template void attention_forward<T>(const AttentionProblem<T>&, T*, T*);                                    \
+  template void attention_backward<T>(const AttentionProblem<T>&, const T*, const T*, const T*, T*, T*, T*); \
   template void attention_weights<T>(const AttentionProblem<T>&, const T*, T*);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)

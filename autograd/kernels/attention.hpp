@@ -43,14 +43,14 @@ struct AttentionProblem {
   const T* k = nullptr;
   const T* v = nullptr;
   BatchRows q_rows, k_rows, v_rows;
-  BatchRows out_rows;                // the output [lq, dv] of each entry, and its gradient
+  BatchRows out_rows;                   // the output [lq, dv] of each entry, and its gradient
   BatchRows dq_rows, dk_rows, dv_rows;  // where backward writes the input gradients
-  BroadcastMask<std::uint8_t> keep;  // nonzero = may attend
-  BroadcastMask<T> bias;             // added to the scores
-  bool causal = false;               // query i sees keys j <= i
+  BroadcastMask<std::uint8_t> keep;     // nonzero = may attend
+  BroadcastMask<T> bias;                // added to the scores
+  bool causal = false;                  // query i sees keys j <= i
   T scale = 1;
-  double dropout_p = 0;              // on the probabilities, inverted scaling
-  std::uint64_t dropout_seed = 0;    // the mask is a hash of (seed, b, i, j)
+  double dropout_p = 0;            // on the probabilities, inverted scaling
+  std::uint64_t dropout_seed = 0;  // the mask is a hash of (seed, b, i, j)
 };
 
 // out (at out_rows) and lse [batches, lq]. A row with every key masked gets zeros and
@@ -61,8 +61,7 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse);
 // Gradients at dq_rows, dk_rows, dv_rows, all written (not accumulated): the entries'
 // rows must not overlap. dout is laid out as out.
 template <class T>
-void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout,
-                        T* dq, T* dk, T* dv);
+void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
 
 // The probabilities actually applied to v (after dropout), [batches, lq, lk].
 template <class T>

@@ -52,7 +52,8 @@ void permute_copy(const T* x, T* out, const std::vector<std::size_t>& shape, con
   for (std::size_t done = 0; done < total; done += run) {
     const T* from = x + offset;
     T* to = out + done;
-    if (run_stride == 1) std::copy_n(from, run, to);
+    if (run_stride == 1)
+      std::copy_n(from, run, to);
     else
       for (std::size_t i = 0; i < run; ++i) to[i] = from[i * run_stride];
     for (std::size_t a = ndim - 1; a-- > 0;) {  // next run: odometer over the outer axes
@@ -64,8 +65,10 @@ void permute_copy(const T* x, T* out, const std::vector<std::size_t>& shape, con
   }
 }
 
-template void permute_copy<float>(const float*, float*, const std::vector<std::size_t>&, const std::vector<std::size_t>&);
-template void permute_copy<double>(const double*, double*, const std::vector<std::size_t>&, const std::vector<std::size_t>&);
+template void permute_copy<float>(const float*, float*, const std::vector<std::size_t>&,
+                                  const std::vector<std::size_t>&);
+template void permute_copy<double>(const double*, double*, const std::vector<std::size_t>&,
+                                   const std::vector<std::size_t>&);
 template void gather_axis<float>(const float*, float*, const AxisSelection&);
 template void gather_axis<double>(const double*, double*, const AxisSelection&);
 template void scatter_axis<float>(const float*, float*, const AxisSelection&, bool);

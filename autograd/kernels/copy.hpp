@@ -9,7 +9,7 @@
 namespace xgrad::kernels {
 
 struct AxisSelection {
-  std::size_t outer = 1, n = 1, inner = 1;  // the full array
+  std::size_t outer = 1, n = 1, inner = 1;     // the full array
   std::size_t start = 0, count = 0, step = 1;  // the positions picked along n
 };
 

@@ -14,18 +14,16 @@ namespace {
 CBLAS_TRANSPOSE flag(bool transposed) { return transposed ? CblasTrans : CblasNoTrans; }
 blasint as_int(std::size_t v) { return static_cast<blasint>(v); }
 
-void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
-               const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
-               std::size_t ldc) {
-  cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), as_int(m), as_int(n), as_int(k), alpha, a,
-              as_int(lda), b, as_int(ldb), beta, c, as_int(ldc));
+void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+               std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), as_int(m), as_int(n), as_int(k), alpha, a, as_int(lda), b,
+              as_int(ldb), beta, c, as_int(ldc));
 }
 
-void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha,
-               const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta, double* c,
-               std::size_t ldc) {
-  cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), as_int(m), as_int(n), as_int(k), alpha, a,
-              as_int(lda), b, as_int(ldb), beta, c, as_int(ldc));
+void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
+               std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
+  cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), as_int(m), as_int(n), as_int(k), alpha, a, as_int(lda), b,
+              as_int(ldb), beta, c, as_int(ldc));
 }
 
 // Below this many multiply-adds a product stays on one thread: waking the pool costs more.
@@ -42,8 +40,8 @@ constexpr std::size_t kPanelAlign = 16;
 // cut depends only on the shapes and the thread count, so results are deterministic for
 // a given count.
 template <class T>
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
-          std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   const auto threads = static_cast<std::size_t>(num_threads());
   const double multiply_adds = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool split_k = k >= 4 * std::max(m, n);

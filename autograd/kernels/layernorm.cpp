@@ -41,8 +41,8 @@ void forward_rows(const T* x, const T* weight, const T* bias, T* y, T* mean, T* 
 }
 
 template <class T>
-void backward_rows(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd, T* dx, T* dweight,
-                   T* dbias, std::size_t first, std::size_t last, std::size_t d) {
+void backward_rows(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd, T* dx, T* dweight, T* dbias,
+                   std::size_t first, std::size_t last, std::size_t d) {
   const T inv_d = T(1) / static_cast<T>(d);
   for (std::size_t r = first; r < last; ++r) {
     const T* xr = x + r * d;
@@ -71,16 +71,16 @@ void backward_rows(const T* dy, const T* x, const T* weight, const T* mean, cons
 }  // namespace
 
 template <class T>
-void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd,
-                        std::size_t rows, std::size_t d, T eps) {
+void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, std::size_t rows,
+                        std::size_t d, T eps) {
   parallel_for(chunks_of(rows), 8.0 * kRowsPerChunk * d, [&](std::size_t c) {
     forward_rows(x, weight, bias, y, mean, rstd, c * kRowsPerChunk, std::min(rows, (c + 1) * kRowsPerChunk), d, eps);
   });
 }
 
 template <class T>
-void layer_norm_backward(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd,
-                         T* dx, T* dweight, T* dbias, std::size_t rows, std::size_t d) {
+void layer_norm_backward(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd, T* dx, T* dweight,
+                         T* dbias, std::size_t rows, std::size_t d) {
   // Each chunk sums its own weight/bias gradients; they are added in chunk order after.
   const std::size_t chunks = chunks_of(rows);
   std::vector<T> partial_w(dweight ? chunks * d : 0, T(0)), partial_b(dbias ? chunks * d : 0, T(0));
@@ -96,11 +96,10 @@ void layer_norm_backward(const T* dy, const T* x, const T* weight, const T* mean
     }
 }
 
-#define XGRAD_INSTANTIATE(T)                                                                  \
-  template void layer_norm_forward<T>(const T*, const T*, const T*, T*, T*, T*, std::size_t,   \
-                                      std::size_t, T);                                        \
-  template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*,   \
-                                       T*, T*, std::size_t, std::size_t);
+#define XGRAD_INSTANTIATE(T)                                                                                      \
+  template void layer_norm_forward<T>(const T*, const T*, const T*, T*, T*, T*, std::size_t, std::size_t, T);     \
+  template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, std::size_t, \
+                                       std::size_t);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)
 #undef XGRAD_INSTANTIATE

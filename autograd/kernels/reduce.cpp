@@ -8,8 +8,7 @@ namespace {
 
 // Offsets of every multi-index over the axes where `select` is true, in row-major order
 // (none when one of those axes is empty).
-std::vector<std::size_t> offsets_over(const std::vector<std::size_t>& shape,
-                                      const std::vector<std::size_t>& strides,
+std::vector<std::size_t> offsets_over(const std::vector<std::size_t>& shape, const std::vector<std::size_t>& strides,
                                       const std::vector<bool>& select) {
   std::vector<std::size_t> offsets{0};
   for (std::size_t axis = 0; axis < shape.size(); ++axis) {

@@ -62,8 +62,7 @@ void log_softmax_forward(const T* x, T* y, std::size_t outer, std::size_t n, std
 }
 
 template <class T>
-void softmax_backward(const T* y, const T* dy, T* dx, std::size_t outer, std::size_t n,
-                      std::size_t inner) {
+void softmax_backward(const T* y, const T* dy, T* dx, std::size_t outer, std::size_t n, std::size_t inner) {
   std::vector<T> dot(inner);
   for (std::size_t o = 0; o < outer; ++o) {
     const std::size_t base = o * n * inner;
@@ -79,8 +78,7 @@ void softmax_backward(const T* y, const T* dy, T* dx, std::size_t outer, std::si
 }
 
 template <class T>
-void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t outer, std::size_t n,
-                          std::size_t inner) {
+void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t outer, std::size_t n, std::size_t inner) {
   std::vector<T> total(inner);
   for (std::size_t o = 0; o < outer; ++o) {
     const std::size_t base = o * n * inner;
@@ -106,13 +104,11 @@ void logsumexp_rows(const T* x, T* max, T* log_sum, std::size_t rows, std::size_
   }
 }
 
-#define XGRAD_INSTANTIATE(T)                                                                   \
-  template void softmax_forward<T>(const T*, T*, std::size_t, std::size_t, std::size_t);       \
-  template void log_softmax_forward<T>(const T*, T*, std::size_t, std::size_t, std::size_t);   \
-  template void softmax_backward<T>(const T*, const T*, T*, std::size_t, std::size_t,          \
-                                    std::size_t);                                              \
-  template void log_softmax_backward<T>(const T*, const T*, T*, std::size_t, std::size_t,      \
-                                        std::size_t);          \
+#define XGRAD_INSTANTIATE(T)                                                                            \
+  template void softmax_forward<T>(const T*, T*, std::size_t, std::size_t, std::size_t);                \
+  template void log_softmax_forward<T>(const T*, T*, std::size_t, std::size_t, std::size_t);            \
+  template void softmax_backward<T>(const T*, const T*, T*, std::size_t, std::size_t, std::size_t);     \
+  template void log_softmax_backward<T>(const T*, const T*, T*, std::size_t, std::size_t, std::size_t); \
   template void logsumexp_rows<T>(const T*, T*, T*, std::size_t, std::size_t);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)

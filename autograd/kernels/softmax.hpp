@@ -15,12 +15,10 @@ void log_softmax_forward(const T* x, T* y, std::size_t outer, std::size_t n, std
 
 // dx = y * (dy - sum(dy * y)), with y the softmax output.
 template <class T>
-void softmax_backward(const T* y, const T* dy, T* dx, std::size_t outer, std::size_t n,
-                      std::size_t inner);
+void softmax_backward(const T* y, const T* dy, T* dx, std::size_t outer, std::size_t n, std::size_t inner);
 // dx = dy - exp(y) * sum(dy), with y the log-softmax output.
 template <class T>
-void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t outer, std::size_t n,
-                          std::size_t inner);
+void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t outer, std::size_t n, std::size_t inner);
 
 }  // namespace xgrad::kernels
 

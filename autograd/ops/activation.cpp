@@ -7,9 +7,9 @@
 
 #include "autograd/kernels/softmax.hpp"
 #include "autograd/ops.hpp"
-#include "autograd/random.hpp"
 #include "autograd/ops/pointwise.hpp"
 #include "autograd/ops/shape_util.hpp"
+#include "autograd/random.hpp"
 
 namespace xgrad {
 
@@ -74,8 +74,8 @@ Tensor gelu(const Tensor& x, bool approximate) {
           using T = value_t<decltype(g)>;
           const GeluConstants<T> c;
           const xt::xarray<T> t = xt::tanh(c.sqrt_2_over_pi * (u + c.cubic * u * u * u));
-          return xt::xarray<T>(g * (T(0.5) * (T(1) + t) + T(0.5) * u * (T(1) - t * t) * c.sqrt_2_over_pi *
-                                                             (T(1) + T(3) * c.cubic * u * u)));
+          return xt::xarray<T>(g * (T(0.5) * (T(1) + t) +
+                                    T(0.5) * u * (T(1) - t * t) * c.sqrt_2_over_pi * (T(1) + T(3) * c.cubic * u * u)));
         });
   // Exact: x * Phi(x); d/dx = Phi(x) + x * phi(x).
   return unary_op(
@@ -88,8 +88,8 @@ Tensor gelu(const Tensor& x, bool approximate) {
       [](const auto& g, const auto& u, const auto&) {
         using T = value_t<decltype(g)>;
         const GeluConstants<T> c;
-        return xt::xarray<T>(g * (T(0.5) * (T(1) + xt::erf(u * c.inv_sqrt2)) +
-                                  u * c.inv_sqrt_2pi * xt::exp(T(-0.5) * u * u)));
+        return xt::xarray<T>(
+            g * (T(0.5) * (T(1) + xt::erf(u * c.inv_sqrt2)) + u * c.inv_sqrt_2pi * xt::exp(T(-0.5) * u * u)));
       });
 }
 
@@ -136,9 +136,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
     xt::xarray<T> keep = xt::xarray<T>::from_shape(v.shape());
     for (T& k : keep) k = gen.uniform() >= p ? scale : T(0);
     xt::xarray<T> y = v * keep;
-    return record<T>("dropout", std::move(y), {x}, [keep = std::move(keep)](BackwardContext<T>& ctx) {
-      ctx.accumulate(0, ctx.grad() * keep);
-    });
+    return record<T>("dropout", std::move(y), {x},
+                     [keep = std::move(keep)](BackwardContext<T>& ctx) { ctx.accumulate(0, ctx.grad() * keep); });
   });
 }
 

@@ -26,7 +26,8 @@ MaskLayout mask_layout(const char* what, const Tensor& mask, std::size_t lq, std
   Shape shape = mask.shape();
   while (shape.size() < 2) shape.insert(shape.begin(), 1);
   MaskLayout m{Shape(shape.begin(), shape.end() - 2), shape[shape.size() - 2], shape.back()};
-  XGRAD_CHECK((m.rows == 1 || m.rows == lq) && (m.cols == 1 || m.cols == lk), kOp, what, " of shape ", mask.shape(), " does not broadcast to the scores [..., ", lq, ", ", lk, "]");
+  XGRAD_CHECK((m.rows == 1 || m.rows == lq) && (m.cols == 1 || m.cols == lk), kOp, what, " of shape ", mask.shape(),
+              " does not broadcast to the scores [..., ", lq, ", ", lk, "]");
   return m;
 }
 
@@ -76,7 +77,8 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        const AttentionOptions& options, const std::string& operands) {
   check_same_dtype(kOp, q, k);
   check_same_dtype(kOp, q, v);
-  XGRAD_CHECK(options.dropout_p >= 0.0 && options.dropout_p < 1.0, kOp, "dropout_p = ", options.dropout_p, " is outside [0, 1)");
+  XGRAD_CHECK(options.dropout_p >= 0.0 && options.dropout_p < 1.0, kOp, "dropout_p = ", options.dropout_p,
+              " is outside [0, 1)");
   const std::size_t lq = layout.lq, lk = layout.lk;
   const bool has_mask = options.mask.defined(), has_bias = options.additive_mask.defined();
   const MaskLayout keep_layout = has_mask ? mask_layout("mask", options.mask, lq, lk) : MaskLayout{};
@@ -90,7 +92,9 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     }
   };
   if (!broadcasts_to_batch(keep_layout.batch) || !broadcasts_to_batch(bias_layout.batch)) {
-    fail(kOp, "masks do not broadcast to the batch ", batch, ": ", operands, (has_mask ? ", mask " + shape_str(options.mask.shape()) : ""), (has_bias ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
+    fail(kOp, "masks do not broadcast to the batch ", batch, ": ", operands,
+         (has_mask ? ", mask " + shape_str(options.mask.shape()) : ""),
+         (has_bias ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
   }
   const std::uint64_t dropout_seed =
       options.dropout_p > 0.0 ? (options.generator ? *options.generator : default_generator()).next_u64() : 0;
@@ -126,59 +130,60 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
       kernels::attention_weights(p, lse.data(), weights.data());
       result.weights = make_leaf(std::move(weights));
     }
-    result.output = record<T>(
-        kOp, std::move(out), {q, k, v},
-        [problem, keep, bias, lse = std::move(lse), in_place = layout.grads_in_place,
-         columns = layout.columns](BackwardContext<T>& ctx) {
-          kernels::AttentionProblem<T> p = *problem;
-          p.q = ctx.input(0).data();
-          p.k = ctx.input(1).data();
-          p.v = ctx.input(2).data();
-          if (in_place) {
-            // Each gradient lands in a buffer shaped like its input, at the rows it was read
-            // from; roles that read disjoint columns of one input share its buffer.
-            std::array<std::size_t, 3> buffer_of{};
-            std::vector<std::size_t> owner;  // the first role of each buffer
-            for (std::size_t i = 0; i < 3; ++i) {
-              buffer_of[i] = owner.size();
-              for (std::size_t b = 0; b < owner.size() && buffer_of[i] == owner.size(); ++b) {
-                bool fits = &ctx.input_node(owner[b]) == &ctx.input_node(i);
-                for (std::size_t r = 0; r < i; ++r)
-                  if (buffer_of[r] == b) fits = fits && !columns[r].overlaps(columns[i]);
-                if (fits) buffer_of[i] = b;
-              }
-              if (buffer_of[i] == owner.size()) owner.push_back(i);
-            }
-            std::vector<xt::xarray<T>> buffers;
-            for (std::size_t b = 0; b < owner.size(); ++b) {
-              // The kernel writes every row it reads; columns no role reads must be zeros.
-              std::size_t written = 0;
-              for (std::size_t r = 0; r < 3; ++r) written += buffer_of[r] == b ? columns[r].width : 0;
-              const auto& shape = ctx.input(owner[b]).shape();
-              buffers.push_back(written == shape.back() ? xt::xarray<T>::from_shape(shape) : xt::xarray<T>(xt::zeros<T>(shape)));
-            }
-            p.dq_rows = p.q_rows, p.dk_rows = p.k_rows, p.dv_rows = p.v_rows;
-            kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(),
-                                        buffers[buffer_of[0]].data(), buffers[buffer_of[1]].data(),
-                                        buffers[buffer_of[2]].data());
-            for (std::size_t b = 0; b < buffers.size(); ++b) ctx.accumulate(owner[b], std::move(buffers[b]));
-            return;
-          }
-          // Gradients at the full batch shape, then summed over any broadcast axis.
-          const Shape out_shape = to_shape(ctx.output().shape());
-          const Shape full(out_shape.begin(), out_shape.end() - 2);
-          xt::xarray<T> dq = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lq, p.dk)));
-          xt::xarray<T> dk = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lk, p.dk)));
-          xt::xarray<T> dv = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lk, p.dv)));
-          p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
-          p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
-          p.dv_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dv);
-          kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(), dq.data(), dk.data(),
-                                      dv.data());
-          ctx.accumulate(0, unbroadcast<T>(std::move(dq), to_shape(ctx.input(0).shape())));
-          ctx.accumulate(1, unbroadcast<T>(std::move(dk), to_shape(ctx.input(1).shape())));
-          ctx.accumulate(2, unbroadcast<T>(std::move(dv), to_shape(ctx.input(2).shape())));
-        });
+    result.output =
+        record<T>(kOp, std::move(out), {q, k, v},
+                  [problem, keep, bias, lse = std::move(lse), in_place = layout.grads_in_place,
+                   columns = layout.columns](BackwardContext<T>& ctx) {
+                    kernels::AttentionProblem<T> p = *problem;
+                    p.q = ctx.input(0).data();
+                    p.k = ctx.input(1).data();
+                    p.v = ctx.input(2).data();
+                    if (in_place) {
+                      // Each gradient lands in a buffer shaped like its input, at the rows it was read
+                      // from; roles that read disjoint columns of one input share its buffer.
+                      std::array<std::size_t, 3> buffer_of{};
+                      std::vector<std::size_t> owner;  // the first role of each buffer
+                      for (std::size_t i = 0; i < 3; ++i) {
+                        buffer_of[i] = owner.size();
+                        for (std::size_t b = 0; b < owner.size() && buffer_of[i] == owner.size(); ++b) {
+                          bool fits = &ctx.input_node(owner[b]) == &ctx.input_node(i);
+                          for (std::size_t r = 0; r < i; ++r)
+                            if (buffer_of[r] == b) fits = fits && !columns[r].overlaps(columns[i]);
+                          if (fits) buffer_of[i] = b;
+                        }
+                        if (buffer_of[i] == owner.size()) owner.push_back(i);
+                      }
+                      std::vector<xt::xarray<T>> buffers;
+                      for (std::size_t b = 0; b < owner.size(); ++b) {
+                        // The kernel writes every row it reads; columns no role reads must be zeros.
+                        std::size_t written = 0;
+                        for (std::size_t r = 0; r < 3; ++r) written += buffer_of[r] == b ? columns[r].width : 0;
+                        const auto& shape = ctx.input(owner[b]).shape();
+                        buffers.push_back(written == shape.back() ? xt::xarray<T>::from_shape(shape)
+                                                                  : xt::xarray<T>(xt::zeros<T>(shape)));
+                      }
+                      p.dq_rows = p.q_rows, p.dk_rows = p.k_rows, p.dv_rows = p.v_rows;
+                      kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(),
+                                                  buffers[buffer_of[0]].data(), buffers[buffer_of[1]].data(),
+                                                  buffers[buffer_of[2]].data());
+                      for (std::size_t b = 0; b < buffers.size(); ++b) ctx.accumulate(owner[b], std::move(buffers[b]));
+                      return;
+                    }
+                    // Gradients at the full batch shape, then summed over any broadcast axis.
+                    const Shape out_shape = to_shape(ctx.output().shape());
+                    const Shape full(out_shape.begin(), out_shape.end() - 2);
+                    xt::xarray<T> dq = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lq, p.dk)));
+                    xt::xarray<T> dk = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lk, p.dk)));
+                    xt::xarray<T> dv = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lk, p.dv)));
+                    p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
+                    p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
+                    p.dv_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dv);
+                    kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(), dq.data(),
+                                                dk.data(), dv.data());
+                    ctx.accumulate(0, unbroadcast<T>(std::move(dq), to_shape(ctx.input(0).shape())));
+                    ctx.accumulate(1, unbroadcast<T>(std::move(dk), to_shape(ctx.input(1).shape())));
+                    ctx.accumulate(2, unbroadcast<T>(std::move(dv), to_shape(ctx.input(2).shape())));
+                  });
     return result;
   });
 }
@@ -190,7 +195,8 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   for (const Tensor* t : {&q, &k, &v}) check_defined(kOp, *t);
   const Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
   const auto describe = [&] { return "q " + shape_str(qs) + ", k " + shape_str(ks) + ", v " + shape_str(vs); };
-  XGRAD_CHECK(qs.size() >= 2 && ks.size() >= 2 && vs.size() >= 2, kOp, "q, k and v need at least 2 axes [..., L, d]; got ", describe());
+  XGRAD_CHECK(qs.size() >= 2 && ks.size() >= 2 && vs.size() >= 2, kOp,
+              "q, k and v need at least 2 axes [..., L, d]; got ", describe());
   Layout l;
   l.lq = qs[qs.size() - 2], l.dk = qs.back(), l.lk = ks[ks.size() - 2], l.dv = vs.back();
   XGRAD_CHECK(ks.back() == l.dk, kOp, "q and k widths differ: ", describe());
@@ -207,7 +213,9 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     l.batch = broadcast_shapes(kOp, l.batch, mask_batch(options.additive_mask, "additive_mask"));
   } catch (const Error& e) {
     if (std::string(e.what()).find("does not broadcast to the scores") != std::string::npos) throw;
-    fail(kOp, "leading axes do not broadcast together: ", describe(), (options.mask.defined() ? ", mask " + shape_str(options.mask.shape()) : ""), (options.additive_mask.defined() ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
+    fail(kOp, "leading axes do not broadcast together: ", describe(),
+         (options.mask.defined() ? ", mask " + shape_str(options.mask.shape()) : ""),
+         (options.additive_mask.defined() ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
   }
   const auto rows = [&](const Shape& s, std::size_t length, std::size_t width) {
     kernels::BatchRows r;
@@ -239,13 +247,15 @@ AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const C
     const Shape& s = operands[i]->tensor.shape();
     XGRAD_CHECK(s.size() == 3, kOp, "q, k and v must be ", (batch_first ? "[N, L, C]" : "[L, N, C]"), ": ", describe());
     widths[i] = operands[i]->width ? operands[i]->width : s[2] - std::min(s[2], operands[i]->begin);
-    XGRAD_CHECK(operands[i]->begin + widths[i] <= s[2] && widths[i] != 0 && widths[i] % heads == 0, kOp, "column ranges must lie inside the tensors and split into equal heads: ", describe());
+    XGRAD_CHECK(operands[i]->begin + widths[i] <= s[2] && widths[i] != 0 && widths[i] % heads == 0, kOp,
+                "column ranges must lie inside the tensors and split into equal heads: ", describe());
   }
   const Shape &qs = q.tensor.shape(), &ks = k.tensor.shape(), &vs = v.tensor.shape();
   const std::size_t n = batch_first ? qs[0] : qs[1];
   const auto length = [&](const Shape& s) { return batch_first ? s[1] : s[0]; };
   const auto batch_size = [&](const Shape& s) { return batch_first ? s[0] : s[1]; };
-  XGRAD_CHECK(batch_size(ks) == n && batch_size(vs) == n && length(ks) == length(vs), kOp, "batch or key length disagree: ", describe());
+  XGRAD_CHECK(batch_size(ks) == n && batch_size(vs) == n && length(ks) == length(vs), kOp,
+              "batch or key length disagree: ", describe());
   Layout l;
   l.batch = {n, heads};
   l.lq = length(qs), l.lk = length(ks), l.dk = widths[0] / heads, l.dv = widths[2] / heads;

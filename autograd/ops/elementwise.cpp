@@ -75,8 +75,7 @@ Tensor pow(const Tensor& base, const Tensor& exponent) {
 
 Tensor neg(const Tensor& x) {
   return unary_op(
-      "neg", x, [](const auto& v) { return -v; },
-      [](const auto& g, const auto&, const auto&) { return -g; });
+      "neg", x, [](const auto& v) { return -v; }, [](const auto& g, const auto&, const auto&) { return -g; });
 }
 
 Tensor add(const Tensor& x, double s) {
@@ -88,9 +87,7 @@ Tensor add(const Tensor& x, double s) {
 Tensor mul(const Tensor& x, double s) {
   return unary_op(
       "mul_scalar", x, [s](const auto& v) { return v * static_cast<value_t<decltype(v)>>(s); },
-      [s](const auto& g, const auto&, const auto&) {
-        return g * static_cast<value_t<decltype(g)>>(s);
-      });
+      [s](const auto& g, const auto&, const auto&) { return g * static_cast<value_t<decltype(g)>>(s); });
 }
 
 Tensor rsub(double s, const Tensor& x) {
@@ -182,20 +179,37 @@ Tensor gt(const Tensor& a, const Tensor& b) {
 Tensor ge(const Tensor& a, const Tensor& b) {
   return compare_op("ge", a, b, [](const auto& x, const auto& y) { return xt::greater_equal(x, y); });
 }
-Tensor eq(const Tensor& a, double s) { check_defined("eq", a); return eq(a, Tensor::scalar(s, a.dtype())); }
-Tensor ne(const Tensor& a, double s) { check_defined("ne", a); return ne(a, Tensor::scalar(s, a.dtype())); }
-Tensor lt(const Tensor& a, double s) { check_defined("lt", a); return lt(a, Tensor::scalar(s, a.dtype())); }
-Tensor le(const Tensor& a, double s) { check_defined("le", a); return le(a, Tensor::scalar(s, a.dtype())); }
-Tensor gt(const Tensor& a, double s) { check_defined("gt", a); return gt(a, Tensor::scalar(s, a.dtype())); }
-Tensor ge(const Tensor& a, double s) { check_defined("ge", a); return ge(a, Tensor::scalar(s, a.dtype())); }
+Tensor eq(const Tensor& a, double s) {
+  check_defined("eq", a);
+  return eq(a, Tensor::scalar(s, a.dtype()));
+}
+Tensor ne(const Tensor& a, double s) {
+  check_defined("ne", a);
+  return ne(a, Tensor::scalar(s, a.dtype()));
+}
+Tensor lt(const Tensor& a, double s) {
+  check_defined("lt", a);
+  return lt(a, Tensor::scalar(s, a.dtype()));
+}
+Tensor le(const Tensor& a, double s) {
+  check_defined("le", a);
+  return le(a, Tensor::scalar(s, a.dtype()));
+}
+Tensor gt(const Tensor& a, double s) {
+  check_defined("gt", a);
+  return gt(a, Tensor::scalar(s, a.dtype()));
+}
+Tensor ge(const Tensor& a, double s) {
+  check_defined("ge", a);
+  return ge(a, Tensor::scalar(s, a.dtype()));
+}
 
 // where and masked_fill index their operands through broadcast offset maps instead of
 // xt::where: xtensor 0.24.3 with xsimd misreads a boolean condition of lower rank.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_defined("where", condition);
   check_same_dtype("where", a, b);
-  const Shape out_shape =
-      broadcast_shapes("where", condition.shape(), broadcast_shapes("where", a.shape(), b.shape()));
+  const Shape out_shape = broadcast_shapes("where", condition.shape(), broadcast_shapes("where", a.shape(), b.shape()));
   const std::vector<std::uint8_t> keep = truth_at(condition, out_shape);
   return dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -223,7 +237,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_defined("masked_fill", x);
   check_defined("masked_fill", mask);
-  XGRAD_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(), "masked_fill", "mask of shape ", mask.shape(), " does not broadcast to the input's shape ", x.shape());
+  XGRAD_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(), "masked_fill", "mask of shape ",
+              mask.shape(), " does not broadcast to the input's shape ", x.shape());
   std::vector<std::uint8_t> fill = truth_at(mask, x.shape());
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

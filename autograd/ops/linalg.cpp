@@ -15,15 +15,14 @@ namespace {
 struct MatmulPlan {
   bool trans_a = false, trans_b = false;
   std::size_t m = 0, n = 0, k = 0;
-  std::size_t lda = 0, ldb = 0;  // row strides of A and B as stored
+  std::size_t lda = 0, ldb = 0;                 // row strides of A and B as stored
   std::vector<std::size_t> a_offset, b_offset;  // per output batch
   Shape out_shape;
 };
 
 MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_b) {
   const auto describe = [&] {
-    return shape_str(a) + (trans_a ? " (transposed)" : "") + " and " + shape_str(b) +
-           (trans_b ? " (transposed)" : "");
+    return shape_str(a) + (trans_a ? " (transposed)" : "") + " and " + shape_str(b) + (trans_b ? " (transposed)" : "");
   };
   XGRAD_CHECK(a.size() >= 2 && b.size() >= 2, "matmul", "needs at least 2-D operands, got ", describe());
   MatmulPlan p;
@@ -73,22 +72,22 @@ void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
     T* da = ctx.grad_buffer(0).data();
     for (std::size_t i = 0; i < p.a_offset.size(); ++i) {
       if (!p.trans_a)  // dA = dC op(B)^T
-        kernels::gemm<T>(false, !p.trans_b, p.m, p.k, p.n, T(1), g + i * c_size, p.n,
-                         b + p.b_offset[i], p.ldb, T(1), da + p.a_offset[i], p.lda);
+        kernels::gemm<T>(false, !p.trans_b, p.m, p.k, p.n, T(1), g + i * c_size, p.n, b + p.b_offset[i], p.ldb, T(1),
+                         da + p.a_offset[i], p.lda);
       else  // A stored [k, n]: dA = op(B) dC^T
-        kernels::gemm<T>(p.trans_b, true, p.k, p.m, p.n, T(1), b + p.b_offset[i], p.ldb,
-                         g + i * c_size, p.n, T(1), da + p.a_offset[i], p.lda);
+        kernels::gemm<T>(p.trans_b, true, p.k, p.m, p.n, T(1), b + p.b_offset[i], p.ldb, g + i * c_size, p.n, T(1),
+                         da + p.a_offset[i], p.lda);
     }
   }
   if (ctx.needs_grad(1)) {
     T* db = ctx.grad_buffer(1).data();
     for (std::size_t i = 0; i < p.b_offset.size(); ++i) {
       if (!p.trans_b)  // dB = op(A)^T dC
-        kernels::gemm<T>(!p.trans_a, false, p.k, p.n, p.m, T(1), a + p.a_offset[i], p.lda,
-                         g + i * c_size, p.n, T(1), db + p.b_offset[i], p.ldb);
+        kernels::gemm<T>(!p.trans_a, false, p.k, p.n, p.m, T(1), a + p.a_offset[i], p.lda, g + i * c_size, p.n, T(1),
+                         db + p.b_offset[i], p.ldb);
       else  // B stored [m, k]: dB = dC^T op(A)
-        kernels::gemm<T>(true, p.trans_a, p.n, p.k, p.m, T(1), g + i * c_size, p.n,
-                         a + p.a_offset[i], p.lda, T(1), db + p.b_offset[i], p.ldb);
+        kernels::gemm<T>(true, p.trans_a, p.n, p.k, p.m, T(1), g + i * c_size, p.n, a + p.a_offset[i], p.lda, T(1),
+                         db + p.b_offset[i], p.ldb);
     }
   }
 }
@@ -99,7 +98,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   check_same_dtype("matmul", a, b);
   // Vectors as numpy treats them: a row on the left, a column on the right.
   if (a.dim() == 1 || b.dim() == 1) {
-    XGRAD_CHECK((a.dim() != 1 || !transpose_a) && (b.dim() != 1 || !transpose_b), "matmul", "a 1-D operand cannot be transposed: shapes ", a.shape(), " and ", b.shape());
+    XGRAD_CHECK((a.dim() != 1 || !transpose_a) && (b.dim() != 1 || !transpose_b), "matmul",
+                "a 1-D operand cannot be transposed: shapes ", a.shape(), " and ", b.shape());
     const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
     const Tensor b2 = b.dim() == 1 ? unsqueeze(b, -1) : b;
     Tensor out = matmul(a2, b2, transpose_a, transpose_b);
@@ -116,10 +116,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     if (is_empty(plan)) out.fill(T(0));  // a sum over k = 0 terms; GEMM would not run
     const std::size_t c_size = plan.m * plan.n;
     for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i)
-      kernels::gemm<T>(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, T(1), av + plan.a_offset[i],
-                       plan.lda, bv + plan.b_offset[i], plan.ldb, T(0), out.data() + i * c_size, plan.n);
-    return record<T>("matmul", std::move(out), {a, b},
-                     [plan](BackwardContext<T>& ctx) { matmul_backward(plan, ctx); });
+      kernels::gemm<T>(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, T(1), av + plan.a_offset[i], plan.lda,
+                       bv + plan.b_offset[i], plan.ldb, T(0), out.data() + i * c_size, plan.n);
+    return record<T>("matmul", std::move(out), {a, b}, [plan](BackwardContext<T>& ctx) { matmul_backward(plan, ctx); });
   });
 }
 
@@ -130,11 +129,13 @@ namespace xgrad {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_same_dtype("linear", x, weight);
   const Shape x_shape = x.shape(), w_shape = weight.shape();
-  XGRAD_CHECK(!x_shape.empty() && w_shape.size() == 2 && w_shape[1] == x_shape.back(), "linear", "input ", x_shape, " does not fit weight ", w_shape, " (expected input [..., in] and weight [out, in])");
+  XGRAD_CHECK(!x_shape.empty() && w_shape.size() == 2 && w_shape[1] == x_shape.back(), "linear", "input ", x_shape,
+              " does not fit weight ", w_shape, " (expected input [..., in] and weight [out, in])");
   const std::size_t in = w_shape[1], out = w_shape[0];
   if (bias.defined()) {
     check_same_dtype("linear", x, bias);
-    XGRAD_CHECK(bias.shape() == Shape{out}, "linear", "bias of shape ", bias.shape(), " does not fit weight ", w_shape, " (expected [", out, "])");
+    XGRAD_CHECK(bias.shape() == Shape{out}, "linear", "bias of shape ", bias.shape(), " does not fit weight ", w_shape,
+                " (expected [", out, "])");
   }
   const std::size_t rows = in ? numel(x_shape) / in : numel(Shape(x_shape.begin(), x_shape.end() - 1));
   Shape out_shape = x_shape;

@@ -16,12 +16,14 @@ Tensor cross_entropy(const Tensor& logits, const Indices& targets, std::int64_t 
   XGRAD_CHECK(!shape.empty(), "cross_entropy", "logits must have a class axis, got a scalar");
   const std::size_t classes = shape.back();
   const Shape row_shape(shape.begin(), shape.end() - 1);
-  XGRAD_CHECK(targets.shape == row_shape, "cross_entropy", "targets of shape ", targets.shape, " do not match logits ", shape, " (expected targets ", row_shape, ")");
+  XGRAD_CHECK(targets.shape == row_shape, "cross_entropy", "targets of shape ", targets.shape, " do not match logits ",
+              shape, " (expected targets ", row_shape, ")");
   std::size_t counted = 0;
   for (std::size_t r = 0; r < targets.numel(); ++r) {
     const std::int64_t t = targets.values[r];
     if (t == ignore_index) continue;
-    XGRAD_CHECK(t >= 0 && static_cast<std::size_t>(t) < classes, "cross_entropy", "target ", t, " at position ", r, " is outside [0, ", classes, ") for logits ", shape);
+    XGRAD_CHECK(t >= 0 && static_cast<std::size_t>(t) < classes, "cross_entropy", "target ", t, " at position ", r,
+                " is outside [0, ", classes, ") for logits ", shape);
     ++counted;
   }
   const std::size_t rows = targets.numel();
@@ -37,25 +39,26 @@ Tensor cross_entropy(const Tensor& logits, const Indices& targets, std::int64_t 
     const T inv_count = counted ? T(1) / static_cast<T>(counted) : T(0);
     xt::xarray<T> loss = xt::xarray<T>::from_shape({});
     loss() = total * inv_count;
-    return record<T>(
-        "cross_entropy", std::move(loss), {logits},
-        [max = std::move(max), log_sum = std::move(log_sum), targets = targets.values, ignore_index, classes, inv_count](BackwardContext<T>& ctx) {
-          // d loss / d x[r, c] = (softmax(x)[r, c] - [c == target]) / count
-          const T scale = ctx.grad()() * inv_count;
-          const T* x = ctx.input(0).data();
-          xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
-          T* d = dx.data();
-          for (std::size_t r = 0; r < targets.size(); ++r) {
-            T* row = d + r * classes;
-            if (targets[r] == ignore_index) {
-              std::fill(row, row + classes, T(0));
-              continue;
-            }
-            for (std::size_t c = 0; c < classes; ++c) row[c] = scale * std::exp((x[r * classes + c] - max[r]) - log_sum[r]);
-            row[targets[r]] -= scale;
-          }
-          ctx.accumulate(0, std::move(dx));
-        });
+    return record<T>("cross_entropy", std::move(loss), {logits},
+                     [max = std::move(max), log_sum = std::move(log_sum), targets = targets.values, ignore_index,
+                      classes, inv_count](BackwardContext<T>& ctx) {
+                       // d loss / d x[r, c] = (softmax(x)[r, c] - [c == target]) / count
+                       const T scale = ctx.grad()() * inv_count;
+                       const T* x = ctx.input(0).data();
+                       xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
+                       T* d = dx.data();
+                       for (std::size_t r = 0; r < targets.size(); ++r) {
+                         T* row = d + r * classes;
+                         if (targets[r] == ignore_index) {
+                           std::fill(row, row + classes, T(0));
+                           continue;
+                         }
+                         for (std::size_t c = 0; c < classes; ++c)
+                           row[c] = scale * std::exp((x[r * classes + c] - max[r]) - log_sum[r]);
+                         row[targets[r]] -= scale;
+                       }
+                       ctx.accumulate(0, std::move(dx));
+                     });
   });
 }
 

@@ -35,8 +35,7 @@ Tensor unary_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
 
 // forward(a, b) -> values; grad_a / grad_b(g, a, b, y) -> gradient at the broadcast shape.
 template <class Forward, class GradA, class GradB>
-Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forward, GradA grad_a,
-                 GradB grad_b) {
+Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forward, GradA grad_a, GradB grad_b) {
   check_same_dtype(op, a, b);
   broadcast_shapes(op, a.shape(), b.shape());
   return dispatch(a.dtype(), [&](auto tag) {
@@ -47,10 +46,8 @@ Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forwa
       const auto& x = ctx.input(0);
       const auto& y = ctx.input(1);
       const auto& out = ctx.output();
-      if (ctx.needs_grad(0))
-        ctx.accumulate(0, unbroadcast<T>(grad_a(g, x, y, out), to_shape(x.shape())));
-      if (ctx.needs_grad(1))
-        ctx.accumulate(1, unbroadcast<T>(grad_b(g, x, y, out), to_shape(y.shape())));
+      if (ctx.needs_grad(0)) ctx.accumulate(0, unbroadcast<T>(grad_a(g, x, y, out), to_shape(x.shape())));
+      if (ctx.needs_grad(1)) ctx.accumulate(1, unbroadcast<T>(grad_b(g, x, y, out), to_shape(y.shape())));
     });
   });
 }

@@ -29,8 +29,8 @@ Tensor reshape_to(const char* op, const Tensor& x, const Shape& shape) {
 }
 
 // Positions [start, end) by `step` along `axis` of `shape`, as the copy kernels take them.
-kernels::AxisSelection select_along(const Shape& shape, std::size_t axis, std::size_t start,
-                                    std::size_t end, std::size_t step) {
+kernels::AxisSelection select_along(const Shape& shape, std::size_t axis, std::size_t start, std::size_t end,
+                                    std::size_t step) {
   const AxisBlocks b = blocks_around(shape, axis);
   return {b.outer, b.n, b.inner, start, (end - start + step - 1) / step, step};
 }
@@ -61,7 +61,8 @@ Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape) {
   }
   const std::size_t count = numel(from);
   if (inferred) {
-    XGRAD_CHECK(known != 0 && count % known == 0, "reshape", "cannot reshape ", from, " (", count, " elements) to ", describe());
+    XGRAD_CHECK(known != 0 && count % known == 0, "reshape", "cannot reshape ", from, " (", count, " elements) to ",
+                describe());
     to[*inferred] = count / known;
   }
   XGRAD_CHECK(numel(to) == count, "reshape", "cannot reshape ", from, " (", count, " elements) to ", describe());
@@ -194,7 +195,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::size_t>& sizes
   const Shape shape = x.shape();
   const std::size_t a = normalize_axis("split", axis, shape.size(), shape);
   const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
-  XGRAD_CHECK(total == shape[a], "split", "sizes add up to ", total, " but axis ", axis, " of shape ", shape, " has ", shape[a]);
+  XGRAD_CHECK(total == shape[a], "split", "sizes add up to ", total, " but axis ", axis, " of shape ", shape, " has ",
+              shape[a]);
   std::vector<Tensor> pieces;
   std::size_t start = 0;
   for (std::size_t size : sizes) {
@@ -208,14 +210,16 @@ std::vector<Tensor> chunk(const Tensor& x, std::size_t chunks, int axis) {
   check_defined("chunk", x);
   const Shape shape = x.shape();
   const std::size_t a = normalize_axis("chunk", axis, shape.size(), shape);
-  XGRAD_CHECK(chunks != 0 && shape[a] % chunks == 0, "chunk", "axis ", axis, " of shape ", shape, " does not split into ", chunks, " equal pieces");
+  XGRAD_CHECK(chunks != 0 && shape[a] % chunks == 0, "chunk", "axis ", axis, " of shape ", shape,
+              " does not split into ", chunks, " equal pieces");
   return split(x, std::vector<std::size_t>(chunks, shape[a] / chunks), axis);
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
   check_defined("expand", x);
   const Shape from = x.shape();
-  XGRAD_CHECK(from.size() <= shape.size() && broadcast_shapes("expand", from, shape) == shape, "expand", "shape ", from, " cannot be expanded to ", shape);
+  XGRAD_CHECK(from.size() <= shape.size() && broadcast_shapes("expand", from, shape) == shape, "expand", "shape ", from,
+              " cannot be expanded to ", shape);
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = xt::broadcast(x.node()->values<T>(), to_xshape<T>(shape));

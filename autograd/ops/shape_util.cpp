@@ -17,14 +17,12 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 std::vector<bool> unbroadcast_axes(const Shape& from, const Shape& to) {
   const std::size_t leading = from.size() - to.size();
   std::vector<bool> reduce(from.size());
-  for (std::size_t i = 0; i < from.size(); ++i)
-    reduce[i] = i < leading || (to[i - leading] == 1 && from[i] != 1);
+  for (std::size_t i = 0; i < from.size(); ++i) reduce[i] = i < leading || (to[i - leading] == 1 && from[i] != 1);
   return reduce;
 }
 
 // Offsets of each output batch's matrix inside a source whose batch shape broadcasts.
-std::vector<std::size_t> batch_offsets(const Shape& source_batch, const Shape& out_batch,
-                                       std::size_t matrix_size) {
+std::vector<std::size_t> batch_offsets(const Shape& source_batch, const Shape& out_batch, std::size_t matrix_size) {
   const std::size_t lead = out_batch.size() - source_batch.size();
   std::vector<std::size_t> strides(out_batch.size(), 0);
   std::size_t stride = matrix_size;

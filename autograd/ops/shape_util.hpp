@@ -13,8 +13,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 
 // Offsets of each batch's matrix (matrix_size elements) inside a source whose batch
 // shape broadcasts to out_batch: a broadcast axis contributes stride 0.
-std::vector<std::size_t> batch_offsets(const Shape& source_batch, const Shape& out_batch,
-                                       std::size_t matrix_size);
+std::vector<std::size_t> batch_offsets(const Shape& source_batch, const Shape& out_batch, std::size_t matrix_size);
 
 // The axes of `from` that must be summed to get back to `to` (to broadcasts to from).
 std::vector<bool> unbroadcast_axes(const Shape& from, const Shape& to);

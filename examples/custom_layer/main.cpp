@@ -28,8 +28,8 @@ int main() {
 
   // 3. A classifier built with it: is the sum of 8 inputs positive?
   manual_seed(1);
-  nn::Sequential model{std::make_shared<nn::Linear>(8, 32), std::make_shared<RMSNorm>(32),
-                       std::make_shared<nn::GELU>(), std::make_shared<nn::Linear>(32, 2)};
+  nn::Sequential model{std::make_shared<nn::Linear>(8, 32), std::make_shared<RMSNorm>(32), std::make_shared<nn::GELU>(),
+                       std::make_shared<nn::Linear>(32, 2)};
   std::cout << model;
   optim::Adam adam(model.named_parameters(), {.lr = 1e-2});
   const auto make_data = [](Generator& g, std::size_t n) {

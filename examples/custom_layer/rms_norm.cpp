@@ -20,8 +20,7 @@ void forward_rows(const T* x, const T* w, T* y, std::size_t rows, std::size_t d,
 
 // With g = dy * w:  dx = r * g - x * r^3 * mean(g * x),   dw = sum over rows of dy * x * r
 template <class T>
-void backward_rows(const T* x, const T* w, const T* dy, T* dx, T* dw, std::size_t rows, std::size_t d,
-                   double eps) {
+void backward_rows(const T* x, const T* w, const T* dy, T* dx, T* dw, std::size_t rows, std::size_t d, double eps) {
   for (std::size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * d;
     const T* gr = dy + r * d;
@@ -44,28 +43,29 @@ std::size_t rows_of(const Tensor& x) { return x.numel() / x.shape().back(); }
 }  // namespace
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
-  XGRAD_CHECK(x.dim() != 0 && weight.shape() == Shape{x.shape().back()} && x.dtype() == weight.dtype(), "rms_norm", "input ", x.shape(), " does not fit weight ", weight.shape());
-  const CustomOp op{
-      "rms_norm",
-      [eps](const std::vector<Tensor>& in) {
-        Tensor y = Tensor::zeros(in[0].shape(), in[0].dtype());
-        const std::size_t d = in[0].shape().back();
-        dispatch(y.dtype(), [&](auto tag) {
-          using T = decltype(tag);
-          forward_rows(in[0].data<T>(), in[1].data<T>(), y.data<T>(), rows_of(in[0]), d, eps);
-        });
-        return y;
-      },
-      [eps](const std::vector<Tensor>& in, const Tensor&, const Tensor& grad) {
-        Tensor dx = Tensor::zeros(in[0].shape(), in[0].dtype()), dw = Tensor::zeros(in[1].shape(), in[1].dtype());
-        const std::size_t d = in[0].shape().back();
-        dispatch(dx.dtype(), [&](auto tag) {
-          using T = decltype(tag);
-          backward_rows(in[0].data<T>(), in[1].data<T>(), grad.data<T>(), dx.data<T>(), dw.data<T>(), rows_of(in[0]),
-                        d, eps);
-        });
-        return std::vector<Tensor>{dx, dw};
-      }};
+  XGRAD_CHECK(x.dim() != 0 && weight.shape() == Shape{x.shape().back()} && x.dtype() == weight.dtype(), "rms_norm",
+              "input ", x.shape(), " does not fit weight ", weight.shape());
+  const CustomOp op{"rms_norm",
+                    [eps](const std::vector<Tensor>& in) {
+                      Tensor y = Tensor::zeros(in[0].shape(), in[0].dtype());
+                      const std::size_t d = in[0].shape().back();
+                      dispatch(y.dtype(), [&](auto tag) {
+                        using T = decltype(tag);
+                        forward_rows(in[0].data<T>(), in[1].data<T>(), y.data<T>(), rows_of(in[0]), d, eps);
+                      });
+                      return y;
+                    },
+                    [eps](const std::vector<Tensor>& in, const Tensor&, const Tensor& grad) {
+                      Tensor dx = Tensor::zeros(in[0].shape(), in[0].dtype()),
+                             dw = Tensor::zeros(in[1].shape(), in[1].dtype());
+                      const std::size_t d = in[0].shape().back();
+                      dispatch(dx.dtype(), [&](auto tag) {
+                        using T = decltype(tag);
+                        backward_rows(in[0].data<T>(), in[1].data<T>(), grad.data<T>(), dx.data<T>(), dw.data<T>(),
+                                      rows_of(in[0]), d, eps);
+                      });
+                      return std::vector<Tensor>{dx, dw};
+                    }};
   return apply(op, {x, weight});
 }
 

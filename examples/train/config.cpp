@@ -20,19 +20,30 @@ std::map<std::string, std::string> learning_settings(const Config& c) {
   lr << c.lr;
   dropout << c.dropout;
   clip << c.clip;
-  return {{"task", c.task},           {"seq-len", std::to_string(c.seq_len)},   {"vocab", std::to_string(c.vocab)},
-          {"d-model", std::to_string(c.d_model)}, {"heads", std::to_string(c.heads)},
-          {"layers", std::to_string(c.layers)},   {"ff", std::to_string(c.ff_width())},
-          {"dropout", dropout.str()},     {"positions", c.positions},               {"batch", std::to_string(c.batch)},
-          {"lr", lr.str()},               {"optimizer", c.optimizer},               {"schedule", c.schedule},
-          {"warmup", std::to_string(c.warmup)}, {"clip", clip.str()},               {"seed", std::to_string(c.seed)}};
+  return {{"task", c.task},
+          {"seq-len", std::to_string(c.seq_len)},
+          {"vocab", std::to_string(c.vocab)},
+          {"d-model", std::to_string(c.d_model)},
+          {"heads", std::to_string(c.heads)},
+          {"layers", std::to_string(c.layers)},
+          {"ff", std::to_string(c.ff_width())},
+          {"dropout", dropout.str()},
+          {"positions", c.positions},
+          {"batch", std::to_string(c.batch)},
+          {"lr", lr.str()},
+          {"optimizer", c.optimizer},
+          {"schedule", c.schedule},
+          {"warmup", std::to_string(c.warmup)},
+          {"clip", clip.str()},
+          {"seed", std::to_string(c.seed)}};
 }
 
 }  // namespace
 
 bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>& given) {
-  CLI::App app{"xgrad-train: trains a small transformer encoder on a toy sequence task.\n"
-               "Example: xgrad-train --task reverse --seq-len 8 --steps 500"};
+  CLI::App app{
+      "xgrad-train: trains a small transformer encoder on a toy sequence task.\n"
+      "Example: xgrad-train --task reverse --seq-len 8 --steps 500"};
   app.get_formatter()->column_width(30);
   app.add_option("--task", c.task, "copy | reverse | sort (ascending) | add (digit-wise, least significant first)")
       ->check(CLI::IsMember({"copy", "reverse", "sort", "add"}))
@@ -114,8 +125,10 @@ std::map<std::string, std::string> run_settings(const Config& c) {
   std::ostringstream target;
   target.precision(17);
   target << c.target_exact;
-  return {{"steps", std::to_string(c.steps)}, {"eval-every", std::to_string(c.eval_every)},
-          {"eval-size", std::to_string(c.eval_size)}, {"target-exact", target.str()}};
+  return {{"steps", std::to_string(c.steps)},
+          {"eval-every", std::to_string(c.eval_every)},
+          {"eval-size", std::to_string(c.eval_size)},
+          {"target-exact", target.str()}};
 }
 
 Metadata to_metadata(const Config& c) {
@@ -129,7 +142,8 @@ void apply_metadata(const Metadata& m, Config& c, const std::set<std::string>& g
   const std::map<std::string, std::string> asked = learning_settings(c);
   for (const auto& [flag, value] : asked) {
     const auto it = m.find("config." + flag);
-    if (it == m.end()) throw UsageError("the checkpoint has no setting for --" + flag + " (not written by xgrad-train?)");
+    if (it == m.end())
+      throw UsageError("the checkpoint has no setting for --" + flag + " (not written by xgrad-train?)");
     if (given.count(flag) && it->second != value)
       throw UsageError("the checkpoint is from another config: --" + flag + " " + value + " here, " + it->second +
                        " in the checkpoint");

@@ -8,7 +8,6 @@
 #include <stdexcept>
 #include <string>
 
-
 namespace train {
 
 struct Config {

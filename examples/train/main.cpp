@@ -45,8 +45,10 @@ ModelOptions model_options(const Config& c) {
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const nn::Module& model) {
-  if (c.optimizer == "sgd") return std::make_unique<optim::SGD>(model.named_parameters(), optim::SGDOptions{.lr = c.lr, .momentum = 0.9});
-  if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(model.named_parameters(), optim::AdamWOptions{.lr = c.lr});
+  if (c.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(model.named_parameters(), optim::SGDOptions{.lr = c.lr, .momentum = 0.9});
+  if (c.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(model.named_parameters(), optim::AdamWOptions{.lr = c.lr});
   return std::make_unique<optim::Adam>(model.named_parameters(), optim::AdamOptions{.lr = c.lr});
 }
 
@@ -173,7 +175,8 @@ int run(int argc, char** argv) {
   }
   validate(c);
   if (c.threads > 0) set_num_threads(c.threads);
-  if (c.verbose) std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads" << std::endl;
+  if (c.verbose)
+    std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads" << std::endl;
 
   manual_seed(c.seed);
   SequenceModel model(model_options(c));
@@ -234,7 +237,8 @@ int run(int argc, char** argv) {
       progress.clear();
       if (!c.quiet)
         std::printf("step %lld/%d  loss %.4f  token acc %.4f  exact-match %.4f  (%.1f s)\n",
-                    static_cast<long long>(step), c.steps, last_loss, last_score.token_acc, last_score.exact_match, elapsed);
+                    static_cast<long long>(step), c.steps, last_loss, last_score.token_acc, last_score.exact_match,
+                    elapsed);
       if (metrics)
         metrics << "{\"step\": " << step << ", \"loss\": " << json_or_null(true, last_loss, "%.5f")
                 << ", \"token_acc\": " << json_or_null(true, last_score.token_acc, "%.4f")
@@ -263,9 +267,10 @@ int run(int argc, char** argv) {
   const double elapsed = elapsed_before + seconds_since(started);
   if (!c.save.empty()) save_checkpoint(c, model, *opt, step, elapsed);
   if (metrics)
-    metrics << "{\"final\": true, \"task\": \"" << c.task << "\", \"impl\": \"xgrad-0.1.0\", \"reached_target\": "
-            << (reached_step ? "true" : "false")
-            << ", \"steps_to_target\": " << json_or_null(reached_step.has_value(), static_cast<double>(reached_step.value_or(0)), "%.0f")
+    metrics << "{\"final\": true, \"task\": \"" << c.task
+            << "\", \"impl\": \"xgrad-0.1.0\", \"reached_target\": " << (reached_step ? "true" : "false")
+            << ", \"steps_to_target\": "
+            << json_or_null(reached_step.has_value(), static_cast<double>(reached_step.value_or(0)), "%.0f")
             << ", \"seconds_to_target\": " << json_or_null(reached_step.has_value(), reached_seconds, "%.2f") << "}"
             << std::endl;
 

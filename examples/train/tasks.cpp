@@ -17,7 +17,8 @@ Batch make_batch(const std::string& task, std::size_t n, std::size_t seq_len, st
     } else if (task == "reverse") {
       std::reverse_copy(in, in + static_cast<std::ptrdiff_t>(seq_len), out);
     } else if (task == "sort") {
-      std::partial_sort_copy(in, in + static_cast<std::ptrdiff_t>(seq_len), out, out + static_cast<std::ptrdiff_t>(seq_len));
+      std::partial_sort_copy(in, in + static_cast<std::ptrdiff_t>(seq_len), out,
+                             out + static_cast<std::ptrdiff_t>(seq_len));
     } else if (task == "add") {
       const std::size_t digits = seq_len / 2;
       if (seq_len % 2) in[static_cast<std::ptrdiff_t>(seq_len - 1)] = 0;  // an odd last position is padding

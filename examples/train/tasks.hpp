@@ -23,8 +23,7 @@ struct Batch {
   xgrad::Indices targets;  // [n, seq_len]
 };
 
-Batch make_batch(const std::string& task, std::size_t n, std::size_t seq_len, std::size_t vocab,
-                 xgrad::Generator& gen);
+Batch make_batch(const std::string& task, std::size_t n, std::size_t seq_len, std::size_t vocab, xgrad::Generator& gen);
 
 // A generator for stream `stream` at `step` of a run with `seed`: every batch and every
 // dropout mask is a pure function of (seed, stream, step), so a resumed run draws
