@@ -89,8 +89,8 @@ void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
     if (anomaly_mode)
       for (std::size_t i = 0; i < node.inputs.size(); ++i)
         if (node.inputs[i] && node.inputs[i]->grad)
-          check_anomaly(node.op, ("backward (gradient of input " + std::to_string(i) + ")").c_str(),
-                        *node.inputs[i]->grad, node.inputs);
+          check_anomaly(node.op, str("backward (gradient of input ", i, ")").c_str(), *node.inputs[i]->grad,
+                        node.inputs);
     node.grad.reset();  // only leaves keep their gradient
     if (!retain_graph) {
       node.backward = nullptr;

@@ -5,9 +5,12 @@
 //   XGRAD_CHECK(condition, op, parts...)  throws when condition is false; the parts are
 //                                          streamed into the message only then.
 //   fail(op, parts...)                     throws unconditionally.
+//   str(parts...)                          the same text as a string, for messages built
+//                                          in steps.
 //
-// Parts are streamed with <<, except a Shape (written "[2, 3]"), a DType (by name) and
-// floating-point numbers (the shortest text that reads back exactly, "1.0" not "1").
+// Parts are streamed with <<, except a vector of numbers (a Shape, written "[2, 3]"), a
+// DType (by name) and floating-point numbers (the shortest text that reads back exactly,
+// "1.0" not "1").
 // Custom layers and ops use the same two to report their own bad input.
 
 #include <cstddef>
@@ -29,14 +32,12 @@ class Error : public std::runtime_error {
 enum class DType;  // autograd/tensor.hpp
 class Tensor;
 const char* dtype_name(DType dtype);
-std::string shape_str(const std::vector<std::size_t>& shape);  // "[2, 3]"
 
 namespace detail {
 
 std::string number_str(double value);
 std::string number_str(float value);
 
-inline void write_part(std::ostream& os, const std::vector<std::size_t>& shape) { os << shape_str(shape); }
 inline void write_part(std::ostream& os, DType dtype) { os << dtype_name(dtype); }
 template <class Part>
 void write_part(std::ostream& os, const Part& part) {
@@ -45,15 +46,28 @@ void write_part(std::ostream& os, const Part& part) {
   else
     os << part;
 }
+template <class Number>
+void write_part(std::ostream& os, const std::vector<Number>& numbers) {
+  os << '[';
+  for (std::size_t i = 0; i < numbers.size(); ++i) {
+    if (i) os << ", ";
+    write_part(os, numbers[i]);
+  }
+  os << ']';
+}
 
 }  // namespace detail
 
 template <class... Parts>
+std::string str(const Parts&... parts) {
+  std::ostringstream text;
+  (detail::write_part(text, parts), ...);
+  return text.str();
+}
+
+template <class... Parts>
 [[noreturn]] void fail(std::string_view op, const Parts&... parts) {
-  std::ostringstream message;
-  message << op << ": ";
-  (detail::write_part(message, parts), ...);
-  throw Error(message.str());
+  throw Error(str(op, ": ", parts...));
 }
 
 #define XGRAD_CHECK(condition, op, ...)             \

@@ -16,7 +16,7 @@ std::string index_str(std::size_t flat, const Shape& shape) {
     index[i] = flat % shape[i];
     flat /= shape[i];
   }
-  return shape_str(index);
+  return str(index);
 }
 
 // Gradients of the checked inputs after one backward of `out` seeded with `seed`
@@ -47,11 +47,11 @@ bool gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const
 
 bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tensors, const GradcheckOptions& options) {
   const auto failed = [&](const std::string& message) {
-    if (options.raise) throw GradcheckError("gradcheck: " + message);
+    if (options.raise) throw GradcheckError(str("gradcheck: ", message));
     return false;
   };
   const auto input_name = [&](std::size_t i) {
-    return i < options.input_names.size() ? "'" + options.input_names[i] + "'" : std::to_string(i);
+    return i < options.input_names.size() ? str("'", options.input_names[i], "'") : str(i);
   };
   std::vector<Tensor> xs = tensors;
   std::vector<std::size_t> checked;
@@ -119,8 +119,8 @@ bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tens
     for (std::size_t c = 0; c < checked.size(); ++c)
       for (std::size_t e = 0; e < grads[c].size(); ++e)
         if (grads[c][e] != 0.0)
-          return failed("a zero output gradient gave input " + input_name(checked[c]) + " a gradient of " +
-                        std::to_string(grads[c][e]) + " at element " + index_str(e, xs[checked[c]].shape()));
+          return failed(str("a zero output gradient gave input ", input_name(checked[c]), " a gradient of ",
+                            grads[c][e], " at element ", index_str(e, xs[checked[c]].shape())));
   }
   if (options.check_repeat) {
     Generator gen(0x9e3779b9);
@@ -130,9 +130,9 @@ bool gradcheck_in_place(const TensorFunction& f, const std::vector<Tensor>& tens
     for (std::size_t c = 0; c < checked.size(); ++c)
       for (std::size_t e = 0; e < first[c].size(); ++e)
         if (first[c][e] != second[c][e])
-          return failed("two backward passes through the same graph disagree for input " + input_name(checked[c]) +
-                        " at element " + index_str(e, xs[checked[c]].shape()) + ": " + std::to_string(first[c][e]) +
-                        " then " + std::to_string(second[c][e]));
+          return failed(str("two backward passes through the same graph disagree for input ", input_name(checked[c]),
+                            " at element ", index_str(e, xs[checked[c]].shape()), ": ", first[c][e], " then ",
+                            second[c][e]));
   }
   return true;
 }

@@ -12,14 +12,7 @@ namespace xgrad {
 
 const char* dtype_name(DType dtype) { return dtype == DType::float32 ? "float32" : "float64"; }
 
-std::string shape_str(const Shape& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
+std::string shape_str(const Shape& shape) { return str(shape); }
 
 std::size_t numel(const Shape& shape) {
   std::size_t n = 1;

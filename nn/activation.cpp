@@ -12,10 +12,10 @@ Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 std::string GELU::extra_repr() const { return approximate ? "approximate=tanh" : ""; }
 
 Tensor Softmax::forward(const Tensor& x) { return softmax(x, axis); }
-std::string Softmax::extra_repr() const { return "axis=" + std::to_string(axis); }
+std::string Softmax::extra_repr() const { return str("axis=", axis); }
 
 Tensor LogSoftmax::forward(const Tensor& x) { return log_softmax(x, axis); }
-std::string LogSoftmax::extra_repr() const { return "axis=" + std::to_string(axis); }
+std::string LogSoftmax::extra_repr() const { return str("axis=", axis); }
 
 Dropout::Dropout(double p, std::shared_ptr<Generator> generator) : p(p), generator(std::move(generator)) {
   XGRAD_CHECK(p >= 0.0 && p < 1.0, "Dropout", "probability p = ", p, " is outside [0, 1)");

@@ -193,7 +193,7 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
 void write_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
   const std::string bytes = encode_safetensors(tensors, metadata);
   static std::atomic<unsigned> counter{0};
-  const std::string temporary = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  const std::string temporary = str(path, ".tmp-", ::getpid(), "-", counter++);
   try {
     write_file_durably(temporary, bytes);
   } catch (...) {

@@ -31,9 +31,7 @@ Embedding::Embedding(std::size_t num, std::size_t dim) : num_embeddings(num), em
 
 Tensor Embedding::forward(const Indices& ids) { return embedding(weight, ids); }
 
-std::string Embedding::extra_repr() const {
-  return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
-}
+std::string Embedding::extra_repr() const { return str(num_embeddings, ", ", embedding_dim); }
 
 PositionalEncoding::PositionalEncoding(std::size_t d, std::size_t max_len, double dropout_p, bool batch_first)
     : d_model(d), max_len(max_len), batch_first(batch_first) {
@@ -54,8 +52,7 @@ Tensor PositionalEncoding::forward(const Tensor& x) {
 }
 
 std::string PositionalEncoding::extra_repr() const {
-  return "d_model=" + std::to_string(d_model) + ", max_len=" + std::to_string(max_len) +
-         (batch_first ? "" : ", batch_first=false");
+  return str("d_model=", d_model, ", max_len=", max_len, batch_first ? "" : ", batch_first=false");
 }
 
 LearnedPositionalEncoding::LearnedPositionalEncoding(std::size_t max_len, std::size_t d, bool batch_first)
@@ -69,8 +66,7 @@ Tensor LearnedPositionalEncoding::forward(const Tensor& x) {
 }
 
 std::string LearnedPositionalEncoding::extra_repr() const {
-  return "max_len=" + std::to_string(max_len) + ", d_model=" + std::to_string(d_model) +
-         (batch_first ? "" : ", batch_first=false");
+  return str("max_len=", max_len, ", d_model=", d_model, batch_first ? "" : ", batch_first=false");
 }
 
 }  // namespace xgrad::nn

@@ -12,7 +12,7 @@ bool gradcheck(Module& module, const std::function<Tensor(const std::vector<Tens
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     XGRAD_CHECK(inputs[i].defined(), "gradcheck", "input ", i, " is undefined");
     tensors.push_back(inputs[i].detach().to(DType::float64).clone().requires_grad_(inputs[i].requires_grad()));
-    named.input_names.push_back("input " + std::to_string(i));
+    named.input_names.push_back(str("input ", i));
   }
   for (auto& [name, parameter] : module.named_parameters()) {
     tensors.push_back(parameter);

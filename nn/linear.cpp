@@ -25,8 +25,8 @@ void Linear::reset_parameters(Generator& gen) {
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
 std::string Linear::extra_repr() const {
-  return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
-         ", bias=" + (bias.defined() ? "true" : "false");
+  return str("in_features=", in_features, ", out_features=", out_features,
+             ", bias=", bias.defined() ? "true" : "false");
 }
 
 }  // namespace xgrad::nn

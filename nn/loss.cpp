@@ -9,7 +9,7 @@ Tensor CrossEntropyLoss::forward(const Tensor& logits, const Indices& targets) {
 }
 
 std::string CrossEntropyLoss::extra_repr() const {
-  return ignore_index == -100 ? "" : "ignore_index=" + std::to_string(ignore_index);
+  return ignore_index == -100 ? "" : str("ignore_index=", ignore_index);
 }
 
 }  // namespace xgrad::nn

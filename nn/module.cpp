@@ -143,7 +143,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     if (!own.count(name)) unexpected.push_back(name);
   if (!strict) missing.clear(), unexpected.clear();
   if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
-    std::string message = type_name() + ": load_state_dict:";
+    std::string message = "load_state_dict:";
     const auto list = [&message](const char* what, const std::vector<std::string>& names) {
       if (names.empty()) return;
       message += std::string(" ") + what + ":";
@@ -154,7 +154,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     list("unexpected", unexpected);
     list("shape mismatch", mismatched);
     message.pop_back();
-    throw Error(message);
+    fail(type_name(), message);
   }
   NoGradGuard no_grad;
   for (auto& [name, tensor] : own) {

@@ -13,7 +13,7 @@ class Sequential : public Module {
 
   template <class M>
   std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
-    return register_module(std::to_string(size()), std::move(module));
+    return register_module(str(size()), std::move(module));
   }
   std::size_t size() const { return named_children().size(); }
   Module& operator[](std::size_t i) const;

@@ -31,8 +31,8 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const AttentionArgs& ar
 }
 
 std::string TransformerEncoderLayer::extra_repr() const {
-  return "d_model=" + std::to_string(options_.d_model) + ", nhead=" + std::to_string(options_.nhead) +
-         ", dim_feedforward=" + std::to_string(options_.dim_feedforward) + (options_.gelu ? ", gelu" : ", relu");
+  return str("d_model=", options_.d_model, ", nhead=", options_.nhead, ", dim_feedforward=", options_.dim_feedforward,
+             options_.gelu ? ", gelu" : ", relu");
 }
 
 }  // namespace xgrad::nn

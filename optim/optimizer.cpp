@@ -75,7 +75,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
     return it->second.item();
   };
   const double lr = scalar("lr"), steps = scalar("step");
-  if (!(lr >= 0.0) || !std::isfinite(lr)) problems.push_back("lr " + std::to_string(lr) + " must be finite and >= 0");
+  if (!(lr >= 0.0) || !std::isfinite(lr)) problems.push_back(str("lr ", lr, " must be finite and >= 0"));
   if (!(steps >= 0.0)) problems.push_back("step must be >= 0");
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < parameters_.size(); ++i) index[parameters_[i].first] = i;

@@ -237,9 +237,9 @@ AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const C
     std::string s;
     const char* names[] = {"q", "k", "v"};
     for (std::size_t i = 0; i < 3; ++i)
-      s += std::string(i ? ", " : "") + names[i] + " " + shape_str(operands[i]->tensor.shape()) + " columns [" +
-           std::to_string(operands[i]->begin) + ", +" + std::to_string(operands[i]->width) + ")";
-    return s + ", heads " + std::to_string(heads);
+      s += str(i ? ", " : "", names[i], " ", operands[i]->tensor.shape(), " columns [", operands[i]->begin, ", +",
+               operands[i]->width, ")");
+    return s + str(", heads ", heads);
   };
   XGRAD_CHECK(heads != 0, kOp, "heads must be positive: ", describe());
   std::array<std::size_t, 3> widths{};

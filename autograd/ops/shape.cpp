@@ -40,20 +40,15 @@ kernels::AxisSelection select_along(const Shape& shape, std::size_t axis, std::s
 Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape) {
   check_defined("reshape", x);
   const Shape from = x.shape();
-  const auto describe = [&] {
-    std::string s = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-  };
   Shape to(shape.size());
   std::size_t known = 1;
   std::optional<std::size_t> inferred;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      XGRAD_CHECK(!inferred, "reshape", "only one dimension may be -1, got ", describe());
+      XGRAD_CHECK(!inferred, "reshape", "only one dimension may be -1, got ", shape);
       inferred = i;
     } else if (shape[i] < 0) {
-      fail("reshape", "invalid dimension ", shape[i], " in ", describe());
+      fail("reshape", "invalid dimension ", shape[i], " in ", shape);
     } else {
       to[i] = static_cast<std::size_t>(shape[i]);
       known *= to[i];
@@ -62,10 +57,10 @@ Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape) {
   const std::size_t count = numel(from);
   if (inferred) {
     XGRAD_CHECK(known != 0 && count % known == 0, "reshape", "cannot reshape ", from, " (", count, " elements) to ",
-                describe());
+                shape);
     to[*inferred] = count / known;
   }
-  XGRAD_CHECK(numel(to) == count, "reshape", "cannot reshape ", from, " (", count, " elements) to ", describe());
+  XGRAD_CHECK(numel(to) == count, "reshape", "cannot reshape ", from, " (", count, " elements) to ", shape);
   return reshape_to("reshape", x, to);
 }
 

@@ -73,4 +73,4 @@ RMSNorm::RMSNorm(std::size_t d, double eps) : weight(register_parameter("weight"
 
 Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, weight, eps); }
 
-std::string RMSNorm::extra_repr() const { return std::to_string(weight.numel()); }
+std::string RMSNorm::extra_repr() const { return str(weight.numel()); }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "autograd/blas.hpp"
+#include "autograd/error.hpp"
 #include "autograd/parallel.hpp"
 
 namespace train {
@@ -97,7 +98,7 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
 
 void validate(const Config& c) {
   const auto positive = [](const char* flag, long long v) {
-    if (v < 1) throw UsageError(std::string("--") + flag + " must be at least 1, got " + std::to_string(v));
+    if (v < 1) throw UsageError(xgrad::str("--", flag, " must be at least 1, got ", v));
   };
   positive("seq-len", c.seq_len);
   positive("vocab", c.vocab);
@@ -109,7 +110,7 @@ void validate(const Config& c) {
   positive("eval-every", c.eval_every);
   positive("eval-size", c.eval_size);
   if (c.d_model % c.heads != 0)
-    throw UsageError("--heads " + std::to_string(c.heads) + " does not divide --d-model " + std::to_string(c.d_model));
+    throw UsageError(xgrad::str("--heads ", c.heads, " does not divide --d-model ", c.d_model));
   if (c.ff < 0 || c.warmup < 0 || c.threads < 0) throw UsageError("--ff, --warmup and --threads cannot be negative");
   if (!(c.dropout >= 0 && c.dropout < 1)) throw UsageError("--dropout must lie in [0, 1)");
   if (!(c.lr > 0)) throw UsageError("--lr must be positive");
