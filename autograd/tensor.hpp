@@ -1,7 +1,8 @@
 #pragma once
-// The Tensor handle: a cheap, shared reference to one node of the autograd graph.
-// This header is light on purpose (no xtensor): user code and tests include it freely;
-// autograd/xtensor.hpp converts to and from xtensor arrays.
+// The Tensor handle: a cheap, shared reference to one node of the autograd graph, with
+// its vocabulary (Shape, DType, dispatch over the dtype, Indices) and the grad-mode
+// guards. This header is light on purpose (no xtensor): user code and tests include it
+// freely; autograd/xtensor.hpp converts to and from xtensor arrays.
 
 #include <cstddef>
 #include <cstdint>
