@@ -79,8 +79,36 @@ std::vector<NodePtr> topological_order(const NodePtr& root) {
   return order;
 }
 
+// Marks every node of one backward pass as in use for as long as the pass runs.
+class BackwardClaim {
+ public:
+  explicit BackwardClaim(const std::vector<NodePtr>& nodes) {
+    for (const NodePtr& node : nodes) {
+      if (node->in_backward.exchange(true)) {
+        release();
+        fail("backward", "another backward pass is running through '", node->op ? node->op : "a leaf tensor", "' ",
+             node->shape(),
+             " at the same time (a tensor shared between threads); run backward passes "
+             "through shared tensors one at a time");
+      }
+      claimed_.push_back(node.get());
+    }
+  }
+  ~BackwardClaim() { release(); }
+  BackwardClaim(const BackwardClaim&) = delete;
+  BackwardClaim& operator=(const BackwardClaim&) = delete;
+
+ private:
+  void release() {
+    for (Node* node : claimed_) node->in_backward.store(false);
+    claimed_.clear();
+  }
+  std::vector<Node*> claimed_;
+};
+
 void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
   std::vector<NodePtr> order = topological_order(root);
+  const BackwardClaim claim(order);
   accumulate_grad(*root, std::move(seed));
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node& node = **it;

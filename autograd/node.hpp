@@ -2,6 +2,7 @@
 // Internal: the graph node behind a Tensor handle. It pulls in xtensor, so only op
 // implementations and autograd/xtensor.hpp include it.
 
+#include <atomic>
 #include <functional>
 #include <variant>
 
@@ -28,6 +29,10 @@ struct Node {
   // the graph has been freed.
   std::function<void(Node& self)> backward;
   bool graph_freed = false;
+  // Set while a backward pass runs through this node. Gradients are added without locks,
+  // so a second pass reaching it from another thread at the same time is an Error
+  // rather than a lost contribution.
+  std::atomic<bool> in_backward{false};
 
   Node() = default;
   Node(const Node&) = delete;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "autograd/error.hpp"
+
 namespace xgrad {
 
 double Generator::uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
@@ -16,6 +18,7 @@ double Generator::normal() {
 }
 
 std::uint64_t Generator::below(std::uint64_t n) {
+  XGRAD_CHECK(n > 0, "Generator::below", "needs n > 0 (a number in [0, n)), got 0");
   // Rejection sampling: drop the top partial block so every residue is equally likely.
   const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);
   std::uint64_t x;

@@ -1,5 +1,7 @@
 #include "autograd/tensor.hpp"
 
+#include <algorithm>
+#include <new>
 #include <ostream>
 #include <sstream>
 
@@ -16,8 +18,17 @@ std::string shape_str(const Shape& shape) { return str(shape); }
 
 std::size_t numel(const Shape& shape) {
   std::size_t n = 1;
-  for (std::size_t d : shape) n *= d;
-  return n;
+  bool overflow = false;
+  for (std::size_t d : shape) overflow = __builtin_mul_overflow(n, d, &n) || overflow;
+  // Past 2^64 no element count is right; no shape that large could be allocated anyway.
+  XGRAD_CHECK(!overflow || std::count(shape.begin(), shape.end(), 0) > 0, "shape", shape,
+              " has more than 2^64 elements");
+  return overflow ? 0 : n;
+}
+
+void Indices::check(std::string_view op) const {
+  XGRAD_CHECK(xgrad::numel(shape) == values.size(), op, "ids hold ", values.size(), " values but their shape ", shape,
+              " has ", xgrad::numel(shape));
 }
 
 Indices::Indices(std::vector<std::int64_t> ids, Shape shp) : values(std::move(ids)), shape(std::move(shp)) {
@@ -35,6 +46,31 @@ const Node& checked(const Tensor& t, const char* op) {
   return *t.node();
 }
 
+// A new array for factory `op`: an Error naming the shape, not std::bad_alloc, when the
+// machine cannot hold it.
+template <class T>
+xt::xarray<T> allocate(const char* op, const Shape& shape) {
+  std::size_t bytes = 0;
+  XGRAD_CHECK(!__builtin_mul_overflow(xgrad::numel(shape), sizeof(T), &bytes), op, "shape ", shape,
+              " needs more than 2^64 bytes");
+  try {
+    return xt::xarray<T>::from_shape(to_xshape<T>(shape));
+  } catch (const std::bad_alloc&) {
+    fail(op, "cannot allocate ", shape, " ", dtype_of<T>(), " (", bytes >> 20, " MiB)");
+  }
+}
+
+// A leaf of `shape` whose elements are value() in order, converted to the dtype.
+template <class Next>
+Tensor generated(const char* op, const Shape& shape, DType dtype, Next&& value) {
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    xt::xarray<T> a = allocate<T>(op, shape);
+    for (T& element : a) element = static_cast<T>(value());
+    return make_leaf(std::move(a));
+  });
+}
+
 }  // namespace
 
 Tensor Tensor::from_vector(const std::vector<double>& values, Shape shape, DType dtype, bool requires_grad) {
@@ -42,7 +78,7 @@ Tensor Tensor::from_vector(const std::vector<double>& values, Shape shape, DType
               shape);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> a = xt::xarray<T>::from_shape(to_xshape<T>(shape));
+    xt::xarray<T> a = allocate<T>("Tensor::from_vector", shape);
     std::copy(values.begin(), values.end(), a.begin());
     return make_leaf(std::move(a), requires_grad);
   });
@@ -51,7 +87,7 @@ Tensor Tensor::from_vector(const std::vector<double>& values, Shape shape, DType
 Tensor Tensor::full(Shape shape, double value, DType dtype) {
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> a = xt::xarray<T>::from_shape(to_xshape<T>(shape));
+    xt::xarray<T> a = allocate<T>("Tensor::full", shape);
     a.fill(static_cast<T>(value));
     return make_leaf(std::move(a));
   });
@@ -62,21 +98,16 @@ Tensor Tensor::zeros(Shape shape, DType dtype) { return full(std::move(shape), 0
 Tensor Tensor::ones(Shape shape, DType dtype) { return full(std::move(shape), 1.0, dtype); }
 
 Tensor Tensor::arange(std::size_t n, DType dtype) {
-  std::vector<double> values(n);
-  for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<double>(i);
-  return from_vector(values, {n}, dtype);
+  std::size_t i = 0;
+  return generated("Tensor::arange", {n}, dtype, [&i] { return static_cast<double>(i++); });
 }
 
 Tensor Tensor::randn(Shape shape, Generator& gen, DType dtype) {
-  std::vector<double> values(xgrad::numel(shape));
-  for (double& v : values) v = gen.normal();
-  return from_vector(values, std::move(shape), dtype);
+  return generated("Tensor::randn", shape, dtype, [&gen] { return gen.normal(); });
 }
 
 Tensor Tensor::uniform(Shape shape, double low, double high, Generator& gen, DType dtype) {
-  std::vector<double> values(xgrad::numel(shape));
-  for (double& v : values) v = gen.uniform(low, high);
-  return from_vector(values, std::move(shape), dtype);
+  return generated("Tensor::uniform", shape, dtype, [&] { return gen.uniform(low, high); });
 }
 
 Shape Tensor::shape() const { return checked(*this, "Tensor::shape").shape(); }

@@ -21,7 +21,7 @@ enum class DType { float32, float64 };
 
 const char* dtype_name(DType dtype);
 std::string shape_str(const Shape& shape);  // "[2, 3]"
-std::size_t numel(const Shape& shape);
+std::size_t numel(const Shape& shape);      // an Error past 2^64 elements
 
 template <class T>
 constexpr DType dtype_of();
@@ -53,6 +53,8 @@ struct Indices {
   Indices() = default;
   Indices(std::vector<std::int64_t> values, Shape shape);  // checks numel(shape) == values.size()
   std::size_t numel() const { return values.size(); }
+  // The fields are public: every op that takes Indices checks they still agree.
+  void check(std::string_view op) const;
 };
 
 class Tensor {

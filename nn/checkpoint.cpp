@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -169,7 +170,11 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
   }
   // The tensors must tile the data region exactly: no overlap, no gap, nothing after.
   const std::uint64_t data_size = bytes.size() - 8 - length;
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  // By start, then end: an empty tensor [56, 56] comes before [56, 72], whatever order
+  // the header lists them in (writers put empty tensors anywhere).
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
   std::uint64_t covered = 0;
   for (const Entry& e : entries) {
     XGRAD_CHECK(e.begin == covered, in_file(source), "tensor '", e.name, "' starts at byte ", e.begin,

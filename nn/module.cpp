@@ -6,6 +6,7 @@
 #include <ostream>
 #include <sstream>
 #include <typeinfo>
+#include <unordered_set>
 
 namespace xgrad::nn {
 
@@ -63,20 +64,66 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
-void Module::collect_parameters(const std::string& prefix, NamedTensors& out) const {
-  for (const auto& [name, tensor] : parameters_) out.emplace_back(join_name(prefix, name), tensor);
-  for (const auto& [name, child] : children_) child->collect_parameters(join_name(prefix, name), out);
+template <class F>
+void Module::walk(F&& f) const {
+  struct Pending {
+    const Module* module;
+    const std::string* name;  // null for the root
+    std::size_t depth;
+  };
+  std::vector<Pending> stack{{this, nullptr, 0}};
+  std::vector<const Module*> ancestors;  // from the root to the module being visited
+  std::unordered_set<const Module*> on_path;
+  std::string path;                       // the visited module's dotted path
+  std::vector<std::size_t> path_lengths;  // path's length at each depth
+  while (!stack.empty()) {
+    const Pending next = stack.back();
+    stack.pop_back();
+    while (ancestors.size() > next.depth) {
+      on_path.erase(ancestors.back());
+      ancestors.pop_back();
+      path_lengths.pop_back();
+    }
+    path.resize(path_lengths.empty() ? 0 : path_lengths.back());
+    if (next.name) path += (path.empty() ? "" : ".") + *next.name;
+    XGRAD_CHECK(on_path.insert(next.module).second, type_name(), "module '", path, "' contains itself");
+    ancestors.push_back(next.module);
+    path_lengths.push_back(path.size());
+    f(*next.module, path, next.depth);
+    const auto& children = next.module->children_;
+    for (auto it = children.rbegin(); it != children.rend(); ++it)
+      stack.push_back({it->second.get(), &it->first, next.depth + 1});
+  }
 }
 
-void Module::collect_buffers(const std::string& prefix, bool persistent_only, NamedTensors& out) const {
-  for (const Buffer& b : buffers_)
-    if (b.persistent || !persistent_only) out.emplace_back(join_name(prefix, b.name), b.value);
-  for (const auto& [name, child] : children_) child->collect_buffers(join_name(prefix, name), persistent_only, out);
+Module::~Module() {
+  // Destroying a deep chain of children recursively would overflow the stack: a child
+  // held only here gives up its own children to this loop before it dies.
+  std::vector<std::shared_ptr<Module>> pending;
+  for (auto& [name, child] : children_) pending.push_back(std::move(child));
+  while (!pending.empty()) {
+    std::shared_ptr<Module> module = std::move(pending.back());
+    pending.pop_back();
+    if (module.use_count() != 1) continue;
+    for (auto& [name, child] : module->children_) pending.push_back(std::move(child));
+    module->children_.clear();
+  }
+}
+
+NamedTensors Module::collect_buffers(bool persistent_only) const {
+  NamedTensors out;
+  walk([&](const Module& m, const std::string& path, std::size_t) {
+    for (const Buffer& b : m.buffers_)
+      if (b.persistent || !persistent_only) out.emplace_back(join_name(path, b.name), b.value);
+  });
+  return out;
 }
 
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
-  collect_parameters("", out);
+  walk([&](const Module& m, const std::string& path, std::size_t) {
+    for (const auto& [name, tensor] : m.parameters_) out.emplace_back(join_name(path, name), tensor);
+  });
   return out;
 }
 
@@ -86,11 +133,7 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
-NamedTensors Module::named_buffers() const {
-  NamedTensors out;
-  collect_buffers("", false, out);
-  return out;
-}
+NamedTensors Module::named_buffers() const { return collect_buffers(false); }
 
 std::size_t Module::num_parameters() const {
   std::size_t n = 0;
@@ -99,8 +142,7 @@ std::size_t Module::num_parameters() const {
 }
 
 Module& Module::train(bool on) {
-  training_ = on;
-  for (auto& [name, child] : children_) child->train(on);
+  walk([on](const Module& m, const std::string&, std::size_t) { const_cast<Module&>(m).training_ = on; });
   return *this;
 }
 
@@ -109,9 +151,11 @@ Module& Module::to(DType dtype) {
   const auto convert = [dtype](Tensor& t) {
     if (t.dtype() != dtype) t.set_data(t.to(dtype));
   };
-  for (auto& [name, tensor] : parameters_) convert(tensor);
-  for (Buffer& b : buffers_) convert(b.value);
-  for (auto& [name, child] : children_) child->to(dtype);
+  walk([&](const Module& m, const std::string&, std::size_t) {
+    Module& module = const_cast<Module&>(m);  // the walk visits this module's own children
+    for (auto& [name, tensor] : module.parameters_) convert(tensor);
+    for (Buffer& b : module.buffers_) convert(b.value);
+  });
   return *this;
 }
 
@@ -121,9 +165,8 @@ void Module::zero_grad() {
 
 StateDict Module::state_dict() const {
   StateDict state;
-  NamedTensors entries = named_parameters();
-  collect_buffers("", true, entries);
-  for (auto& [name, tensor] : entries) state.emplace(name, tensor);
+  for (auto& [name, tensor] : named_parameters()) state.emplace(name, tensor);
+  for (auto& [name, tensor] : collect_buffers(true)) state.emplace(name, tensor);
   return state;
 }
 
@@ -175,18 +218,38 @@ std::string Module::type_name() const {
   return colon == std::string::npos ? name : name.substr(colon + 2);
 }
 
-void Module::print_tree(std::ostream& os, const std::string& label, int depth) const {
-  os << std::string(2 * static_cast<std::size_t>(depth), ' ');
-  if (!label.empty()) os << '(' << label << "): ";
-  os << type_name() << '(' << extra_repr() << ')';
-  if (const std::size_t n = num_parameters()) os << "  # " << with_commas(n) << " parameters";
-  os << '\n';
-  for (const auto& [name, child] : children_) child->print_tree(os, name, depth + 1);
-}
-
 std::string Module::to_string() const {
+  // One pass down to list the modules, one pass up to total each subtree's parameters.
+  struct Line {
+    const Module* module;
+    std::string label;
+    std::size_t depth, parameters;
+  };
+  std::vector<Line> lines;
+  walk([&](const Module& m, const std::string& path, std::size_t depth) {
+    std::size_t own = 0;
+    for (const auto& [name, tensor] : m.parameters_) own += tensor.numel();
+    const std::size_t dot = path.rfind('.');
+    lines.push_back({&m, dot == std::string::npos ? path : path.substr(dot + 1), depth, own});
+  });
+  // Backwards through the pre-order list, a module's children come just before it:
+  // children_total[d] sums the subtrees met at depth d since their parent's last visit.
+  std::vector<std::size_t> children_total(lines.empty() ? 0 : 2 + lines.back().depth);
+  for (std::size_t i = lines.size(); i-- > 0;) {
+    const std::size_t d = lines[i].depth;
+    if (children_total.size() < d + 2) children_total.resize(d + 2);
+    lines[i].parameters += children_total[d + 1];
+    children_total[d + 1] = 0;
+    children_total[d] += lines[i].parameters;
+  }
   std::ostringstream os;
-  print_tree(os, "", 0);
+  for (const Line& line : lines) {
+    os << std::string(2 * line.depth, ' ');
+    if (!line.label.empty()) os << '(' << line.label << "): ";
+    os << line.module->type_name() << '(' << line.module->extra_repr() << ')';
+    if (line.parameters) os << "  # " << with_commas(line.parameters) << " parameters";
+    os << '\n';
+  }
   return os.str();
 }
 

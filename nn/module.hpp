@@ -31,7 +31,7 @@ using StateDict = xgrad::StateDict;
 class Module : public Stateful {
  public:
   Module() = default;
-  virtual ~Module() = default;
+  virtual ~Module();  // releases any depth of nested children without recursion
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
@@ -41,6 +41,8 @@ class Module : public Stateful {
   Tensor operator()(const Tensor& x) { return forward(x); }
 
   // Recursive, in registration order, with dotted paths: "blocks.0.attn.w_q.weight".
+  // Every walk over the tree is iterative: any nesting depth works, and a module that
+  // contains itself is an Error.
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
   NamedTensors named_buffers() const;
@@ -88,9 +90,11 @@ class Module : public Stateful {
   };
   void check_new_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
-  void collect_parameters(const std::string& prefix, NamedTensors& out) const;
-  void collect_buffers(const std::string& prefix, bool persistent_only, NamedTensors& out) const;
-  void print_tree(std::ostream& os, const std::string& label, int depth) const;
+  // f(module, path, depth) for this module and every one under it, parents first,
+  // children in registration order.
+  template <class F>
+  void walk(F&& f) const;
+  NamedTensors collect_buffers(bool persistent_only) const;
 
   NamedTensors parameters_;
   std::vector<Buffer> buffers_;

@@ -1,5 +1,7 @@
 #include "nn/normalization.hpp"
 
+#include <cmath>
+
 #include <sstream>
 
 #include "autograd/ops.hpp"
@@ -7,7 +9,7 @@
 namespace xgrad::nn {
 
 LayerNorm::LayerNorm(std::size_t d, double eps, bool elementwise_affine) : d(d), eps(eps) {
-  XGRAD_CHECK(eps > 0.0, "LayerNorm", "eps must be positive, got ", eps);
+  XGRAD_CHECK(eps > 0.0 && std::isfinite(eps), "LayerNorm", "eps must be finite and positive, got ", eps);
   if (elementwise_affine) {
     weight = register_parameter("weight", Tensor::ones({d}));
     bias = register_parameter("bias", Tensor::zeros({d}));

@@ -14,8 +14,9 @@ Adam::Adam(std::string type, NamedParameters parameters, const AdamOptions& o, b
     : Optimizer(std::move(type), std::move(parameters), o.lr), options_(o), decoupled_(decoupled) {
   XGRAD_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, this->type(), "betas (", o.beta1,
               ", ", o.beta2, ") must lie in [0, 1)");
-  XGRAD_CHECK(o.eps >= 0.0, this->type(), "eps ", o.eps, " must be >= 0");
-  XGRAD_CHECK(o.weight_decay >= 0.0, this->type(), "weight_decay ", o.weight_decay, " must be >= 0");
+  XGRAD_CHECK(o.eps >= 0.0 && std::isfinite(o.eps), this->type(), "eps ", o.eps, " must be finite and >= 0");
+  XGRAD_CHECK(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay), this->type(), "weight_decay ", o.weight_decay,
+              " must be finite and >= 0");
 }
 
 AdamW::AdamW(NamedParameters parameters, const AdamWOptions& o)

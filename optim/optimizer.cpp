@@ -1,6 +1,7 @@
 #include "optim/optimizer.hpp"
 
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace xgrad::optim {
@@ -8,11 +9,15 @@ namespace xgrad::optim {
 Optimizer::Optimizer(std::string type, NamedParameters parameters, double lr)
     : type_(std::move(type)), parameters_(std::move(parameters)), state_(parameters_.size()), lr_(0) {
   std::set<std::string> names;
+  std::map<const void*, std::string> tensors;  // each parameter's node, to catch one tensor given twice
   for (const auto& [name, p] : parameters_) {
     XGRAD_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), type_, "parameter '", name,
                 "' must be a defined leaf that requires grad");
     const bool first_time = names.insert(name).second;
     XGRAD_CHECK(first_time, type_, "parameter name '", name, "' appears twice");
+    const auto [it, new_tensor] = tensors.emplace(p.node().get(), name);
+    XGRAD_CHECK(new_tensor, type_, "parameters '", it->second, "' and '", name,
+                "' are the same tensor (it would be updated twice per step)");
   }
   set_lr(lr);
 }
@@ -32,8 +37,21 @@ void Optimizer::step() {
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor grad = parameters_[i].second.grad();
     if (!grad.defined()) continue;
+    check_state(i, grad);
     update(i, grad, ++state_[i].updates);
   }
+}
+
+// A parameter may be given new data (Tensor::set_data, Module::to) after its state was
+// made: updating with buffers of the old shape or dtype would write out of bounds.
+void Optimizer::check_state(std::size_t i, const Tensor& grad) const {
+  const auto& [name, param] = parameters_[i];
+  XGRAD_CHECK(grad.shape() == param.shape() && grad.dtype() == param.dtype(), type_, "parameter '", name, "' is ",
+              param.dtype(), " ", param.shape(), " but its gradient is ", grad.dtype(), " ", grad.shape());
+  for (const auto& [buffer, tensor] : state_[i].buffers)
+    XGRAD_CHECK(tensor.shape() == param.shape() && tensor.dtype() == param.dtype(), type_, "parameter '", name,
+                "' is now ", param.dtype(), " ", param.shape(), " but its state '", buffer, "' is ", tensor.dtype(),
+                " ", tensor.shape(), "; it changed after the optimizer made its state (make a new optimizer)");
 }
 
 Tensor& Optimizer::buffer(std::size_t i, const std::string& name, bool* created) {
@@ -60,6 +78,16 @@ StateDict Optimizer::state_dict() const {
   return state;
 }
 
+namespace {
+
+bool all_finite(const Tensor& t) {
+  for (double v : t.to_vector())
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+}  // namespace
+
 void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   std::vector<std::string> problems;
   const auto scalar = [&](const std::string& key) -> double {
@@ -74,9 +102,12 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
     }
     return it->second.item();
   };
+  // Counts are stored as float64, as PyTorch does; they must be whole numbers a double
+  // holds exactly.
+  const auto is_count = [](double v, double least) { return v >= least && v <= 0x1p53 && v == std::floor(v); };
   const double lr = scalar("lr"), steps = scalar("step");
   if (!(lr >= 0.0) || !std::isfinite(lr)) problems.push_back(str("lr ", lr, " must be finite and >= 0"));
-  if (!(steps >= 0.0)) problems.push_back("step must be >= 0");
+  if (!is_count(steps, 0)) problems.push_back(str("step ", steps, " must be a whole number in [0, 2^53]"));
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < parameters_.size(); ++i) index[parameters_[i].first] = i;
   const std::vector<std::string> buffer_list = buffer_names();
@@ -97,12 +128,14 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
     if (!tensor.defined()) {
       problems.push_back(key + " is undefined");
     } else if (field == "step") {
-      if (tensor.numel() != 1 || tensor.item() < 1)
-        problems.push_back(key + " must be a count >= 1");
+      if (tensor.numel() != 1 || !is_count(tensor.item(), 1))
+        problems.push_back(key + " must be a whole number in [1, 2^53]");
       else
         loaded[found->second].updates = static_cast<std::int64_t>(tensor.item());
     } else if (tensor.shape() != param.shape()) {
       problems.push_back(key + " expects " + shape_str(param.shape()) + ", got " + shape_str(tensor.shape()));
+    } else if (!all_finite(tensor)) {
+      problems.push_back(key + " holds NaN or Inf");
     } else {
       loaded[found->second].buffers[field] = tensor.to(param.dtype()).clone();
     }

@@ -47,6 +47,8 @@ class Optimizer : public Stateful {
   // Parameter i's buffer `name`, zero-filled (param's shape and dtype) on first use;
   // `created` tells whether this call made it.
   Tensor& buffer(std::size_t i, const std::string& name, bool* created = nullptr);
+  // Throws unless parameter i, its gradient and its buffers agree in shape and dtype.
+  void check_state(std::size_t i, const Tensor& grad) const;
 
  private:
   struct ParamState {

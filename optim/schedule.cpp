@@ -28,7 +28,7 @@ double ConstantLR::rate(std::int64_t) const { return base_lr_; }
 StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
     : LRSchedule(optimizer), step_size_(step_size), gamma_(gamma) {
   XGRAD_CHECK(step_size > 0, "StepLR", "step_size ", step_size, " must be > 0");
-  XGRAD_CHECK(gamma > 0.0, "StepLR", "gamma ", gamma, " must be > 0");
+  XGRAD_CHECK(gamma > 0.0 && std::isfinite(gamma), "StepLR", "gamma ", gamma, " must be finite and > 0");
   apply();
 }
 
@@ -53,6 +53,7 @@ double WarmupCosineLR::rate(std::int64_t update) const {
 NoamLR::NoamLR(Optimizer& optimizer, std::size_t d_model, std::int64_t warmup, double factor)
     : LRSchedule(optimizer), d_model_(static_cast<double>(d_model)), warmup_(warmup), factor_(factor) {
   XGRAD_CHECK(d_model != 0 && warmup > 0, "NoamLR", "d_model and warmup must be > 0");
+  XGRAD_CHECK(factor > 0.0 && std::isfinite(factor), "NoamLR", "factor ", factor, " must be finite and > 0");
   apply();
 }
 

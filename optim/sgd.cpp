@@ -1,12 +1,17 @@
 #include "optim/sgd.hpp"
 
+#include <cmath>
+
 #include "autograd/parallel.hpp"
 
 namespace xgrad::optim {
 
 SGD::SGD(NamedParameters parameters, const SGDOptions& o) : Optimizer("SGD", std::move(parameters), o.lr), options_(o) {
-  XGRAD_CHECK(o.momentum >= 0.0, type(), "momentum ", o.momentum, " must be >= 0");
-  XGRAD_CHECK(o.weight_decay >= 0.0, type(), "weight_decay ", o.weight_decay, " must be >= 0");
+  XGRAD_CHECK(o.momentum >= 0.0 && std::isfinite(o.momentum), type(), "momentum ", o.momentum,
+              " must be finite and >= 0");
+  XGRAD_CHECK(std::isfinite(o.dampening), type(), "dampening ", o.dampening, " must be finite");
+  XGRAD_CHECK(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay), type(), "weight_decay ", o.weight_decay,
+              " must be finite and >= 0");
   XGRAD_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), type(),
               "nesterov needs momentum > 0 and dampening 0");
 }

@@ -107,7 +107,7 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
       compute_scores(p, b, i0, bq, j0, bk, keys_t.data(), block);
       for (std::size_t r = 0; r < bq; ++r) {
         T* s = block.scores.data() + r * bk;
-        const T new_max = std::max(row_max[r], max_of(s, bk));
+        const T new_max = max_or_nan(row_max[r], max_of(s, bk));
         if (new_max == minus_inf) {  // every key so far is masked: nothing to add
           std::fill(s, s + bk, T(0));
           continue;
@@ -128,7 +128,7 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
     }
     for (std::size_t r = 0; r < bq; ++r) {
       T* o = out + p.out_rows.at(b, i0 + r);
-      if (row_sum[r] > T(0)) {
+      if (row_max[r] != minus_inf) {  // some key was seen (a NaN anywhere makes the row NaN)
         const T inv = T(1) / row_sum[r];
         for (std::size_t d = 0; d < p.dv; ++d) o[d] = acc[r * p.dv + d] * inv;
         lse[b * p.lq + i0 + r] = row_max[r] + std::log(row_sum[r]);

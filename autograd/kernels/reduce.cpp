@@ -65,7 +65,7 @@ void max_reduce(const T* x, const ReducePlan& plan, T* out, std::size_t* argmax)
     std::size_t best = plan.kept[i] + plan.reduced[0];
     for (std::size_t r : plan.reduced) {
       const std::size_t at = plan.kept[i] + r;
-      if (x[at] > x[best]) best = at;
+      if (x[at] > x[best] || (x[at] != x[at] && x[best] == x[best])) best = at;  // the first NaN wins, as in PyTorch
     }
     out[i] = x[best];
     argmax[i] = best;

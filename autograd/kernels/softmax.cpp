@@ -1,5 +1,7 @@
 #include "autograd/kernels/softmax.hpp"
 
+#include "autograd/kernels/vexp.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,13 +11,14 @@ namespace xgrad::kernels {
 
 namespace {
 
-// Per-column maximum of one [n, inner] block. A column that is -inf throughout (every
-// entry masked) gets 0, so that exp(x - max) is 0 there instead of NaN.
+// Per-column maximum of one [n, inner] block; NaN when the column holds a NaN (which
+// then spreads to the whole softmax row, as in PyTorch). A column that is -inf
+// throughout (every entry masked) gets 0, so that exp(x - max) is 0 there, not NaN.
 template <class T>
 void column_max(const T* x, std::size_t n, std::size_t inner, T* max) {
   std::fill(max, max + inner, -std::numeric_limits<T>::infinity());
   for (std::size_t j = 0; j < n; ++j)
-    for (std::size_t i = 0; i < inner; ++i) max[i] = std::max(max[i], x[j * inner + i]);
+    for (std::size_t i = 0; i < inner; ++i) max[i] = max_or_nan(max[i], x[j * inner + i]);
   for (std::size_t i = 0; i < inner; ++i)
     if (std::isinf(max[i]) && max[i] < 0) max[i] = T(0);
 }
@@ -36,8 +39,8 @@ void softmax_forward(const T* x, T* y, std::size_t outer, std::size_t n, std::si
         yb[j * inner + i] = e;
         sum[i] += e;
       }
-    // A row of all -inf has no probability mass: it stays all zeros.
-    for (std::size_t i = 0; i < inner; ++i) sum[i] = sum[i] > T(0) ? T(1) / sum[i] : T(0);
+    // A row of all -inf has no probability mass: it stays all zeros (a NaN sum stays NaN).
+    for (std::size_t i = 0; i < inner; ++i) sum[i] = sum[i] == T(0) ? T(0) : T(1) / sum[i];
     for (std::size_t j = 0; j < n; ++j)
       for (std::size_t i = 0; i < inner; ++i) yb[j * inner + i] *= sum[i];
   }

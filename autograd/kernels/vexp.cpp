@@ -33,12 +33,18 @@ T max_of(const T* x, std::size_t n) {
   std::size_t i = 0;
   if (n >= width) {
     batch lanes = batch::load_unaligned(x);
-    for (i = width; i + width <= n; i += width) lanes = xsimd::max(lanes, batch::load_unaligned(x + i));
+    auto nan = xsimd::isnan(lanes);
+    for (i = width; i + width <= n; i += width) {
+      const batch v = batch::load_unaligned(x + i);
+      lanes = xsimd::max(lanes, v);
+      nan = nan || xsimd::isnan(v);
+    }
+    if (xsimd::any(nan)) return std::numeric_limits<T>::quiet_NaN();
     alignas(64) T lane[width];
     lanes.store_aligned(lane);
     best = *std::max_element(lane, lane + width);
   }
-  for (; i < n; ++i) best = std::max(best, x[i]);
+  for (; i < n; ++i) best = max_or_nan(best, x[i]);
   return best;
 }
 

@@ -2,7 +2,8 @@
 // SIMD (xsimd) row primitives for the hot softmax loops.
 //   exp_shifted_inplace: x[i] = exp(x[i] - shift) over n elements; returns their sum.
 //     -inf maps to 0, as the scalar std::exp does (masked scores rely on it).
-//   max_of: the largest of n elements (-inf when n is 0).
+//   max_of: the largest of n elements (-inf when n is 0; NaN when any element is NaN).
+//   max_or_nan: the larger of two numbers, or NaN when either is (std::max drops a NaN).
 // Sums and maxima are taken lane by lane, then across lanes: a fixed order, so results
 // are deterministic (and differ from a left-to-right sum only in rounding).
 
@@ -15,5 +16,10 @@ T exp_shifted_inplace(T* x, std::size_t n, T shift);
 
 template <class T>
 T max_of(const T* x, std::size_t n);
+
+template <class T>
+inline T max_or_nan(T a, T b) {
+  return (a < b || b != b) ? b : a;
+}
 
 }  // namespace xgrad::kernels

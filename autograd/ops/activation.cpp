@@ -38,9 +38,9 @@ Tensor sigmoid(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   return unary_op(
       "relu", x,
-      [](const auto& v) {
+      [](const auto& v) {  // NaN stays NaN (xt::maximum would give 0)
         using T = value_t<decltype(v)>;
-        return xt::maximum(v, T(0));
+        return xt::where(v < T(0), T(0), v);
       },
       [](const auto& g, const auto& v, const auto&) {
         using T = value_t<decltype(g)>;

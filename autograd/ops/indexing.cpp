@@ -9,6 +9,7 @@ namespace xgrad {
 
 Tensor embedding(const Tensor& weight, const Indices& ids) {
   check_defined("embedding", weight);
+  ids.check("embedding");
   const Shape w_shape = weight.shape();
   XGRAD_CHECK(w_shape.size() == 2, "embedding", "weight must be 2-D [num, dim], got ", w_shape);
   const std::size_t num = w_shape[0], dim = w_shape[1];

@@ -12,6 +12,7 @@ namespace xgrad {
 
 Tensor cross_entropy(const Tensor& logits, const Indices& targets, std::int64_t ignore_index) {
   check_defined("cross_entropy", logits);
+  targets.check("cross_entropy");
   const Shape shape = logits.shape();
   XGRAD_CHECK(!shape.empty(), "cross_entropy", "logits must have a class axis, got a scalar");
   const std::size_t classes = shape.back();

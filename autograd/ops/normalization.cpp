@@ -1,6 +1,8 @@
 // Layer normalization over the last axis, one fused op with a row-loop kernel.
 
+#include <cmath>
 #include "autograd/kernels/layernorm.hpp"
+
 #include "autograd/ops.hpp"
 #include "autograd/record.hpp"
 
@@ -17,10 +19,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     XGRAD_CHECK(affine->shape() == Shape{d}, "layer_norm", affine == &weight ? "weight" : "bias", " of shape ",
                 affine->shape(), " does not match the normalized axis of ", shape, " (expected [", d, "])");
   }
-  XGRAD_CHECK(eps > 0.0, "layer_norm", "eps must be positive, got ", eps);
+  XGRAD_CHECK(eps > 0.0 && std::isfinite(eps), "layer_norm", "eps must be finite and positive, got ", eps);
   const std::size_t rows = d ? numel(shape) / d : 0;
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    XGRAD_CHECK(static_cast<T>(eps) > T(0), "layer_norm", "eps ", eps, " rounds to 0 in ", x.dtype(),
+                " (a constant row would divide by zero)");
     const auto data_of = [](const Tensor& t) { return t.defined() ? t.node()->values<T>().data() : nullptr; };
     xt::xarray<T> y = xt::xarray<T>::from_shape(x.node()->values<T>().shape());
     std::vector<T> mean(rows), rstd(rows);

@@ -51,7 +51,7 @@ Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape) {
       fail("reshape", "invalid dimension ", shape[i], " in ", shape);
     } else {
       to[i] = static_cast<std::size_t>(shape[i]);
-      known *= to[i];
+      XGRAD_CHECK(!__builtin_mul_overflow(known, to[i], &known), "reshape", "the sizes ", shape, " multiply past 2^64");
     }
   }
   const std::size_t count = numel(from);
