@@ -27,6 +27,13 @@ std::string number_str(float value) { return shortest(value); }
 
 }  // namespace detail
 
+std::string listed(const std::vector<std::string>& items, const char* separator, std::size_t shown) {
+  std::string text;
+  for (std::size_t i = 0; i < items.size() && i < shown; ++i) text += (i ? separator : "") + items[i];
+  if (items.size() > shown) text += str(" and ", items.size() - shown, " more");
+  return text;
+}
+
 void check_defined(std::string_view op, const Tensor& t) { XGRAD_CHECK(t.defined(), op, "got an undefined tensor"); }
 
 void check_same_dtype(std::string_view op, const Tensor& a, const Tensor& b) {

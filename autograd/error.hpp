@@ -76,6 +76,10 @@ template <class... Parts>
       ::xgrad::fail(op __VA_OPT__(, ) __VA_ARGS__); \
   } while (false)
 
+// "a, b, c and 99,997 more": a list for a message, at most `shown` items long, so that
+// an error about 100,000 names stays one readable line.
+std::string listed(const std::vector<std::string>& items, const char* separator = ", ", std::size_t shown = 10);
+
 // The checks most ops start with.
 void check_defined(std::string_view op, const Tensor& t);
 void check_same_dtype(std::string_view op, const Tensor& a, const Tensor& b);

@@ -71,14 +71,18 @@ void wake_sleepers(const std::atomic<std::uint32_t>& word, const std::atomic<int
   if (sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(word);
 }
 
+int usable_cpus() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 int default_threads() {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
     const int n = std::atoi(env);
-    if (n >= 1) return n;
+    if (n >= 1) return std::min(n, max_threads());
   }
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
-  return std::max(1u, std::thread::hardware_concurrency());
+  return usable_cpus();
 }
 
 thread_local bool t_inside_job = false;
@@ -208,8 +212,12 @@ ThreadPool& pool() {
 
 }  // namespace
 
+int max_threads() { return std::max(8, 4 * usable_cpus()); }
+
 void set_num_threads(int threads) {
   XGRAD_CHECK(threads >= 1, "set_num_threads", threads, " threads; need at least 1");
+  XGRAD_CHECK(threads <= max_threads(), "set_num_threads", threads, " threads; at most ", max_threads(), " (4 per CPU ",
+              "this process may use: more only wait, and each thread calling OpenBLAS holds its own buffers)");
   XGRAD_CHECK(!t_inside_job, "set_num_threads", "called inside a parallel_for body");
   if (threads != pool().threads()) pool().resize(threads);
 }

@@ -21,8 +21,11 @@ namespace xgrad {
 // Threads used by the pool, the calling thread included. Default: the CPUs this process
 // may run on, or OMP_NUM_THREADS when that is set. Results are deterministic for a given
 // count.
-void set_num_threads(int threads);  // >= 1
+void set_num_threads(int threads);  // 1 .. max_threads()
 int num_threads();
+// 4 per CPU this process may use, at least 8: more threads only wait, and each thread
+// calling OpenBLAS holds buffers of its own (hundreds of threads exhaust its allocator).
+int max_threads();
 
 namespace detail {
 using IndexFunction = void (*)(void* context, std::size_t index);

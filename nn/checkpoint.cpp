@@ -1,19 +1,15 @@
 #include "nn/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
-#include <sstream>
+#include <set>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
+
+#include "nn/files.hpp"
 
 namespace xgrad::nn {
 
@@ -28,6 +24,16 @@ constexpr const char* kOptimizerPrefix = "optimizer.";
 
 // The op name errors about a checkpoint file start with.
 std::string in_file(const std::string& path) { return "checkpoint '" + path + "'"; }
+
+// Text that JSON cannot hold (not UTF-8) named, with its bad bytes shown as U+FFFD.
+void check_utf8(const std::string& text, const char* what) {
+  try {
+    (void)json(text).dump();
+  } catch (const json::type_error&) {
+    fail("save", what, " ", json(text).dump(-1, ' ', false, json::error_handler_t::replace),
+         " is not valid UTF-8 (safetensors headers are JSON)");
+  }
+}
 
 std::size_t item_size(DType dtype) { return dtype == DType::float32 ? 4 : 8; }
 
@@ -77,32 +83,6 @@ Entry parse_entry(const std::string& source, const std::string& name, const json
   return e;
 }
 
-std::string error_text(int error) { return std::strerror(error); }
-
-// Writes all of `bytes` to a new file at `path` and forces it to disk.
-void write_file_durably(const std::string& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  XGRAD_CHECK(fd >= 0, "save", "cannot create '", path, "': ", error_text(errno));
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      ::close(fd);
-      fail("save", "writing '", path, "' failed: ", error_text(error));
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  XGRAD_CHECK(::fsync(fd) == 0 && ::close(fd) == 0, "save", "flushing '", path, "' failed: ", error_text(errno));
-}
-
-std::string folder_of(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 }  // namespace
 
 std::string encode_safetensors(const StateDict& tensors, const Metadata& metadata) {
@@ -123,7 +103,20 @@ std::string encode_safetensors(const StateDict& tensors, const Metadata& metadat
     offset += size;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::type_error&) {  // a name or metadata text that is not UTF-8
+    for (const auto& [key, value] : header.items()) {
+      check_utf8(key, "tensor name");
+      if (key == "__metadata__")
+        for (const auto& [meta_key, meta_value] : value.items()) {
+          check_utf8(meta_key, "metadata key");
+          check_utf8(meta_value.get<std::string>(), "metadata value");
+        }
+    }
+    throw;
+  }
   text.append((8 - text.size() % 8) % 8, ' ');
 
   std::string bytes(8, '\0');
@@ -149,7 +142,16 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
               " runs past the end of the file (", bytes.size(), " bytes)");
   json header;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length));
+    // A key given twice would silently keep the last value: refuse it.
+    std::vector<std::set<std::string>> keys;  // per open object
+    const auto no_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::object_start) keys.emplace_back();
+      if (event == json::parse_event_t::object_end) keys.pop_back();
+      if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second)
+        fail(in_file(source), "the header lists '", parsed.get<std::string>(), "' twice");
+      return true;
+    };
+    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length), no_duplicates);
   } catch (const json::exception& e) {
     fail(in_file(source), "the header is not valid JSON (", e.what(), ")");
   }
@@ -196,35 +198,11 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
 }
 
 void write_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
-  const std::string bytes = encode_safetensors(tensors, metadata);
-  static std::atomic<unsigned> counter{0};
-  const std::string temporary = str(path, ".tmp-", ::getpid(), "-", counter++);
-  try {
-    write_file_durably(temporary, bytes);
-  } catch (...) {
-    ::unlink(temporary.c_str());
-    throw;
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temporary.c_str());
-    fail("save", "cannot move the new checkpoint to '", path, "': ", error_text(error));
-  }
-  // Make the rename itself durable.
-  const int folder = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (folder >= 0) {
-    ::fsync(folder);
-    ::close(folder);
-  }
+  write_file_atomically(path, encode_safetensors(tensors, metadata), "save");
 }
 
 SafetensorsContents read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  XGRAD_CHECK(in, in_file(path), "cannot open: ", error_text(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  XGRAD_CHECK(!in.bad(), in_file(path), "read error");
-  return decode_safetensors(buffer.str(), path);
+  return decode_safetensors(read_regular_file(path, in_file(path)), path);
 }
 
 void save(const std::string& path, const Stateful& model, const Stateful* optimizer, const Metadata& metadata) {

@@ -189,9 +189,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     std::string message = "load_state_dict:";
     const auto list = [&message](const char* what, const std::vector<std::string>& names) {
       if (names.empty()) return;
-      message += std::string(" ") + what + ":";
-      for (std::size_t i = 0; i < names.size(); ++i) message += (i ? ", " : " ") + names[i];
-      message += ";";
+      message += str(" ", what, ": ", listed(names), ";");
     };
     list("missing", missing);
     list("unexpected", unexpected);

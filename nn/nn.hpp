@@ -5,6 +5,7 @@
 #include "nn/attention.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/embedding.hpp"
+#include "nn/files.hpp"
 #include "nn/gradcheck.hpp"
 #include "nn/init.hpp"
 #include "nn/linear.hpp"

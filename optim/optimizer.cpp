@@ -145,9 +145,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
     if (has_buffers && loaded[i].updates == 0) problems.push_back("missing: state." + parameters_[i].first + ".step");
   }
   if (!problems.empty()) {
-    std::string message = "load_state_dict:";
-    for (std::size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : " ") + problems[i];
-    fail(type_, message);
+    fail(type_, "load_state_dict: ", listed(problems, "; "));
   }
   set_lr(lr);
   steps_ = static_cast<std::int64_t>(steps);

@@ -92,16 +92,20 @@ BOOST_AUTO_TEST_CASE(empty_tensors_anywhere_in_a_foreign_header) {
     }
   }
   // Still refused: a real overlap, and an empty tensor inside another one's bytes.
-  check_error([&] {
-    nn::decode_safetensors(safetensors_bytes(
-        R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-        data));
-  }, {"overlaps"});
-  check_error([&] {
-    nn::decode_safetensors(safetensors_bytes(
-        R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
-        data));
-  }, {"'e'", "starts at byte 4"});
+  check_error(
+      [&] {
+        nn::decode_safetensors(safetensors_bytes(
+            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+            data));
+      },
+      {"overlaps"});
+  check_error(
+      [&] {
+        nn::decode_safetensors(safetensors_bytes(
+            R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
+            data));
+      },
+      {"'e'", "starts at byte 4"});
 }
 
 // ---- crashes through the public API ----------------------------------------------
@@ -110,9 +114,9 @@ BOOST_AUTO_TEST_CASE(indices_whose_fields_disagree_are_refused_by_every_op) {
   const Tensor weight = Tensor::zeros({5, 3});
   const Tensor logits = Tensor::zeros({2, 4});
   std::vector<Indices> broken(3, Indices({0, 1}, {2}));
-  broken[0].values.push_back(1);           // more values than the shape holds
-  broken[1].shape = {2, 7};                // a shape larger than the values
-  broken[2].values.clear();                // no values at all
+  broken[0].values.push_back(1);  // more values than the shape holds
+  broken[1].shape = {2, 7};       // a shape larger than the values
+  broken[2].values.clear();       // no values at all
   for (const Indices& ids : broken) {
     check_error([&] { embedding(weight, ids); }, {"embedding", "values but their shape"});
     check_error([&] { cross_entropy(logits, ids); }, {"cross_entropy", "values but their shape"});
@@ -225,8 +229,11 @@ BOOST_AUTO_TEST_CASE(shapes_beyond_64_bits_or_memory_are_errors) {
   Generator gen(0);
   check_error([&] { Tensor::randn({std::size_t{1} << 42}, gen); }, {"Tensor::randn", "cannot allocate", "MiB"});
   check_error([&] { Tensor::full({std::size_t{1} << 41, 4}, 1.0); }, {"Tensor::full", "cannot allocate"});
-  check_error([&] { reshape(Tensor::zeros({4}), {static_cast<std::int64_t>(big), static_cast<std::int64_t>(big), -1}); },
-              {"2^64"});
+  check_error(
+      [&] {
+        reshape(Tensor::zeros({4}), {static_cast<std::int64_t>(big), static_cast<std::int64_t>(big), -1});
+      },
+      {"2^64"});
   // A zero anywhere makes the product 0, however large the other axes.
   BOOST_CHECK_EQUAL(Tensor::zeros({big, 0, big}).numel(), 0u);
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -31,6 +32,7 @@ struct Config {
   std::string save, resume, metrics, attention_png;
   bool quiet = false;
   bool verbose = false;
+  bool allow_nonfinite = false;  // keep going after a NaN or infinite loss
 
   int ff_width() const { return ff > 0 ? ff : 4 * d_model; }
 };
@@ -44,7 +46,8 @@ struct UsageError : std::runtime_error {
 // long names of the flags that appeared on the command line.
 bool parse_command_line(int argc, char** argv, Config& config, std::set<std::string>& given);
 
-// Checks the combination (heads divide d_model, positive sizes, ...).
+// Checks the combination (heads divide d_model, positive sizes, finite numbers, known
+// names: also what a checkpoint's metadata brought in).
 void validate(const Config& config);
 
 // The settings as checkpoint metadata, and back: learning settings come from the
@@ -53,5 +56,16 @@ void validate(const Config& config);
 using Metadata = std::map<std::string, std::string>;  // as nn::Metadata, a checkpoint's text entries
 Metadata to_metadata(const Config& config);
 void apply_metadata(const Metadata& metadata, Config& config, const std::set<std::string>& given);
+
+// Where a checkpointed run stands: written with every checkpoint, read on --resume.
+struct Progress {
+  std::int64_t step = 0;
+  double elapsed_s = 0;
+  // The evaluation at `step`, when one ran there.
+  std::optional<double> token_acc, exact_match;
+  bool reached_target = false;
+};
+void add_progress(Metadata& metadata, const Progress& progress);
+Progress read_progress(const Metadata& metadata);  // a damaged entry is a UsageError naming it
 
 }  // namespace train

@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <ostream>
 #include <stdexcept>
+#include <string>
+
+#include "nn/files.hpp"
 
 namespace train {
 
@@ -118,9 +121,15 @@ void write_attention_png(const std::string& path, const xgrad::Tensor& maps) {
             std::copy(color, color + 3, rgb.begin() + static_cast<std::ptrdiff_t>((py * width + px) * 3));
           }
       }
-  if (!stbi_write_png(path.c_str(), static_cast<int>(width), static_cast<int>(height), 3, rgb.data(),
-                      static_cast<int>(width * 3)))
-    throw std::runtime_error("cannot write " + path);
+  // Encoded in memory, then written like a checkpoint: atomically, never through a device.
+  std::string png;
+  const auto append = [](void* out, void* data, int size) {
+    static_cast<std::string*>(out)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &png, static_cast<int>(width), static_cast<int>(height), 3, rgb.data(),
+                              static_cast<int>(width * 3)))
+    throw std::runtime_error("--attention-png: the image could not be encoded");
+  xgrad::nn::write_file_atomically(path, png, "--attention-png");
 }
 
 }  // namespace train

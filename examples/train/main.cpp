@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,6 +21,7 @@
 #include "display.hpp"
 #include "model.hpp"
 #include "optim/optim.hpp"
+#include "preflight.hpp"
 #include "tasks.hpp"
 
 using namespace xgrad;
@@ -26,8 +29,14 @@ using namespace train;
 
 namespace {
 
+// Ctrl-C or SIGTERM: the loop saves and exits at the next step or evaluation chunk; a
+// second signal exits at once (the checkpoint on disk is always whole: it is replaced
+// atomically).
 volatile std::sig_atomic_t interrupted = 0;
-void on_interrupt(int) { interrupted = 1; }
+void on_interrupt(int signal) {
+  if (interrupted) ::_exit(128 + signal);
+  interrupted = signal;
+}
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -78,14 +87,19 @@ std::vector<std::int64_t> argmax_rows(const Tensor& logits, std::size_t classes)
   return best;
 }
 
-// Greedy prediction at every position of `size` fresh held-out sequences.
-Score evaluate(SequenceModel& model, const Config& c, std::int64_t step) {
+// Greedy prediction at every position of `size` fresh held-out sequences; nothing when a
+// signal arrives first.
+std::optional<Score> evaluate(SequenceModel& model, const Config& c, std::int64_t step) {
   NoGradGuard no_grad;
   model.eval();
   Generator gen = stream_generator(c.seed, 2, static_cast<std::uint64_t>(step));
   const auto L = static_cast<std::size_t>(c.seq_len), vocab = static_cast<std::size_t>(c.vocab);
   std::size_t tokens = 0, correct_tokens = 0, exact = 0;
   for (std::size_t done = 0; done < static_cast<std::size_t>(c.eval_size);) {
+    if (interrupted) {
+      model.train();
+      return std::nullopt;
+    }
     const std::size_t n = std::min<std::size_t>(500, static_cast<std::size_t>(c.eval_size) - done);
     const Batch b = make_batch(c.task, n, L, vocab, gen);
     const std::vector<std::int64_t> predicted = argmax_rows(model.forward(b.inputs), vocab);
@@ -103,21 +117,29 @@ Score evaluate(SequenceModel& model, const Config& c, std::int64_t step) {
     done += n;
   }
   model.train();
-  return {static_cast<double>(correct_tokens) / static_cast<double>(tokens),
-          static_cast<double>(exact) / static_cast<double>(c.eval_size)};
+  return Score{static_cast<double>(correct_tokens) / static_cast<double>(tokens),
+               static_cast<double>(exact) / static_cast<double>(c.eval_size)};
 }
 
-void save_checkpoint(const Config& c, const SequenceModel& model, const optim::Optimizer& opt, std::int64_t step,
-                     double elapsed) {
+void save_checkpoint(const Config& c, const SequenceModel& model, const optim::Optimizer& opt,
+                     const Progress& progress) {
   nn::Metadata meta = to_metadata(c);
-  meta["step"] = std::to_string(step);
-  meta["elapsed_s"] = std::to_string(elapsed);
+  add_progress(meta, progress);
   meta["written_by"] = "xgrad-train";
   nn::save(c.save, model, &opt, meta);
 }
 
+// A JSON number, or null when absent or not finite (JSON has no NaN).
+// One line appended to the metrics file, checked: a full disk is an error, not a
+// silently empty file.
+void write_line(std::ofstream& out, const Config& c, const std::string& line) {
+  out << line << '\n';
+  out.flush();
+  if (!out) throw UsageError(str("--metrics ", c.metrics, ": writing failed (", std::strerror(errno), ")"));
+}
+
 std::string json_or_null(bool present, double value, const char* format) {
-  if (!present) return "null";
+  if (!present || !std::isfinite(value)) return "null";
   char text[64];
   std::snprintf(text, sizeof text, format, value);
   return text;
@@ -158,8 +180,7 @@ int run(int argc, char** argv) {
   Config c;
   std::set<std::string> given;
   if (!parse_command_line(argc, argv, c, given)) return 0;
-  std::int64_t start_step = 0;
-  double elapsed_before = 0;
+  Progress resumed;
   if (!c.resume.empty()) {
     if (!std::filesystem::exists(c.resume)) throw UsageError("--resume " + c.resume + ": no such file");
     nn::Metadata meta;
@@ -169,11 +190,13 @@ int run(int argc, char** argv) {
       throw UsageError(std::string("--resume: ") + e.what());
     }
     apply_metadata(meta, c, given);
-    if (!meta.count("step")) throw UsageError("--resume: the checkpoint has no step");
-    start_step = std::stoll(meta.at("step"));
-    elapsed_before = meta.count("elapsed_s") ? std::stod(meta.at("elapsed_s")) : 0.0;
+    resumed = read_progress(meta);
   }
+  const std::int64_t start_step = resumed.step;
+  const double elapsed_before = resumed.elapsed_s;
   validate(c);
+  check_memory(c);
+  check_outputs(c);
   if (c.threads > 0) set_num_threads(c.threads);
   if (c.verbose)
     std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads" << std::endl;
@@ -190,12 +213,27 @@ int run(int argc, char** argv) {
     }
     schedule->set_updates(start_step);
   }
+  // A finished run (all its steps, or the target reached) is reported, and nothing is
+  // written: its checkpoint, metrics and picture stay as they are.
+  const bool target_met = resumed.reached_target && resumed.exact_match && *resumed.exact_match >= c.target_exact;
+  if (!c.resume.empty() && (start_step >= c.steps || target_met)) {
+    std::optional<Score> score;
+    if (resumed.exact_match && resumed.token_acc) score = Score{*resumed.token_acc, *resumed.exact_match};
+    if (!score) score = evaluate(model, c, start_step);
+    if (!score) return 128 + interrupted;
+    std::printf(
+        "%s: exact-match %.4f at step %lld, %s; the run is finished (nothing to do: raise --steps%s to go on)\n",
+        c.task.c_str(), score->exact_match, static_cast<long long>(start_step),
+        target_met ? "the target was reached" : "its last step", target_met ? " and --target-exact" : "");
+    return 0;
+  }
   std::ofstream metrics;
   if (!c.metrics.empty()) {
     metrics.open(c.metrics, c.resume.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics) throw UsageError("--metrics " + c.metrics + ": cannot open for writing");
   }
   std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
 
   const bool terminal = ::isatty(::fileno(stdout)) && !c.quiet;
   ProgressLine progress(terminal);
@@ -220,9 +258,12 @@ int run(int argc, char** argv) {
     Tensor loss = cross_entropy(model.forward(batch.inputs), batch.targets, kIgnore);
     loss.backward();
     if (c.clip > 0) optim::clip_grad_norm(model.parameters(), c.clip);
+    last_loss = loss.item();
+    if (!std::isfinite(last_loss) && !c.allow_nonfinite)  // before the update: the checkpoint stays good
+      throw UsageError(str("step ", step, ": the loss is ", last_loss,
+                           "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
     opt->step();
     schedule->step();
-    last_loss = loss.item();
 
     const double trained = seconds_since(started);
     const double tokens_per_second = static_cast<double>((step - start_step) * c.batch * c.seq_len) / trained;
@@ -231,48 +272,58 @@ int run(int argc, char** argv) {
                     trained / static_cast<double>(step - start_step) * static_cast<double>(c.steps - step));
       last_shown = Clock::now();
     }
-    if (step % c.eval_every == 0 || step == c.steps) {
-      last_score = evaluate(model, c, step);
+    if (!interrupted && (step % c.eval_every == 0 || step == c.steps)) {
+      const std::optional<Score> score = evaluate(model, c, step);
+      if (!score) break;  // a signal: saved below
+      last_score = *score;
       const double elapsed = elapsed_before + seconds_since(started);
       progress.clear();
       if (!c.quiet)
         std::printf("step %lld/%d  loss %.4f  token acc %.4f  exact-match %.4f  (%.1f s)\n",
                     static_cast<long long>(step), c.steps, last_loss, last_score.token_acc, last_score.exact_match,
                     elapsed);
-      if (metrics)
-        metrics << "{\"step\": " << step << ", \"loss\": " << json_or_null(true, last_loss, "%.5f")
-                << ", \"token_acc\": " << json_or_null(true, last_score.token_acc, "%.4f")
-                << ", \"exact_match\": " << json_or_null(true, last_score.exact_match, "%.4f")
-                << ", \"elapsed_s\": " << json_or_null(true, elapsed, "%.2f") << "}" << std::endl;
-      if (!c.save.empty()) save_checkpoint(c, model, *opt, step, elapsed);
-      if (last_score.exact_match >= c.target_exact) {
+      if (metrics.is_open())
+        write_line(metrics, c,
+                   str("{\"step\": ", step, ", \"loss\": ", json_or_null(true, last_loss, "%.5f"),
+                       ", \"token_acc\": ", json_or_null(true, last_score.token_acc, "%.4f"),
+                       ", \"exact_match\": ", json_or_null(true, last_score.exact_match, "%.4f"),
+                       ", \"elapsed_s\": ", json_or_null(true, elapsed, "%.2f"), "}"));
+      const bool reached = last_score.exact_match >= c.target_exact;
+      if (!c.save.empty())
+        save_checkpoint(c, model, *opt, {step, elapsed, last_score.token_acc, last_score.exact_match, reached});
+      if (reached) {
         reached_step = step;
         reached_seconds = elapsed;
         break;
       }
     }
-    if (interrupted) {
-      progress.clear();
-      if (c.save.empty()) {
-        std::cout << "interrupted at step " << step << " (no --save given, nothing kept)" << std::endl;
-      } else {
-        save_checkpoint(c, model, *opt, step, elapsed_before + seconds_since(started));
-        std::cout << "interrupted at step " << step << "; checkpoint saved: continue with --resume " << c.save
-                  << std::endl;
-      }
-      return 130;
+    if (interrupted) break;
+  }
+  if (interrupted) {
+    progress.clear();
+    if (c.save.empty()) {
+      std::cout << "interrupted at step " << step << " (no --save given, nothing kept)" << std::endl;
+    } else {
+      save_checkpoint(c, model, *opt, {step, elapsed_before + seconds_since(started), {}, {}, false});
+      std::cout << "interrupted at step " << step << "; checkpoint saved: continue with --resume " << c.save
+                << std::endl;
     }
+    return 128 + interrupted;
   }
   progress.clear();
   const double elapsed = elapsed_before + seconds_since(started);
-  if (!c.save.empty()) save_checkpoint(c, model, *opt, step, elapsed);
-  if (metrics)
-    metrics << "{\"final\": true, \"task\": \"" << c.task
-            << "\", \"impl\": \"xgrad-0.1.0\", \"reached_target\": " << (reached_step ? "true" : "false")
-            << ", \"steps_to_target\": "
-            << json_or_null(reached_step.has_value(), static_cast<double>(reached_step.value_or(0)), "%.0f")
-            << ", \"seconds_to_target\": " << json_or_null(reached_step.has_value(), reached_seconds, "%.2f") << "}"
-            << std::endl;
+  if (!c.save.empty()) {
+    Progress done{step, elapsed, {}, {}, reached_step.has_value()};
+    if (reached_step || step % c.eval_every == 0 || step == c.steps)  // the last evaluation ran at this step
+      done.token_acc = last_score.token_acc, done.exact_match = last_score.exact_match;
+    save_checkpoint(c, model, *opt, done);
+  }
+  if (metrics.is_open())
+    write_line(metrics, c,
+               str("{\"final\": true, \"task\": \"", c.task, "\", \"impl\": \"xgrad-0.1.0\", \"reached_target\": ",
+                   reached_step ? "true" : "false", ", \"steps_to_target\": ",
+                   json_or_null(reached_step.has_value(), static_cast<double>(reached_step.value_or(0)), "%.0f"),
+                   ", \"seconds_to_target\": ", json_or_null(reached_step.has_value(), reached_seconds, "%.2f"), "}"));
 
   if (reached_step)
     std::printf("%s: exact-match %.4f reached the target %.2f at step %lld in %.1f s\n", c.task.c_str(),
@@ -296,14 +347,20 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// Every error is one line on stderr and exit status 2; a signal exits with 128 + its
+// number after saving.
 int main(int argc, char** argv) {
   try {
-    return run(argc, argv);
-  } catch (const UsageError& e) {
+    const int status = run(argc, argv);
+    // Output that could not be written (a full disk, a closed pipe) is an error too.
+    std::cout.flush();
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+      std::fprintf(stderr, "xgrad-train: writing to standard output failed (%s)\n", std::strerror(errno));
+      return 2;
+    }
+    return status;
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "xgrad-train: %s\n", e.what());
     return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "xgrad-train: error: %s\n", e.what());
-    return 1;
   }
 }

@@ -1,0 +1,135 @@
+#include "preflight.hpp"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "autograd/error.hpp"
+#include "nn/files.hpp"
+
+namespace train {
+
+namespace {
+
+// What a path names: an existing file by device and inode (so links and different
+// spellings of one file agree), a file not made yet by its absolute, resolved path.
+struct FileIdentity {
+  bool exists = false;
+  dev_t device = 0;
+  ino_t inode = 0;
+  std::string path;
+
+  bool operator==(const FileIdentity& other) const {
+    if (exists != other.exists) return false;
+    return exists ? device == other.device && inode == other.inode : path == other.path;
+  }
+};
+
+FileIdentity identify(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) return {true, info.st_dev, info.st_ino, ""};
+  std::error_code error;
+  const auto absolute = std::filesystem::weakly_canonical(std::filesystem::absolute(xgrad::nn::resolve_symlinks(path)), error);
+  return {false, 0, 0, error ? path : absolute.string()};
+}
+
+std::string folder_of(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+struct Output {
+  const char* flag;
+  const std::string& path;
+  bool replaced;  // written as a new file renamed over the old one (else opened and appended to)
+};
+
+void check_writable(const Output& out) {
+  const std::string target = xgrad::nn::resolve_symlinks(out.path);
+  struct stat info {};
+  if (::stat(target.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) throw UsageError(xgrad::str(out.flag, " ", out.path, ": is a folder"));
+    if (out.replaced && !S_ISREG(info.st_mode))
+      throw UsageError(xgrad::str(out.flag, " ", out.path, ": is a device or FIFO, not a file (refusing to replace it)"));
+    if (S_ISFIFO(info.st_mode)) {
+      const int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // ENXIO: nobody reads it
+      if (fd < 0) throw UsageError(xgrad::str(out.flag, " ", out.path, ": a FIFO nobody reads"));
+      ::close(fd);
+    }
+    if (!out.replaced && ::access(target.c_str(), W_OK) == 0) return;
+  }
+  const std::string folder = folder_of(target);
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(xgrad::str(out.flag, " ", out.path, ": cannot write in ", folder, " (", std::strerror(errno), ")"));
+}
+
+// The smallest of what this process may use: RAM, the cgroup's limit, the address space.
+double available_bytes() {
+  double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  double limit = 0;
+  if (cgroup >> limit && limit > 0) bytes = std::min(bytes, limit);  // "max" (no limit) does not parse
+  rlimit address_space{};
+  if (::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY)
+    bytes = std::min(bytes, static_cast<double>(address_space.rlim_cur));
+  return bytes;
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, bytes >= 1024.0 * 1024 * 1024 ? "%.1f GiB" : "%.0f MiB",
+                bytes >= 1024.0 * 1024 * 1024 ? bytes / (1024.0 * 1024 * 1024) : bytes / (1024.0 * 1024));
+  return text;
+}
+
+}  // namespace
+
+void check_outputs(const Config& c) {
+  const std::vector<Output> outputs = {
+      {"--save", c.save, true}, {"--metrics", c.metrics, false}, {"--attention-png", c.attention_png, true}};
+  const FileIdentity resumed = c.resume.empty() ? FileIdentity{} : identify(c.resume);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Output& out = outputs[i];
+    if (out.path.empty()) continue;
+    check_writable(out);
+    const FileIdentity id = identify(out.path);
+    if (!c.resume.empty() && std::string(out.flag) != "--save" && id == resumed)
+      throw UsageError(xgrad::str(out.flag, " ", out.path, " is the checkpoint being resumed (--resume ", c.resume,
+                                  "); writing it would destroy the checkpoint"));
+    for (std::size_t j = 0; j < i; ++j)
+      if (!outputs[j].path.empty() && identify(outputs[j].path) == id)
+        throw UsageError(xgrad::str(out.flag, " ", out.path, " and ", outputs[j].flag, " ", outputs[j].path,
+                                    " are the same file; each output needs its own"));
+  }
+}
+
+void check_memory(const Config& c) {
+  // float32 throughout. Parameters: embeddings, positions, per layer attention (4 d^2),
+  // feed-forward (2 d ff) and norms, the head; each with a gradient and Adam's two
+  // moments. Activations kept for backward, per token and layer: about 12 d + 3 ff
+  // values, twice over with their gradients; logits 4 x vocab per token.
+  const double d = c.d_model, ff = c.ff_width(), L = c.seq_len, vocab = c.vocab, layers = c.layers;
+  const double parameters = 2 * vocab * d + L * d + layers * (4 * d * d + 2 * d * ff + 10 * d + ff) + vocab;
+  const double state = parameters * 4 * 4;
+  const double per_token = layers * (12 * d + 3 * ff) * 2 + 4 * vocab + 4 * d;
+  const double training = static_cast<double>(c.batch) * L * per_token * 4;
+  const double evaluation = std::min(500.0, static_cast<double>(c.eval_size)) * L * (3 * d + ff + 2 * vocab) * 4;
+  const double needed = state + std::max(training, evaluation);
+  const double available = available_bytes();
+  if (needed <= available) return;
+  throw UsageError(xgrad::str(
+      "the run needs about ", gib(needed), " of memory, more than the ", gib(available), " this process may use: ",
+      gib(state), " for ", static_cast<long long>(parameters), " parameters and their optimizer state (--vocab ",
+      c.vocab, ", --d-model ", c.d_model, ", --layers ", c.layers, ", --ff ", c.ff_width(), "), ", gib(training),
+      " for the activations of a step (--batch ", c.batch, " x --seq-len ", c.seq_len, ")"));
+}
+
+}  // namespace train
