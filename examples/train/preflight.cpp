@@ -37,7 +37,8 @@ FileIdentity identify(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0) return {true, info.st_dev, info.st_ino, ""};
   std::error_code error;
-  const auto absolute = std::filesystem::weakly_canonical(std::filesystem::absolute(xgrad::nn::resolve_symlinks(path)), error);
+  const auto absolute =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(xgrad::nn::resolve_symlinks(path)), error);
   return {false, 0, 0, error ? path : absolute.string()};
 }
 
@@ -58,7 +59,8 @@ void check_writable(const Output& out) {
   if (::stat(target.c_str(), &info) == 0) {
     if (S_ISDIR(info.st_mode)) throw UsageError(xgrad::str(out.flag, " ", out.path, ": is a folder"));
     if (out.replaced && !S_ISREG(info.st_mode))
-      throw UsageError(xgrad::str(out.flag, " ", out.path, ": is a device or FIFO, not a file (refusing to replace it)"));
+      throw UsageError(
+          xgrad::str(out.flag, " ", out.path, ": is a device or FIFO, not a file (refusing to replace it)"));
     if (S_ISFIFO(info.st_mode)) {
       const int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // ENXIO: nobody reads it
       if (fd < 0) throw UsageError(xgrad::str(out.flag, " ", out.path, ": a FIFO nobody reads"));
@@ -68,7 +70,8 @@ void check_writable(const Output& out) {
   }
   const std::string folder = folder_of(target);
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    throw UsageError(xgrad::str(out.flag, " ", out.path, ": cannot write in ", folder, " (", std::strerror(errno), ")"));
+    throw UsageError(
+        xgrad::str(out.flag, " ", out.path, ": cannot write in ", folder, " (", std::strerror(errno), ")"));
 }
 
 // The smallest of what this process may use: RAM, the cgroup's limit, the address space.
@@ -125,11 +128,11 @@ void check_memory(const Config& c) {
   const double needed = state + std::max(training, evaluation);
   const double available = available_bytes();
   if (needed <= available) return;
-  throw UsageError(xgrad::str(
-      "the run needs about ", gib(needed), " of memory, more than the ", gib(available), " this process may use: ",
-      gib(state), " for ", static_cast<long long>(parameters), " parameters and their optimizer state (--vocab ",
-      c.vocab, ", --d-model ", c.d_model, ", --layers ", c.layers, ", --ff ", c.ff_width(), "), ", gib(training),
-      " for the activations of a step (--batch ", c.batch, " x --seq-len ", c.seq_len, ")"));
+  throw UsageError(xgrad::str("the run needs about ", gib(needed), " of memory, more than the ", gib(available),
+                              " this process may use: ", gib(state), " for ", static_cast<long long>(parameters),
+                              " parameters and their optimizer state (--vocab ", c.vocab, ", --d-model ", c.d_model,
+                              ", --layers ", c.layers, ", --ff ", c.ff_width(), "), ", gib(training),
+                              " for the activations of a step (--batch ", c.batch, " x --seq-len ", c.seq_len, ")"));
 }
 
 }  // namespace train

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# xgrad-train against inputs that once lost data, hung or gave silent nonsense (issue 14),
+# several of each class: every one ends in one line on stderr and exit code 2 (or 128 +
+# the signal), and no file is damaged.   usage: train_reliability_test.sh XGRAD_TRAIN
+set -u
+train=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+passed=0 failed=0
+check() {  # check NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
+}
+run() { timeout 60 "$train" "$@" >out 2>err; echo $?; }
+refused() {  # refused NAME EXPECTED-TEXT ARGS...: exit 2, one line naming the problem
+  local name=$1 text=$2; shift 2
+  local code; code=$(run "$@")
+  check "$name exits 2 (got $code)" test "$code" -eq 2
+  check "$name says '$text'" grep -q -- "$text" err
+  check "$name is one line" test "$(wc -l <err)" -eq 1
+}
+base=(--task copy --heads 2 --eval-size 50 --quiet --threads 1)
+small=("${base[@]}" --seq-len 6 --vocab 8 --d-model 32)
+"$train" "${small[@]}" --steps 20 --eval-every 10 --save run.st >/dev/null
+sum() { md5sum "$1" | cut -d' ' -f1; }
+original=$(sum run.st)
+
+# ---- outputs that alias the checkpoint or each other -------------------------------
+ln -s run.st link.st
+ln run.st hard.st
+mkdir sub
+ln -s z.st z-link
+refused "metrics over the resumed file" "checkpoint being resumed" --resume run.st --metrics run.st
+refused "png over the resumed file" "checkpoint being resumed" --resume run.st --attention-png run.st
+refused "metrics through a symlink" "checkpoint being resumed" --resume run.st --metrics link.st
+refused "metrics through a hard link" "checkpoint being resumed" --resume run.st --metrics hard.st
+refused "metrics spelled another way" "checkpoint being resumed" --resume run.st --metrics ./sub/../run.st
+refused "save = metrics" "same file" "${small[@]}" --steps 5 --save x.st --metrics x.st
+refused "metrics = png" "same file" "${small[@]}" --steps 5 --metrics y --attention-png ./y
+refused "save = png via a link" "same file" "${small[@]}" --steps 5 --save z.st --attention-png z-link
+check "the checkpoint is untouched by every refusal" test "$(sum run.st)" = "$original"
+check "nothing was created by a refusal" test ! -e x.st -a ! -e y -a ! -e z.st
+
+# ---- saving to devices, folders, symlinks, long names ------------------------------
+refused "save to /dev/null" "not a file" "${small[@]}" --steps 5 --save /dev/null
+check "/dev/null is still a device" test -c /dev/null
+mkdir folder
+refused "save to a folder" "folder" "${small[@]}" --steps 5 --save folder
+refused "png to a folder" "folder" "${small[@]}" --steps 5 --attention-png folder
+refused "metrics to a folder" "folder" "${small[@]}" --steps 5 --metrics folder
+refused "save into a missing folder" "cannot write in" "${small[@]}" --steps 5 --save missing/run.st
+mkfifo pipe
+refused "metrics to a FIFO nobody reads" "FIFO" "${small[@]}" --steps 5 --metrics pipe
+refused "save to a FIFO" "not a file" "${small[@]}" --steps 5 --save pipe
+cp run.st target.st
+ln -s target.st saved-link.st
+check "save through a symlink works" test "$(run "${small[@]}" --steps 10 --eval-every 10 --save saved-link.st)" -eq 0
+check "the symlink is still a symlink" test -L saved-link.st
+check "its target holds the new checkpoint" test "$(sum target.st)" != "$original"
+ln -s not-yet.st dangling.st
+check "save through a dangling symlink works" test "$(run "${small[@]}" --steps 10 --eval-every 10 --save dangling.st)" -eq 0
+check "it created the link's target" test -f not-yet.st -a -L dangling.st
+long=$(printf 'c%.0s' $(seq 1 250)).st
+check "a 253-byte file name saves" test "$(run "${small[@]}" --steps 10 --eval-every 10 --save "$long")" -eq 0
+check "and resumes" test "$(run --resume "$long" --steps 20 --eval-every 10 --quiet)" -eq 0
+check "no temporary file is left" test -z "$(ls -A | grep -e '\.tmp' || true)"
+
+# ---- hangs ---------------------------------------------------------------------------
+refused "resume from a FIFO" "FIFO" --resume pipe
+refused "resume from a folder" "folder" --resume folder
+refused "64k threads" "threads" "${small[@]}" --steps 5 --threads 65536
+refused "negative threads" "threads" "${small[@]}" --steps 5 --threads=-2
+# Ctrl-C or SIGTERM in the middle of a long evaluation: stopped within a second, saved.
+for signal in INT TERM; do
+  "$train" --task sort --seq-len 16 --steps 100000 --eval-every 1 --eval-size 10000000 --save "sig-$signal.st" \
+    --quiet --threads 1 >"sig-$signal.out" 2>&1 &
+  pid=$!
+  sleep 2
+  start=$(date +%s%N)
+  kill "-$signal" $pid
+  wait $pid
+  code=$?
+  took=$(( ($(date +%s%N) - start) / 1000000 ))
+  expected=$((128 + $(kill -l "$signal")))
+  check "SIG$signal exits $expected (got $code)" test "$code" -eq "$expected"
+  check "SIG$signal during evaluation stops within a second (${took} ms)" test "$took" -lt 1500
+  check "SIG$signal saved a checkpoint" grep -q "checkpoint saved" "sig-$signal.out"
+  check "the SIG$signal checkpoint loads" test "$(run --resume "sig-$signal.st" --steps 1 --eval-size 10 --quiet)" -eq 0
+done
+# A second Ctrl-C exits at once, whatever the first one was doing.
+"$train" --task sort --seq-len 16 --steps 100000 --eval-every 1 --eval-size 10000000 --quiet --threads 1 >/dev/null 2>&1 &
+pid=$!
+sleep 2
+kill -INT $pid; kill -INT $pid
+wait $pid
+check "two Ctrl-C exit 130" test $? -eq 130
+
+# ---- silent wrong results ----------------------------------------------------------------
+code=$(run "${small[@]}" --steps 50 --eval-every 10 --lr 1e300 --save div.st --metrics div.jsonl)
+check "a diverging run exits 2" test "$code" -eq 2
+check "it names the step and the loss" grep -q "step [0-9]*: the loss is" err
+check "no NaN checkpoint was written" test ! -e div.st
+check "no NaN in the metrics" test -z "$(grep -i nan div.jsonl || true)"
+code=$(run "${small[@]}" --steps 30 --eval-every 10 --lr 1e300 --allow-nonfinite --metrics nan.jsonl)
+check "--allow-nonfinite goes on" test "$code" -eq 0
+check "its metrics are valid JSON" /usr/bin/python3 -c '
+import json, sys
+for line in open(sys.argv[1]): json.loads(line)' nan.jsonl
+check "a non-finite loss is written as null" grep -q '"loss": null' nan.jsonl
+# A finished run resumed: reported, nothing written.
+"$train" --task reverse --seq-len 6 --vocab 8 --steps 2000 --eval-every 50 --eval-size 200 --quiet --threads 1 \
+  --save done.st --metrics done.jsonl >/dev/null
+done_sum=$(sum done.st)
+metrics_sum=$(sum done.jsonl)
+for extra in "" "--steps 5000" "--eval-every 7"; do
+  code=$(run --resume done.st --save done.st --metrics done.jsonl --attention-png done.png $extra)
+  check "resuming a run that reached its target ($extra) exits 0" test "$code" -eq 0
+  check "it reports the finished result ($extra)" grep -q "finished" out
+  check "it changes nothing ($extra)" test "$(sum done.st)" = "$done_sum" -a "$(sum done.jsonl)" = "$metrics_sum" \
+    -a ! -e done.png
+done
+check "the reported score is the measured one" grep -q "exact-match $(tail -n 2 done.jsonl | head -n 1 |
+  sed 's/.*"exact_match": \([0-9.]*\).*/\1/')" out
+code=$(run --resume run.st --steps 20)
+check "resuming at --steps reports and exits 0" test "$code" -eq 0 -a "$(sum run.st)" = "$original"
+check "a run past its steps prints no unmeasured score" test -z "$(grep 'final loss 0.0000' out || true)"
+code=$(run --resume run.st --steps 10 --save run.st)
+check "resuming below the checkpoint's step changes nothing" test "$code" -eq 0 -a "$(sum run.st)" = "$original"
+# Write errors.
+refused "metrics to a full disk" "writing failed" "${small[@]}" --steps 10 --eval-every 10 --metrics /dev/full
+code=$("$train" "${small[@]}" --steps 10 --eval-every 10 >/dev/full 2>err; echo $?)
+check "stdout to a full disk exits 2" test "$code" -eq 2
+check "and says so" grep -q "standard output" err
+
+# ---- damaged checkpoint settings ------------------------------------------------------------
+# edit IN OUT KEY VALUE: a copy of a checkpoint with one metadata entry changed (or a
+# header key duplicated with DUPLICATE).
+edit() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, key, value = sys.argv[1:5]
+data = open(src, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+if key == "DUPLICATE":
+    text = json.dumps(header)[:-1] + ', "' + value + '": ' + json.dumps(header[value]) + "}"
+else:
+    header["__metadata__"][key] = value
+    text = json.dumps(header)
+text += " " * ((8 - len(text) % 8) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text.encode() + data[8 + n:])
+PY
+}
+edit run.st neg.st step -5 && refused "a negative step" "step = '-5'" --resume neg.st
+edit run.st abc.st step abc && refused "a step that is not a number" "step = 'abc'" --resume abc.st
+edit run.st huge.st step 99999999999999999999999 && refused "a step beyond 64 bits" "step" --resume huge.st
+edit run.st opt.st config.optimizer lion && refused "an unknown optimizer" "--optimizer lion" --resume opt.st
+edit run.st sched.st config.schedule wobbly && refused "an unknown schedule" "--schedule wobbly" --resume sched.st
+edit run.st lr.st config.lr nan && refused "a NaN learning rate" "--lr" --resume lr.st
+edit run.st seq.st config.seq-len 12x && refused "a damaged seq-len" "config.seq-len = '12x'" --resume seq.st
+edit run.st dm.st config.d-model 1000000000 && refused "a checkpoint claiming d_model 1e9" "GiB" --resume dm.st
+edit run.st dup.st DUPLICATE tok.weight && refused "a duplicate header key" "twice" --resume dup.st
+head -c 0 run.st >empty.st && refused "an empty file" "bytes" --resume empty.st
+
+# ---- option values that make no sense ---------------------------------------------------------
+for value in nan inf -inf; do
+  refused "--lr $value" "--lr" "${small[@]}" --steps 5 "--lr=$value"
+  refused "--clip $value" "--clip" "${small[@]}" --steps 5 "--clip=$value"
+  refused "--dropout $value" "--dropout" "${small[@]}" --steps 5 "--dropout=$value"
+  refused "--target-exact $value" "--target-exact" "${small[@]}" --steps 5 "--target-exact=$value"
+done
+for flag in --save --resume --metrics --attention-png; do
+  refused "empty $flag" "needs a file name" "${small[@]}" --steps 5 "$flag" ""
+done
+refused "seed beyond 64 bits" "--seed" "${small[@]}" --steps 5 --seed 18446744073709551616
+refused "a negative seed" "--seed" "${small[@]}" --steps 5 --seed=-1
+refused "a fractional batch" "--batch" "${small[@]}" --steps 5 --batch 2.5
+refused "seq-len beyond int" "--seq-len" "${small[@]}" --steps 5 --seq-len 99999999999
+"$train" "${base[@]}" --d-model 32 --steps 20 --eval-every 10 --seq-len 010 --metrics octal.jsonl >/dev/null
+"$train" "${base[@]}" --d-model 32 --steps 20 --eval-every 10 --seq-len 10 --metrics decimal.jsonl >/dev/null
+timeless() { sed -e 's/, "elapsed_s": [0-9.]*//' -e 's/, "seconds_to_target": [0-9.]*//' "$1"; }
+check "--seq-len 010 is ten" diff <(timeless octal.jsonl) <(timeless decimal.jsonl)
+
+# ---- sizes too large for the machine: refused at once, naming the flags ---------------------
+for args in "--seq-len 100000" "--batch 1000000" "--vocab 2000000000" "--d-model 100000" "--layers 100000"; do
+  start=$(date +%s%N)
+  # shellcheck disable=SC2086
+  refused "$args" "GiB" "${base[@]}" --steps 5 $args
+  check "$args is refused within a second" test $(( ($(date +%s%N) - start) / 1000000 )) -lt 1000
+  check "$args names the flag" grep -q -- "${args%% *}" err
+done
+refused "an unwritable --save found before training" "cannot write" "${small[@]}" --steps 100000 --save run.st/x.st
+
+echo "$passed passed, $failed failed"
+test "$failed" -eq 0
