@@ -124,8 +124,9 @@ std::string encode_safetensors(const StateDict& tensors, const Metadata& metadat
   std::memcpy(bytes.data(), &length, 8);
   bytes += text;
   bytes.reserve(bytes.size() + offset);
-  for (const auto& [name, t] : order) {
-    if (t.numel() == 0) continue;  // nothing to write, and no buffer to read
+  for (const auto& entry : order) {
+    const Tensor& t = entry.second;  // (a named variable: clang 14 cannot capture a structured binding)
+    if (t.numel() == 0) continue;    // nothing to write, and no buffer to read
     const char* data =
         dispatch(t.dtype(), [&](auto tag) { return reinterpret_cast<const char*>(t.data<decltype(tag)>()); });
     bytes.append(data, t.numel() * item_size(t.dtype()));
@@ -216,10 +217,13 @@ void save(const std::string& path, const Stateful& model, const Stateful* optimi
 }
 
 Metadata load(const std::string& path, Stateful& model, Stateful* optimizer) {
-  SafetensorsContents contents = read_safetensors(path);
+  return load(read_safetensors(path), model, optimizer, path);
+}
+
+Metadata load(const SafetensorsContents& contents, Stateful& model, Stateful* optimizer, const std::string& path) {
   StateDict model_state, optimizer_state;
   const std::string prefix = kOptimizerPrefix;
-  for (auto& [name, tensor] : contents.tensors) {
+  for (const auto& [name, tensor] : contents.tensors) {
     if (name.rfind(prefix, 0) == 0)
       optimizer_state.emplace(name.substr(prefix.size()), tensor);
     else

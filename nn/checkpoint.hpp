@@ -42,5 +42,8 @@ void save(const std::string& path, const Stateful& model, const Stateful* optimi
 // file). Names and shapes must match exactly; on any error both are left as they were.
 // Returns the metadata.
 Metadata load(const std::string& path, Stateful& model, Stateful* optimizer = nullptr);
+// The same from contents already decoded; `source` names them in errors.
+Metadata load(const SafetensorsContents& contents, Stateful& model, Stateful* optimizer = nullptr,
+              const std::string& source = "<memory>");
 
 }  // namespace xgrad::nn

@@ -9,9 +9,14 @@ out=build-fuzz
 mkdir -p "$out/corpus"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.
        -DXTENSOR_USE_XSIMD -march=native)
-# Only what the loader needs: tensors, the engine they sit on, and the checkpoint code.
-clang++-14 "${flags[@]}" tests/fuzz/fuzz_checkpoint.cpp nn/checkpoint.cpp autograd/tensor.cpp autograd/engine.cpp \
-  autograd/random.cpp -o "$out/fuzz_checkpoint"
+# The whole library (the target loads into a model and an optimizer), instrumented.
+blas=/usr/lib/x86_64-linux-gnu/openblas-pthread
+clang++-14 "${flags[@]}" -I/usr/include/x86_64-linux-gnu/openblas-pthread tests/fuzz/fuzz_checkpoint.cpp \
+  autograd/*.cpp autograd/ops/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp \
+  -L"$blas" -Wl,-rpath,"$blas" -lopenblas -o "$out/fuzz_checkpoint"
 cd "$out"
-./fuzz_checkpoint corpus ../tests/fuzz/corpus -max_total_time="$seconds" -max_len=4096 -print_final_stats=1 2>&1 | tail -n 15
+# Up to 1 MiB per input, so that large headers (thousands of entries) are tried too;
+# every file in tests/fuzz/regressions/ runs first.
+./fuzz_checkpoint corpus ../tests/fuzz/corpus ../tests/fuzz/regressions -max_total_time="$seconds" -max_len=1048576 \
+  -print_final_stats=1 2>&1 | tail -n 15
 echo "fuzzing ran ${seconds}s without a finding"

@@ -18,6 +18,20 @@ safetensors_numpy.write(os.path.join(out, "nested_names.safetensors"),
                         {"blocks.0.attn.in_proj_weight": np.ones((3, 2), dtype=np.float32),
                          "optimizer.state.w.exp_avg": np.zeros(2, dtype=np.float32)},
                         {"config.task": "sort", "written_by": "xgrad-train"})
+# Shaped like the fuzz target's model (Linear(2, 3), LayerNorm(3)) and Adam: loads reach
+# load_state_dict.
+state = {"0.weight": np.ones((3, 2), np.float32), "0.bias": np.zeros(3, np.float32),
+         "1.weight": np.ones(3, np.float32), "1.bias": np.zeros(3, np.float32),
+         "optimizer.lr": np.array(1e-3), "optimizer.step": np.array(1.0)}
+for name in ("0.weight", "0.bias", "1.weight", "1.bias"):
+    shape = state[name].shape
+    state["optimizer.state." + name + ".step"] = np.array(1.0)
+    state["optimizer.state." + name + ".exp_avg"] = np.full(shape, 0.1, np.float32)
+    state["optimizer.state." + name + ".exp_avg_sq"] = np.full(shape, 0.01, np.float32)
+safetensors_numpy.write(os.path.join(out, "model_and_adam.safetensors"), state, {"step": "1"})
+# A large header: 3000 entries.
+safetensors_numpy.write(os.path.join(out, "many_tensors.safetensors"),
+                        {"t%04d" % i: np.full(i % 3, i, np.float32) for i in range(3000)})
 with open(os.path.join(out, "header_only.safetensors"), "wb") as f:
     f.write((8).to_bytes(8, "little") + b"{}      ")
 print("wrote", len(os.listdir(out)), "seed files")
