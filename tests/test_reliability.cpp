@@ -9,6 +9,7 @@
 #include <limits>
 #include <thread>
 
+#include "autograd/parallel.hpp"
 #include "nn/nn.hpp"
 #include "optim/optim.hpp"
 
@@ -272,14 +273,15 @@ BOOST_AUTO_TEST_CASE(modules_nested_to_any_depth) {
 }
 
 BOOST_AUTO_TEST_CASE(a_module_inside_itself_is_an_error_not_a_hang) {
-  auto outer = std::make_shared<Chain>();
+  // The link back owns nothing (a shared_ptr cycle would leak): outer lives on the stack.
+  Chain outer_object;
+  const std::shared_ptr<Chain> outer(&outer_object, [](Chain*) {});
   auto inner = std::make_shared<Chain>();
   outer->add("inner", inner);
   inner->add("back", outer);  // a cycle: outer -> inner -> outer
   check_error([&] { outer->named_parameters(); }, {"contains itself", "inner.back"});
   check_error([&] { outer->to_string(); }, {"contains itself"});
-  inner.reset();  // (the cycle leaks, as any shared_ptr cycle does; break it to free)
-  std::dynamic_pointer_cast<Chain>(outer->named_children()[0].second).reset();
+  check_error([&] { outer->train(); }, {"contains itself"});
   // The same module twice (shared, not a cycle) is fine.
   auto shared = std::make_shared<nn::Linear>(2, 2);
   Chain twice;
@@ -372,4 +374,62 @@ BOOST_AUTO_TEST_CASE(concurrent_backward_through_a_shared_parameter_is_an_error_
     for (double g : shared.bias.grad().to_vector()) BOOST_CHECK_EQUAL(g, 256.0 * passes);
   }
   BOOST_TEST_MESSAGE("rounds that collided: " << collisions);
+}
+
+// ---- unclear errors ------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(text_json_cannot_hold_is_named_not_thrown_through) {
+  const StateDict one = {{"w", Tensor::zeros({1})}};
+  for (const std::string bad : {std::string("bad\xff"), std::string("\xc3"), std::string("a\xed\xa0\x80z")}) {
+    check_error([&] { nn::encode_safetensors({{bad, Tensor::zeros({1})}}); }, {"save", "tensor name", "UTF-8"});
+    check_error([&] { nn::encode_safetensors(one, {{"note", bad}}); }, {"save", "metadata value", "UTF-8"});
+    check_error([&] { nn::encode_safetensors(one, {{bad, "x"}}); }, {"save", "metadata key", "UTF-8"});
+  }
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_header_keys_are_refused) {
+  const std::string data = float_bytes({1, 2});
+  const std::string entry = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  check_error([&] { nn::decode_safetensors(safetensors_bytes("{" + entry + "," + entry + "}", data)); },
+              {"'a'", "twice"});
+  check_error(
+      [&] { nn::decode_safetensors(safetensors_bytes("{" + entry + R"(,"__metadata__":{"k":"1","k":"2"}})", data)); },
+      {"'k'", "twice"});
+  check_error(
+      [&] {
+        nn::decode_safetensors(
+            safetensors_bytes(R"({"a":{"dtype":"F32","dtype":"F64","shape":[2],"data_offsets":[0,8]}})", data));
+      },
+      {"'dtype'", "twice"});
+}
+
+BOOST_AUTO_TEST_CASE(errors_about_many_names_stay_short) {
+  nn::Linear layer(2, 2);
+  StateDict state = layer.state_dict();
+  for (int i = 0; i < 100000; ++i) state.emplace(str("stray.", i), Tensor::zeros({1}));
+  try {
+    layer.load_state_dict(state);
+    BOOST_ERROR("100,000 unexpected tensors were accepted");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    BOOST_CHECK_LT(message.size(), 1000u);
+    BOOST_CHECK(message.find("and 99990 more") != std::string::npos);
+  }
+  Tensor w = Tensor::ones({1}).requires_grad_();
+  optim::SGD sgd({{"w", w}}, {.lr = 0.1});
+  StateDict junk = sgd.state_dict();
+  for (int i = 0; i < 5000; ++i) junk.emplace(str("junk.", i), Tensor::zeros({1}));
+  try {
+    sgd.load_state_dict(junk);
+    BOOST_ERROR("5,000 unexpected entries were accepted");
+  } catch (const Error& e) {
+    BOOST_CHECK_LT(std::string(e.what()).size(), 1000u);
+    BOOST_CHECK(std::string(e.what()).find("and 4990 more") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(thread_counts_are_bounded) {
+  check_error([] { set_num_threads(max_threads() + 1); }, {"set_num_threads", "at most"});
+  check_error([] { set_num_threads(1 << 20); }, {"set_num_threads"});
+  BOOST_CHECK_GE(max_threads(), 8);
 }
