@@ -1,4 +1,4 @@
-#include "autograd/blas.hpp"
+#include "xgrad/autograd/blas.hpp"
 
 #include <cblas.h>
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "autograd/record.hpp"
+#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 

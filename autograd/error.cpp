@@ -1,9 +1,9 @@
-#include "autograd/error.hpp"
+#include "xgrad/autograd/error.hpp"
 
 #include <charconv>
 #include <cmath>
 
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
 

@@ -1,9 +1,9 @@
-#include "autograd/function.hpp"
+#include "xgrad/autograd/function.hpp"
 
 #include <mutex>
 #include <set>
 
-#include "autograd/record.hpp"
+#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 

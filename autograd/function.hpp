@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
 

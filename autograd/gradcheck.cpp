@@ -1,9 +1,9 @@
-#include "autograd/gradcheck.hpp"
+#include "xgrad/autograd/gradcheck.hpp"
 
 #include <cmath>
 #include <sstream>
 
-#include "autograd/random.hpp"
+#include "xgrad/autograd/random.hpp"
 
 namespace xgrad {
 

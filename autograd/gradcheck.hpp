@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
 
@@ -27,7 +27,7 @@ struct GradcheckOptions {
   bool check_repeat = true;
   bool raise = true;  // throw GradcheckError on failure; otherwise return false
   // Names for the inputs in failure reports ("input 2" without them).
-  std::vector<std::string> input_names;
+  std::vector<std::string> input_names = {};
 };
 
 class GradcheckError : public Error {

@@ -1,4 +1,4 @@
-#include "autograd/node.hpp"
+#include "xgrad/autograd/node.hpp"
 
 namespace xgrad {
 

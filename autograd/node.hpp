@@ -8,7 +8,7 @@
 
 #include <xtensor/xarray.hpp>
 
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
 

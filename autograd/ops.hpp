@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
 

@@ -1,4 +1,4 @@
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
 

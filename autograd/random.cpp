@@ -1,9 +1,9 @@
-#include "autograd/random.hpp"
+#include "xgrad/autograd/random.hpp"
 
 #include <cmath>
 #include <numbers>
 
-#include "autograd/error.hpp"
+#include "xgrad/autograd/error.hpp"
 
 namespace xgrad {
 

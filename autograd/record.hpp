@@ -11,7 +11,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "autograd/node.hpp"
+#include "xgrad/autograd/node.hpp"
 
 namespace xgrad {
 

@@ -15,7 +15,7 @@
 
 #include <cstdlib>
 
-#include "autograd/blas.hpp"
+#include "xgrad/autograd/blas.hpp"
 
 namespace xgrad {
 

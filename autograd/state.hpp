@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
 

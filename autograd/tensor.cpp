@@ -1,4 +1,4 @@
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 #include <algorithm>
 #include <new>
@@ -7,8 +7,8 @@
 
 #include <xtensor/xbuilder.hpp>
 
-#include "autograd/node.hpp"
-#include "autograd/random.hpp"
+#include "xgrad/autograd/node.hpp"
+#include "xgrad/autograd/random.hpp"
 
 namespace xgrad {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/error.hpp"
+#include "xgrad/autograd/error.hpp"
 
 namespace xgrad {
 

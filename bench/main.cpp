@@ -13,11 +13,12 @@
 #include <cstdio>
 #include <map>
 
-#include "autograd/blas.hpp"
-#include "autograd/ops.hpp"
-#include "autograd/parallel.hpp"
 #include "model.hpp"  // xgrad-train's model (examples/train)
-#include "optim/optim.hpp"
+#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/version.hpp"
+#include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
 
@@ -89,10 +90,10 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
   std::printf(
       "{\"config\": \"%s\", \"batch\": %zu, \"seq_len\": %zu, \"d_model\": %zu, \"heads\": %zu, "
       "\"layers\": %zu, \"vocab\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
-      "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-0.1.0\", \"model_gflop\": %.4f, "
+      "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-%s\", \"model_gflop\": %.4f, "
       "\"gflops\": %.2f, \"blas_core\": \"%s\"}\n",
       name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms, peak_rss_mb(), loss,
-      gflop, gflop / (ms / 1e3), blas_core().c_str());
+      version(), gflop, gflop / (ms / 1e3), blas_core().c_str());
   return 0;
 }
 
@@ -108,8 +109,8 @@ int run_sgemm(int threads, int steps) {
   const double seconds = seconds_since(t) / steps;
   std::printf(
       "{\"config\": \"sgemm\", \"n\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_gemm\": %.3f, "
-      "\"gflops\": %.2f, \"impl\": \"xgrad-0.1.0\", \"blas_core\": \"%s\"}\n",
-      n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9, blas_core().c_str());
+      "\"gflops\": %.2f, \"impl\": \"xgrad-%s\", \"blas_core\": \"%s\"}\n",
+      n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9, version(), blas_core().c_str());
   return 0;
 }
 
@@ -128,8 +129,8 @@ int run_overhead(int threads, int steps) {
   }
   std::printf(
       "{\"config\": \"overhead\", \"chain\": %d, \"threads\": %d, \"steps\": %d, "
-      "\"us_per_op\": %.3f, \"impl\": \"xgrad-0.1.0\"}\n",
-      chain, threads, steps, best / (chain + 1) * 1e6);
+      "\"us_per_op\": %.3f, \"impl\": \"xgrad-%s\"}\n",
+      chain, threads, steps, best / (chain + 1) * 1e6, version());
   return 0;
 }
 

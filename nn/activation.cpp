@@ -1,8 +1,8 @@
-#include "nn/activation.hpp"
+#include "xgrad/nn/activation.hpp"
 
 #include <sstream>
 
-#include "autograd/ops.hpp"
+#include "xgrad/autograd/ops.hpp"
 
 namespace xgrad::nn {
 

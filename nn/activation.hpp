@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "autograd/random.hpp"
-#include "nn/module.hpp"
+#include "xgrad/autograd/random.hpp"
+#include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
 

@@ -1,8 +1,8 @@
-#include "nn/attention.hpp"
+#include "xgrad/nn/attention.hpp"
 
 #include <sstream>
 
-#include "nn/init.hpp"
+#include "xgrad/nn/init.hpp"
 
 namespace xgrad::nn {
 

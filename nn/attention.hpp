@@ -19,9 +19,9 @@
 #include <array>
 #include <optional>
 
-#include "autograd/ops.hpp"
-#include "nn/linear.hpp"
-#include "nn/module.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/nn/linear.hpp"
+#include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/checkpoint.hpp"
+#include "xgrad/nn/checkpoint.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/files.hpp"
+#include "xgrad/nn/files.hpp"
 
 namespace xgrad::nn {
 

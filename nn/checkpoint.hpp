@@ -16,7 +16,7 @@
 #include <map>
 #include <string>
 
-#include "autograd/state.hpp"
+#include "xgrad/autograd/state.hpp"
 
 namespace xgrad::nn {
 

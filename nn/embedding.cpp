@@ -1,9 +1,9 @@
-#include "nn/embedding.hpp"
+#include "xgrad/nn/embedding.hpp"
 
 #include <cmath>
 
-#include "autograd/ops.hpp"
-#include "nn/init.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/nn/init.hpp"
 
 namespace xgrad::nn {
 

@@ -1,9 +1,9 @@
 #pragma once
 // Token embeddings and position information.
 
-#include "autograd/random.hpp"
-#include "nn/activation.hpp"
-#include "nn/module.hpp"
+#include "xgrad/autograd/random.hpp"
+#include "xgrad/nn/activation.hpp"
+#include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
 

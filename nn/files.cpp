@@ -1,4 +1,4 @@
-#include "nn/files.hpp"
+#include "xgrad/nn/files.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "autograd/error.hpp"
+#include "xgrad/autograd/error.hpp"
 
 namespace xgrad::nn {
 

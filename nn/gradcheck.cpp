@@ -1,4 +1,4 @@
-#include "nn/gradcheck.hpp"
+#include "xgrad/nn/gradcheck.hpp"
 
 namespace xgrad::nn {
 

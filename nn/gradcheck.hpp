@@ -4,8 +4,8 @@
 #include <functional>
 #include <vector>
 
-#include "autograd/gradcheck.hpp"
-#include "nn/module.hpp"
+#include "xgrad/autograd/gradcheck.hpp"
+#include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
 

@@ -1,9 +1,9 @@
-#include "nn/init.hpp"
+#include "xgrad/nn/init.hpp"
 
 #include <cmath>
 #include <string>
 
-#include "autograd/ops.hpp"
+#include "xgrad/autograd/ops.hpp"
 
 namespace xgrad::nn::init {
 

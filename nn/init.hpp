@@ -2,8 +2,8 @@
 // Parameter initialization, in place, with PyTorch's formulas (torch.nn.init). Each draws
 // from `gen`, by default the process-wide generator (xgrad::manual_seed).
 
-#include "autograd/random.hpp"
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/random.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad::nn::init {
 

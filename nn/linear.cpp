@@ -1,9 +1,9 @@
-#include "nn/linear.hpp"
+#include "xgrad/nn/linear.hpp"
 
 #include <cmath>
 
-#include "autograd/ops.hpp"
-#include "nn/init.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/nn/init.hpp"
 
 namespace xgrad::nn {
 

@@ -3,8 +3,8 @@
 // PyTorch's layout and default initialization: weight [out, in] and bias [out], both
 // U(-1/sqrt(in), 1/sqrt(in)).
 
-#include "autograd/random.hpp"
-#include "nn/module.hpp"
+#include "xgrad/autograd/random.hpp"
+#include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
 

@@ -1,6 +1,6 @@
-#include "nn/loss.hpp"
+#include "xgrad/nn/loss.hpp"
 
-#include "autograd/ops.hpp"
+#include "xgrad/autograd/ops.hpp"
 
 namespace xgrad::nn {
 

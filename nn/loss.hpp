@@ -2,7 +2,7 @@
 // CrossEntropyLoss: mean cross-entropy of logits [..., C] against integer targets [...],
 // skipping targets equal to ignore_index (see xgrad::cross_entropy).
 
-#include "nn/module.hpp"
+#include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/module.hpp"
+#include "xgrad/nn/module.hpp"
 
 #include <cxxabi.h>
 

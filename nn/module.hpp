@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/state.hpp"
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/state.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad::nn {
 

@@ -1,10 +1,10 @@
-#include "nn/normalization.hpp"
+#include "xgrad/nn/normalization.hpp"
 
 #include <cmath>
 
 #include <sstream>
 
-#include "autograd/ops.hpp"
+#include "xgrad/autograd/ops.hpp"
 
 namespace xgrad::nn {
 

@@ -2,7 +2,7 @@
 // LayerNorm(d, eps, elementwise_affine) over the last axis, as torch.nn.LayerNorm with
 // normalized_shape = d: weight starts at ones, bias at zeros.
 
-#include "nn/module.hpp"
+#include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
 

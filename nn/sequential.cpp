@@ -1,4 +1,4 @@
-#include "nn/sequential.hpp"
+#include "xgrad/nn/sequential.hpp"
 
 namespace xgrad::nn {
 

@@ -2,7 +2,7 @@
 // Sequential: calls its modules in order, each on the previous one's output. Its
 // children are named "0", "1", ... as in PyTorch.
 
-#include "nn/module.hpp"
+#include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
 

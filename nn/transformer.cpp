@@ -1,4 +1,4 @@
-#include "nn/transformer.hpp"
+#include "xgrad/nn/transformer.hpp"
 
 namespace xgrad::nn {
 

@@ -5,10 +5,10 @@
 // Submodule names follow PyTorch's nn.TransformerEncoderLayer(norm_first=True), so its
 // state dict loads as it is.
 
-#include "nn/activation.hpp"
-#include "nn/attention.hpp"
-#include "nn/linear.hpp"
-#include "nn/normalization.hpp"
+#include "xgrad/nn/activation.hpp"
+#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/linear.hpp"
+#include "xgrad/nn/normalization.hpp"
 
 namespace xgrad::nn {
 

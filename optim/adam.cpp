@@ -1,9 +1,9 @@
-#include "optim/adam.hpp"
+#include "xgrad/optim/adam.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::optim {
 

@@ -5,7 +5,7 @@
 //   v_hat = amsgrad ? max(v_hat, v) : v
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
 
-#include "optim/optimizer.hpp"
+#include "xgrad/optim/optimizer.hpp"
 
 namespace xgrad::optim {
 

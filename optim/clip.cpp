@@ -1,10 +1,10 @@
-#include "optim/clip.hpp"
+#include "xgrad/optim/clip.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::optim {
 

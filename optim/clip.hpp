@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad::optim {
 

@@ -1,8 +1,8 @@
 #pragma once
 // Everything in optim/ at once.
 
-#include "optim/adam.hpp"
-#include "optim/clip.hpp"
-#include "optim/optimizer.hpp"
-#include "optim/schedule.hpp"
-#include "optim/sgd.hpp"
+#include "xgrad/optim/adam.hpp"
+#include "xgrad/optim/clip.hpp"
+#include "xgrad/optim/optimizer.hpp"
+#include "xgrad/optim/schedule.hpp"
+#include "xgrad/optim/sgd.hpp"

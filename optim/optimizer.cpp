@@ -1,4 +1,4 @@
-#include "optim/optimizer.hpp"
+#include "xgrad/optim/optimizer.hpp"
 
 #include <cmath>
 #include <map>

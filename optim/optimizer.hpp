@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/state.hpp"
+#include "xgrad/autograd/state.hpp"
 
 namespace xgrad::optim {
 

@@ -1,4 +1,4 @@
-#include "optim/schedule.hpp"
+#include "xgrad/optim/schedule.hpp"
 
 #include <algorithm>
 #include <cmath>

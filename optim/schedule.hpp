@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "optim/optimizer.hpp"
+#include "xgrad/optim/optimizer.hpp"
 
 namespace xgrad::optim {
 

@@ -1,8 +1,8 @@
-#include "optim/sgd.hpp"
+#include "xgrad/optim/sgd.hpp"
 
 #include <cmath>
 
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::optim {
 

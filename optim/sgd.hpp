@@ -5,7 +5,7 @@
 //   g = nesterov ? g + momentum * buf : buf        (when momentum > 0)
 //   p -= lr * g
 
-#include "optim/optimizer.hpp"
+#include "xgrad/optim/optimizer.hpp"
 
 namespace xgrad::optim {
 

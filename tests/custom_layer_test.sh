@@ -13,4 +13,7 @@ cmake -S "$source/examples/custom_layer" -B "$work/build" -DCMAKE_PREFIX_PATH="$
       -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build "$work/build" >/dev/null
 "$work/build/custom_layer"
-echo "1 passed, 0 failed"
+# The package imposes no instruction set: the user's compile lines carry no -march.
+flags=$(grep -rh -e "CXX_FLAGS" -e "CXX_DEFINES" -e "CXX_INCLUDES" "$work/build/CMakeFiles/custom_layer.dir/flags.make")
+if grep -q -- "-march" <<<"$flags"; then echo "FAILED: -march reached the user's flags: $flags"; exit 1; fi
+echo "2 passed, 0 failed"

@@ -8,10 +8,10 @@
 #include <initializer_list>
 #include <string>
 
-#include "autograd/gradcheck.hpp"
-#include "autograd/ops.hpp"
-#include "autograd/random.hpp"
-#include "nn/gradcheck.hpp"
+#include "xgrad/autograd/gradcheck.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/random.hpp"
+#include "xgrad/nn/gradcheck.hpp"
 
 namespace xgrad::test {
 

@@ -5,7 +5,7 @@
 
 #include <limits>
 
-#include "nn/nn.hpp"
+#include "xgrad/nn/nn.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

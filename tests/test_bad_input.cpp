@@ -8,9 +8,9 @@
 #include <fstream>
 #include <limits>
 
-#include "autograd/xtensor.hpp"
-#include "nn/nn.hpp"
-#include "optim/optim.hpp"
+#include "xgrad/autograd/xtensor.hpp"
+#include "xgrad/nn/nn.hpp"
+#include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE engine
 #include "helpers.hpp"
 
+#include "xgrad/autograd/version.hpp"
+
 using namespace xgrad;
 using namespace xgrad::test;
 
@@ -179,4 +181,10 @@ BOOST_AUTO_TEST_CASE(anomaly_mode_names_the_op_in_backward) {
   AnomalyModeGuard guard;
   Tensor y = sum(sqrt(x));
   check_error([&] { y.backward(); }, {"anomaly", "sqrt", "backward"});
+}
+
+BOOST_AUTO_TEST_CASE(the_library_reports_the_headers_version) {
+  BOOST_CHECK_EQUAL(std::string(version()), XGRAD_VERSION);
+  BOOST_CHECK_EQUAL(std::string(XGRAD_VERSION),
+                    str(XGRAD_VERSION_MAJOR, ".", XGRAD_VERSION_MINOR, ".", XGRAD_VERSION_PATCH));
 }

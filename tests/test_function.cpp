@@ -3,7 +3,7 @@
 // a backward that returns the wrong thing is an error naming the op.
 #include "helpers.hpp"
 
-#include "autograd/function.hpp"
+#include "xgrad/autograd/function.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

@@ -2,7 +2,7 @@
 // Tensors from xtensor arrays and back (the only suite that includes xtensor).
 #include "helpers.hpp"
 
-#include "autograd/xtensor.hpp"
+#include "xgrad/autograd/xtensor.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

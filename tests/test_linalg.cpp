@@ -1,8 +1,8 @@
 #define BOOST_TEST_MODULE linalg
 #include "helpers.hpp"
 
-#include "autograd/blas.hpp"
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

@@ -4,7 +4,7 @@
 // of every input and parameter agree to 1e-5 relative. Fixtures come from
 // tests/reference/make_attention_fixtures.py (run by hand).
 #include "fixtures.hpp"
-#include "nn/nn.hpp"
+#include "xgrad/nn/nn.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "nn/nn.hpp"
+#include "xgrad/nn/nn.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

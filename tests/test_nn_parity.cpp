@@ -2,7 +2,7 @@
 // Our layers against PyTorch in float64: outputs and every gradient must agree to 1e-6
 // relative. The fixtures come from tests/reference/make_nn_fixtures.py (run by hand).
 #include "fixtures.hpp"
-#include "nn/nn.hpp"
+#include "xgrad/nn/nn.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

@@ -5,8 +5,8 @@
 
 #include <limits>
 
-#include "nn/nn.hpp"
-#include "optim/optim.hpp"
+#include "xgrad/nn/nn.hpp"
+#include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

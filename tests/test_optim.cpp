@@ -1,6 +1,6 @@
 #define BOOST_TEST_MODULE optim
 #include "fixtures.hpp"
-#include "optim/optim.hpp"
+#include "xgrad/optim/optim.hpp"
 
 #include <cmath>
 #include <numbers>

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;

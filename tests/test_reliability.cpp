@@ -9,9 +9,9 @@
 #include <limits>
 #include <thread>
 
-#include "autograd/parallel.hpp"
-#include "nn/nn.hpp"
-#include "optim/optim.hpp"
+#include "xgrad/autograd/parallel.hpp"
+#include "xgrad/nn/nn.hpp"
+#include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -380,7 +380,7 @@ BOOST_AUTO_TEST_CASE(concurrent_backward_through_a_shared_parameter_is_an_error_
 
 BOOST_AUTO_TEST_CASE(text_json_cannot_hold_is_named_not_thrown_through) {
   const StateDict one = {{"w", Tensor::zeros({1})}};
-  for (const std::string bad : {std::string("bad\xff"), std::string("\xc3"), std::string("a\xed\xa0\x80z")}) {
+  for (const std::string& bad : {std::string("bad\xff"), std::string("\xc3"), std::string("a\xed\xa0\x80z")}) {
     check_error([&] { nn::encode_safetensors({{bad, Tensor::zeros({1})}}); }, {"save", "tensor name", "UTF-8"});
     check_error([&] { nn::encode_safetensors(one, {{"note", bad}}); }, {"save", "metadata value", "UTF-8"});
     check_error([&] { nn::encode_safetensors(one, {{bad, "x"}}); }, {"save", "metadata key", "UTF-8"});

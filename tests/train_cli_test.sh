@@ -59,6 +59,8 @@ bad "a foreign file" "resume" --resume "$work/whole.jsonl"
 bad "unknown flag" "juggle" --juggle
 bad "dropout out of range" "dropout" --dropout 1.5
 
+check "--version exits 0" test "$(exit_code "$train" --version)" -eq 0
+check "--version names the version" grep -q "xgrad-train [0-9]*\.[0-9]*\.[0-9]*" "$work/out"
 check "--help exits 0" test "$(exit_code "$train" --help)" -eq 0
 check "--help shows defaults" grep -q "sort" "$work/out"
 

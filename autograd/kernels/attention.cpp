@@ -1,12 +1,12 @@
-#include "autograd/kernels/attention.hpp"
+#include "xgrad/autograd/kernels/attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "autograd/kernels/gemm.hpp"
-#include "autograd/kernels/vexp.hpp"
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/kernels/gemm.hpp"
+#include "xgrad/autograd/kernels/vexp.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::kernels {
 

@@ -1,4 +1,4 @@
-#include "autograd/kernels/copy.hpp"
+#include "xgrad/autograd/kernels/copy.hpp"
 
 #include <algorithm>
 

@@ -1,11 +1,11 @@
-#include "autograd/kernels/gemm.hpp"
+#include "xgrad/autograd/kernels/gemm.hpp"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::kernels {
 

@@ -1,10 +1,10 @@
-#include "autograd/kernels/layernorm.hpp"
+#include "xgrad/autograd/kernels/layernorm.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::kernels {
 

@@ -1,4 +1,4 @@
-#include "autograd/kernels/reduce.hpp"
+#include "xgrad/autograd/kernels/reduce.hpp"
 
 #include <algorithm>
 

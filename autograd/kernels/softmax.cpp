@@ -1,6 +1,6 @@
-#include "autograd/kernels/softmax.hpp"
+#include "xgrad/autograd/kernels/softmax.hpp"
 
-#include "autograd/kernels/vexp.hpp"
+#include "xgrad/autograd/kernels/vexp.hpp"
 
 #include <algorithm>
 #include <cmath>

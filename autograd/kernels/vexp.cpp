@@ -1,4 +1,4 @@
-#include "autograd/kernels/vexp.hpp"
+#include "xgrad/autograd/kernels/vexp.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -5,11 +5,11 @@
 
 #include <xtensor/xmath.hpp>
 
-#include "autograd/kernels/softmax.hpp"
-#include "autograd/ops.hpp"
-#include "autograd/ops/pointwise.hpp"
-#include "autograd/ops/shape_util.hpp"
-#include "autograd/random.hpp"
+#include "xgrad/autograd/kernels/softmax.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/ops/pointwise.hpp"
+#include "xgrad/autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/random.hpp"
 
 namespace xgrad {
 

@@ -4,10 +4,10 @@
 #include <array>
 #include <cmath>
 
-#include "autograd/kernels/attention.hpp"
-#include "autograd/ops.hpp"
-#include "autograd/ops/shape_util.hpp"
-#include "autograd/random.hpp"
+#include "xgrad/autograd/kernels/attention.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/random.hpp"
 
 namespace xgrad {
 

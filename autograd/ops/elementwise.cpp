@@ -4,9 +4,9 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xoperation.hpp>
 
-#include "autograd/ops.hpp"
-#include "autograd/ops/pointwise.hpp"
-#include "autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/ops/pointwise.hpp"
+#include "xgrad/autograd/ops/shape_util.hpp"
 
 namespace xgrad {
 

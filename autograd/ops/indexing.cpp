@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "autograd/ops.hpp"
-#include "autograd/record.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 

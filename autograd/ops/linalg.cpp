@@ -2,9 +2,9 @@
 // become GEMM flags, never copies; broadcast batch gradients are summed by GEMMs with
 // beta = 1 into the same slot.
 
-#include "autograd/kernels/gemm.hpp"
-#include "autograd/ops.hpp"
-#include "autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/kernels/gemm.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/ops/shape_util.hpp"
 
 namespace xgrad {
 

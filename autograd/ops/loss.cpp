@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "autograd/kernels/softmax.hpp"
-#include "autograd/ops.hpp"
-#include "autograd/record.hpp"
+#include "xgrad/autograd/kernels/softmax.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 

@@ -1,10 +1,10 @@
 // Layer normalization over the last axis, one fused op with a row-loop kernel.
 
 #include <cmath>
-#include "autograd/kernels/layernorm.hpp"
+#include "xgrad/autograd/kernels/layernorm.hpp"
 
-#include "autograd/ops.hpp"
-#include "autograd/record.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 

@@ -11,8 +11,8 @@
 
 #include <type_traits>
 
-#include "autograd/ops/shape_util.hpp"
-#include "autograd/record.hpp"
+#include "xgrad/autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 

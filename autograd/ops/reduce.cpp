@@ -2,9 +2,9 @@
 
 #include <memory>
 
-#include "autograd/kernels/reduce.hpp"
-#include "autograd/ops.hpp"
-#include "autograd/record.hpp"
+#include "xgrad/autograd/kernels/reduce.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 

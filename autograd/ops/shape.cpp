@@ -6,9 +6,9 @@
 
 #include <xtensor/xbroadcast.hpp>
 
-#include "autograd/kernels/copy.hpp"
-#include "autograd/ops.hpp"
-#include "autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/kernels/copy.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/ops/shape_util.hpp"
 
 namespace xgrad {
 

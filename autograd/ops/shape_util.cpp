@@ -1,4 +1,4 @@
-#include "autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/ops/shape_util.hpp"
 
 namespace xgrad {
 

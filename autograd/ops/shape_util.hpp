@@ -3,8 +3,8 @@
 // the broadcast shape back to one input's shape), and the [outer, n, inner] view of an
 // array around one axis that the row kernels take.
 
-#include "autograd/kernels/reduce.hpp"
-#include "autograd/record.hpp"
+#include "xgrad/autograd/kernels/reduce.hpp"
+#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 

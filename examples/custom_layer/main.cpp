@@ -1,13 +1,9 @@
 // The custom layer end to end: check the new op's gradient in float64, check the layer
 // (parameters included), then train a small classifier that uses it.
 
-#include <autograd/gradcheck.hpp>
-#include <autograd/ops.hpp>
-#include <autograd/random.hpp>
 #include <cstdio>
 #include <iostream>
-#include <nn/nn.hpp>
-#include <optim/optim.hpp>
+#include <xgrad/xgrad.hpp>  // the whole public API
 
 #include "rms_norm.hpp"
 

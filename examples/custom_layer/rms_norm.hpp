@@ -3,8 +3,8 @@
 // and as a layer:
 //   y = x / rms(x) * weight,   rms(x) = sqrt(mean(x^2) + eps)   over the last axis
 
-#include <autograd/function.hpp>
-#include <nn/module.hpp>
+#include <xgrad/autograd/function.hpp>
+#include <xgrad/nn/module.hpp>
 
 // The op: forward and backward are raw loops over each row, registered with CustomOp.
 xgrad::Tensor rms_norm(const xgrad::Tensor& x, const xgrad::Tensor& weight, double eps = 1e-6);

@@ -7,9 +7,10 @@
 #include <optional>
 #include <sstream>
 
-#include "autograd/blas.hpp"
-#include "autograd/error.hpp"
-#include "autograd/parallel.hpp"
+#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/version.hpp"
 
 namespace train {
 
@@ -128,10 +129,14 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
   for (const char* flag : {"--seq-len", "--vocab", "--d-model", "--heads", "--layers", "--ff", "--batch", "--steps",
                            "--warmup", "--threads", "--eval-every", "--eval-size"})
     app.get_option(flag)->transform(whole);
+  app.set_version_flag("--version", xgrad::str("xgrad-train ", xgrad::version(), " (", xgrad::blas_summary(), ")"));
   app.footer("Runs on " + xgrad::blas_summary() + ", " + std::to_string(xgrad::num_threads()) + " threads.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    app.exit(e);
+    return false;
+  } catch (const CLI::CallForVersion& e) {
     app.exit(e);
     return false;
   } catch (const CLI::ParseError& e) {

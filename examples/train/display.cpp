@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "nn/files.hpp"
+#include "xgrad/nn/files.hpp"
 
 namespace train {
 
@@ -36,7 +36,8 @@ std::string token_text(const std::vector<std::int64_t>& tokens, std::size_t voca
     if (vocab <= 36) {
       text += t < 0 ? '.' : "0123456789abcdefghijklmnopqrstuvwxyz"[t];
     } else {
-      text += (i ? " " : "") + (t < 0 ? std::string(".") : std::to_string(t));
+      if (i) text += ' ';
+      text += t < 0 ? std::string(".") : std::to_string(t);
     }
   }
   return text;

@@ -15,14 +15,15 @@
 #include <memory>
 #include <optional>
 
-#include "autograd/blas.hpp"
-#include "autograd/parallel.hpp"
 #include "config.hpp"
 #include "display.hpp"
 #include "model.hpp"
-#include "optim/optim.hpp"
 #include "preflight.hpp"
 #include "tasks.hpp"
+#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/version.hpp"
+#include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
 using namespace train;
@@ -320,8 +321,8 @@ int run(int argc, char** argv) {
   }
   if (metrics.is_open())
     write_line(metrics, c,
-               str("{\"final\": true, \"task\": \"", c.task, "\", \"impl\": \"xgrad-0.1.0\", \"reached_target\": ",
-                   reached_step ? "true" : "false", ", \"steps_to_target\": ",
+               str("{\"final\": true, \"task\": \"", c.task, "\", \"impl\": \"xgrad-", version(),
+                   "\", \"reached_target\": ", reached_step ? "true" : "false", ", \"steps_to_target\": ",
                    json_or_null(reached_step.has_value(), static_cast<double>(reached_step.value_or(0)), "%.0f"),
                    ", \"seconds_to_target\": ", json_or_null(reached_step.has_value(), reached_seconds, "%.2f"), "}"));
 

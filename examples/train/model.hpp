@@ -3,7 +3,7 @@
 // + a Linear head predicting a token at every position. xgrad-train trains it and
 // xgrad-bench times it.
 
-#include "nn/nn.hpp"
+#include "xgrad/nn/nn.hpp"
 
 namespace train {
 

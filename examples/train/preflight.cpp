@@ -12,8 +12,8 @@
 #include <fstream>
 #include <vector>
 
-#include "autograd/error.hpp"
-#include "nn/files.hpp"
+#include "xgrad/autograd/error.hpp"
+#include "xgrad/nn/files.hpp"
 
 namespace train {
 

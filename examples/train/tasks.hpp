@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "autograd/random.hpp"
-#include "autograd/tensor.hpp"
+#include "xgrad/autograd/random.hpp"
+#include "xgrad/autograd/tensor.hpp"
 
 namespace train {
 

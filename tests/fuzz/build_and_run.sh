@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 out=build-fuzz
-mkdir -p "$out/corpus"
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.
+mkdir -p "$out/corpus" "$out/include"
+ln -sfn "$PWD" "$out/include/xgrad"  # headers are included as <xgrad/...>
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$out/include"
        -DXTENSOR_USE_XSIMD -march=native)
 # The whole library (the target loads into a model and an optimizer), instrumented.
 blas=/usr/lib/x86_64-linux-gnu/openblas-pthread

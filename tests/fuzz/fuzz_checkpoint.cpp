@@ -12,10 +12,10 @@
 #include <cstring>
 #include <string>
 
-#include "autograd/ops.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/nn.hpp"
-#include "optim/optim.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/nn/checkpoint.hpp"
+#include "xgrad/nn/nn.hpp"
+#include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
 
