@@ -20,7 +20,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 reference=${XGRAD_TORCH_BENCH:-../shared/bench}
-[ -f "$reference/torch_reference.py" ] || { echo "compare.sh: no $reference/torch_reference.py" >&2; exit 2; }
+[ -f "$reference/torch_reference.py" ] || {
+  echo "compare.sh: the PyTorch side ($reference/torch_reference.py) is missing; set XGRAD_TORCH_BENCH to its" \
+       "folder, or run xgrad's side alone: build/bin/xgrad-bench --config tiny|medium|long|xlong" >&2
+  exit 2
+}
 # PyTorch runs on OpenBLAS's OpenMP build, the one its own OpenMP threads share (xgrad
 # installs the pthread build, which Debian then makes the default): with fair_env.py's
 # kernels and wait policy, that is PyTorch at its best here.
