@@ -8,26 +8,36 @@
 namespace xgrad::optim {
 
 Adam::Adam(NamedParameters parameters, const AdamOptions& options)
-    : Adam("Adam", std::move(parameters), options, false) {}
+    : Adam("Adam", {ParamGroup{std::move(parameters)}}, options, false) {}
 
-Adam::Adam(std::string type, NamedParameters parameters, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(type), std::move(parameters), o.lr), options_(o), decoupled_(decoupled) {
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& options)
+    : Adam("Adam", std::move(groups), options, false) {}
+
+Adam::Adam(std::string type, std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled)
+    : Optimizer(std::move(type), std::move(groups), o.lr, o.weight_decay), options_(o), decoupled_(decoupled) {
   XGRAD_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, this->type(), "betas (", o.beta1,
               ", ", o.beta2, ") must lie in [0, 1)");
   XGRAD_CHECK(o.eps >= 0.0 && std::isfinite(o.eps), this->type(), "eps ", o.eps, " must be finite and >= 0");
-  XGRAD_CHECK(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay), this->type(), "weight_decay ", o.weight_decay,
-              " must be finite and >= 0");
 }
 
+namespace {
+
+AdamOptions as_adam(const AdamWOptions& o) {
+  return {.lr = o.lr,
+          .beta1 = o.beta1,
+          .beta2 = o.beta2,
+          .eps = o.eps,
+          .weight_decay = o.weight_decay,
+          .amsgrad = o.amsgrad};
+}
+
+}  // namespace
+
 AdamW::AdamW(NamedParameters parameters, const AdamWOptions& o)
-    : Adam("AdamW", std::move(parameters),
-           AdamOptions{.lr = o.lr,
-                       .beta1 = o.beta1,
-                       .beta2 = o.beta2,
-                       .eps = o.eps,
-                       .weight_decay = o.weight_decay,
-                       .amsgrad = o.amsgrad},
-           true) {}
+    : Adam("AdamW", {ParamGroup{std::move(parameters)}}, as_adam(o), true) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& o)
+    : Adam("AdamW", std::move(groups), as_adam(o), true) {}
 
 std::vector<std::string> Adam::buffer_names() const {
   if (options_.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
@@ -90,7 +100,7 @@ void Adam::update(std::size_t i, const Tensor& grad, std::int64_t updates) {
   Tensor& m = buffer(i, "exp_avg");
   Tensor& v = buffer(i, "exp_avg_sq");
   Tensor* v_max = options_.amsgrad ? &buffer(i, "max_exp_avg_sq") : nullptr;
-  const AdamStep s{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_, updates};
+  const AdamStep s{lr_of(i), options_.beta1, options_.beta2, options_.eps, weight_decay_of(i), decoupled_, updates};
   dispatch(param.dtype(), [&](auto tag) {
     using T = decltype(tag);
     adam_update(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), v_max ? v_max->data<T>() : nullptr,

@@ -28,9 +28,10 @@ struct AdamWOptions {
 class Adam : public Optimizer {
  public:
   Adam(NamedParameters parameters, const AdamOptions& options = {});
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& options = {});
 
  protected:
-  Adam(std::string type, NamedParameters parameters, const AdamOptions& options, bool decoupled);
+  Adam(std::string type, std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled);
   void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
   std::vector<std::string> buffer_names() const override;
 
@@ -42,6 +43,7 @@ class Adam : public Optimizer {
 class AdamW : public Adam {
  public:
   AdamW(NamedParameters parameters, const AdamWOptions& options = {});
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options = {});
 };
 
 }  // namespace xgrad::optim

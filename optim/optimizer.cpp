@@ -6,8 +6,20 @@
 
 namespace xgrad::optim {
 
-Optimizer::Optimizer(std::string type, NamedParameters parameters, double lr)
-    : type_(std::move(type)), parameters_(std::move(parameters)), state_(parameters_.size()), lr_(0) {
+Optimizer::Optimizer(std::string type, std::vector<ParamGroup> groups, double lr, double weight_decay)
+    : type_(std::move(type)) {
+  XGRAD_CHECK(!groups.empty(), type_, "needs at least one parameter group");
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const double group_decay = groups[g].weight_decay.value_or(weight_decay);
+    XGRAD_CHECK(group_decay >= 0.0 && std::isfinite(group_decay), type_, "group ", g, ": weight_decay ", group_decay,
+                " must be finite and >= 0");
+    groups_.push_back({0.0, group_decay});
+    for (auto& named : groups[g].parameters) {
+      parameters_.push_back(std::move(named));
+      group_of_.push_back(g);
+    }
+  }
+  state_.resize(parameters_.size());
   std::set<std::string> names;
   std::map<const void*, std::string> tensors;  // each parameter's node, to catch one tensor given twice
   for (const auto& [name, p] : parameters_) {
@@ -19,12 +31,17 @@ Optimizer::Optimizer(std::string type, NamedParameters parameters, double lr)
     XGRAD_CHECK(new_tensor, type_, "parameters '", it->second, "' and '", name,
                 "' are the same tensor (it would be updated twice per step)");
   }
-  set_lr(lr);
+  for (std::size_t g = 0; g < groups.size(); ++g) set_group_lr(g, groups[g].lr.value_or(lr));
 }
 
 void Optimizer::set_lr(double lr) {
+  for (std::size_t g = 0; g < groups_.size(); ++g) set_group_lr(g, lr);
+}
+
+void Optimizer::set_group_lr(std::size_t group, double lr) {
+  XGRAD_CHECK(group < groups_.size(), type_, "group ", group, " does not exist (", groups_.size(), " groups)");
   XGRAD_CHECK(lr >= 0.0 && std::isfinite(lr), type_, "learning rate ", lr, " must be finite and >= 0");
-  lr_ = lr;
+  groups_[group].lr = lr;
 }
 
 void Optimizer::zero_grad() {
@@ -67,7 +84,9 @@ Tensor& Optimizer::buffer(std::size_t i, const std::string& name, bool* created)
 
 StateDict Optimizer::state_dict() const {
   StateDict state;
-  state["lr"] = Tensor::scalar(lr_, DType::float64);
+  state["lr"] = Tensor::scalar(groups_[0].lr, DType::float64);
+  for (std::size_t g = 1; g < groups_.size(); ++g)
+    state[str("group.", g, ".lr")] = Tensor::scalar(groups_[g].lr, DType::float64);
   state["step"] = Tensor::scalar(static_cast<double>(steps_), DType::float64);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     if (state_[i].updates == 0) continue;
@@ -105,8 +124,11 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   // Counts are stored as float64, as PyTorch does; they must be whole numbers a double
   // holds exactly.
   const auto is_count = [](double v, double least) { return v >= least && v <= 0x1p53 && v == std::floor(v); };
-  const double lr = scalar("lr"), steps = scalar("step");
-  if (!(lr >= 0.0) || !std::isfinite(lr)) problems.push_back(str("lr ", lr, " must be finite and >= 0"));
+  std::vector<double> lrs{scalar("lr")};
+  for (std::size_t g = 1; g < groups_.size(); ++g) lrs.push_back(scalar(str("group.", g, ".lr")));
+  const double steps = scalar("step");
+  for (const double lr : lrs)
+    if (!(lr >= 0.0) || !std::isfinite(lr)) problems.push_back(str("lr ", lr, " must be finite and >= 0"));
   if (!is_count(steps, 0)) problems.push_back(str("step ", steps, " must be a whole number in [0, 2^53]"));
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < parameters_.size(); ++i) index[parameters_[i].first] = i;
@@ -116,6 +138,14 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   std::vector<ParamState> loaded(parameters_.size());
   for (const auto& [key, tensor] : state) {
     if (key == "lr" || key == "step") continue;
+    const bool group_lr = key.rfind("group.", 0) == 0 && key.size() > 9 && key.substr(key.size() - 3) == ".lr";
+    if (group_lr) {
+      const std::string index = key.substr(6, key.size() - 9);
+      const bool known_group = !index.empty() && index.find_first_not_of("0123456789") == std::string::npos &&
+                               index.size() < 6 && std::stoul(index) >= 1 && std::stoul(index) < groups_.size();
+      if (!known_group && strict) problems.push_back("unexpected: " + key);
+      continue;
+    }
     const std::size_t dot = key.rfind('.');
     const bool per_param = key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6;
     const auto found = per_param ? index.find(key.substr(6, dot - 6)) : index.end();
@@ -147,7 +177,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   if (!problems.empty()) {
     fail(type_, "load_state_dict: ", listed(problems, "; "));
   }
-  set_lr(lr);
+  for (std::size_t g = 0; g < groups_.size(); ++g) groups_[g].lr = lrs[g];
   steps_ = static_cast<std::int64_t>(steps);
   state_ = std::move(loaded);
 }

@@ -7,9 +7,13 @@
 
 namespace xgrad::optim {
 
-LRSchedule::LRSchedule(Optimizer& optimizer) : optimizer_(optimizer), base_lr_(optimizer.lr()) {}
+LRSchedule::LRSchedule(Optimizer& optimizer) : optimizer_(optimizer) {
+  for (std::size_t g = 0; g < optimizer.num_groups(); ++g) base_lrs_.push_back(optimizer.group_lr(g));
+}
 
-void LRSchedule::apply() { optimizer_.set_lr(rate(updates_)); }
+void LRSchedule::apply() {
+  for (std::size_t g = 0; g < base_lrs_.size(); ++g) optimizer_.set_group_lr(g, rate_from(base_lrs_[g], updates_));
+}
 
 void LRSchedule::step() {
   ++updates_;
@@ -23,7 +27,7 @@ void LRSchedule::set_updates(std::int64_t update) {
 }
 
 ConstantLR::ConstantLR(Optimizer& optimizer) : LRSchedule(optimizer) { apply(); }
-double ConstantLR::rate(std::int64_t) const { return base_lr_; }
+double ConstantLR::rate_from(double base, std::int64_t) const { return base; }
 
 StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
     : LRSchedule(optimizer), step_size_(step_size), gamma_(gamma) {
@@ -32,22 +36,24 @@ StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
   apply();
 }
 
-double StepLR::rate(std::int64_t update) const {
-  return base_lr_ * std::pow(gamma_, static_cast<double>(update / step_size_));
+double StepLR::rate_from(double base, std::int64_t update) const {
+  return base * std::pow(gamma_, static_cast<double>(update / step_size_));
 }
 
 WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, std::int64_t warmup, std::int64_t total, double min_lr)
     : LRSchedule(optimizer), warmup_(warmup), total_(total), min_lr_(min_lr) {
   XGRAD_CHECK(warmup >= 0 && total > warmup, "WarmupCosineLR", "needs 0 <= warmup < total, got warmup ", warmup,
               ", total ", total);
-  XGRAD_CHECK(min_lr >= 0.0 && min_lr <= base_lr_, "WarmupCosineLR", "min_lr ", min_lr, " must lie in [0, base rate]");
+  for (const double base : base_lrs_)
+    XGRAD_CHECK(min_lr >= 0.0 && min_lr <= base, "WarmupCosineLR", "min_lr ", min_lr, " must lie in [0, base rate ",
+                base, "]");
   apply();
 }
 
-double WarmupCosineLR::rate(std::int64_t update) const {
-  if (update < warmup_) return base_lr_ * static_cast<double>(update + 1) / static_cast<double>(warmup_);
+double WarmupCosineLR::rate_from(double base, std::int64_t update) const {
+  if (update < warmup_) return base * static_cast<double>(update + 1) / static_cast<double>(warmup_);
   const double progress = std::min(1.0, static_cast<double>(update - warmup_) / static_cast<double>(total_ - warmup_));
-  return min_lr_ + (base_lr_ - min_lr_) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  return min_lr_ + (base - min_lr_) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
 NoamLR::NoamLR(Optimizer& optimizer, std::size_t d_model, std::int64_t warmup, double factor)
@@ -57,9 +63,9 @@ NoamLR::NoamLR(Optimizer& optimizer, std::size_t d_model, std::int64_t warmup, d
   apply();
 }
 
-double NoamLR::rate(std::int64_t update) const {
+double NoamLR::rate_from(double base, std::int64_t update) const {
   const double s = static_cast<double>(std::max<std::int64_t>(update, 1));
-  return base_lr_ * factor_ * std::pow(d_model_, -0.5) *
+  return base * factor_ * std::pow(d_model_, -0.5) *
          std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup_), -1.5));
 }
 

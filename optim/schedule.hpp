@@ -1,12 +1,14 @@
 #pragma once
-// Learning-rate schedules. A schedule remembers the optimizer's rate when it is made
-// (the base rate), sets rate(0) at once, and after each optimizer.step() its own step()
-// sets rate(k) for the next update: update k (counting from 0) runs at rate(k).
+// Learning-rate schedules. A schedule remembers each parameter group's rate when it is
+// made (its base rate), sets rate(0) at once, and after each optimizer.step() its own
+// step() sets rate(k) for the next update: update k (counting from 0) runs at rate(k),
+// computed from each group's own base (as PyTorch's schedulers do).
 //
 //   optim::WarmupCosineLR schedule(adam, 100, 5000);
 //   for (...) { ...; adam.step(); schedule.step(); }
 
 #include <cstdint>
+#include <vector>
 
 #include "xgrad/optim/optimizer.hpp"
 
@@ -17,16 +19,18 @@ class LRSchedule {
   explicit LRSchedule(Optimizer& optimizer);
   virtual ~LRSchedule() = default;
   void step();  // advance to the next update and set its rate
-  virtual double rate(std::int64_t update) const = 0;
+  // The rate of update `update` for a group whose base rate is `base`.
+  virtual double rate_from(double base, std::int64_t update) const = 0;
+  double rate(std::int64_t update) const { return rate_from(base_lrs_[0], update); }  // the first group's
   std::int64_t updates() const { return updates_; }
-  double base_lr() const { return base_lr_; }
+  double base_lr() const { return base_lrs_[0]; }
   // Continue a resumed run: the next update is `update`.
   void set_updates(std::int64_t update);
 
  protected:
-  void apply();  // sets the optimizer's rate to rate(updates_)
+  void apply();  // sets every group's rate for update updates_
   Optimizer& optimizer_;
-  double base_lr_;
+  std::vector<double> base_lrs_;  // per group
   std::int64_t updates_ = 0;
 };
 
@@ -34,14 +38,14 @@ class LRSchedule {
 class ConstantLR : public LRSchedule {
  public:
   explicit ConstantLR(Optimizer& optimizer);
-  double rate(std::int64_t update) const override;
+  double rate_from(double base, std::int64_t update) const override;
 };
 
 // base * gamma^floor(update / step_size).
 class StepLR : public LRSchedule {
  public:
   StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma = 0.1);
-  double rate(std::int64_t update) const override;
+  double rate_from(double base, std::int64_t update) const override;
 
  private:
   std::int64_t step_size_;
@@ -53,7 +57,7 @@ class StepLR : public LRSchedule {
 class WarmupCosineLR : public LRSchedule {
  public:
   WarmupCosineLR(Optimizer& optimizer, std::int64_t warmup, std::int64_t total, double min_lr = 0.0);
-  double rate(std::int64_t update) const override;
+  double rate_from(double base, std::int64_t update) const override;
 
  private:
   std::int64_t warmup_, total_;
@@ -66,7 +70,7 @@ class WarmupCosineLR : public LRSchedule {
 class NoamLR : public LRSchedule {
  public:
   NoamLR(Optimizer& optimizer, std::size_t d_model, std::int64_t warmup, double factor = 1.0);
-  double rate(std::int64_t update) const override;
+  double rate_from(double base, std::int64_t update) const override;
 
  private:
   double d_model_;

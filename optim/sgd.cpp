@@ -6,12 +6,13 @@
 
 namespace xgrad::optim {
 
-SGD::SGD(NamedParameters parameters, const SGDOptions& o) : Optimizer("SGD", std::move(parameters), o.lr), options_(o) {
+SGD::SGD(NamedParameters parameters, const SGDOptions& o) : SGD({ParamGroup{std::move(parameters)}}, o) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o)
+    : Optimizer("SGD", std::move(groups), o.lr, o.weight_decay), options_(o) {
   XGRAD_CHECK(o.momentum >= 0.0 && std::isfinite(o.momentum), type(), "momentum ", o.momentum,
               " must be finite and >= 0");
   XGRAD_CHECK(std::isfinite(o.dampening), type(), "dampening ", o.dampening, " must be finite");
-  XGRAD_CHECK(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay), type(), "weight_decay ", o.weight_decay,
-              " must be finite and >= 0");
   XGRAD_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), type(),
               "nesterov needs momentum > 0 and dampening 0");
 }
@@ -24,8 +25,9 @@ constexpr std::size_t kChunk = 1 << 14;  // elements per parallel chunk
 
 // Independent elements, in fixed chunks over the thread pool.
 template <class T>
-void sgd_update(T* p, const T* g, T* buf, bool first, std::size_t n, const SGDOptions& o, double lr) {
-  const T decay = static_cast<T>(o.weight_decay), momentum = static_cast<T>(o.momentum);
+void sgd_update(T* p, const T* g, T* buf, bool first, std::size_t n, const SGDOptions& o, double lr,
+                double weight_decay) {
+  const T decay = static_cast<T>(weight_decay), momentum = static_cast<T>(o.momentum);
   const T keep = static_cast<T>(1.0 - o.dampening), rate = static_cast<T>(lr);
   parallel_for_chunks(n, kChunk, 4.0, [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
@@ -48,7 +50,7 @@ void SGD::update(std::size_t i, const Tensor& grad, std::int64_t) {
   dispatch(param.dtype(), [&](auto tag) {
     using T = decltype(tag);
     sgd_update(param.data<T>(), grad.data<T>(), momentum ? momentum->data<T>() : nullptr, first, param.numel(),
-               options_, lr());
+               options_, lr_of(i), weight_decay_of(i));
   });
 }
 

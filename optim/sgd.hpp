@@ -20,6 +20,7 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(NamedParameters parameters, const SGDOptions& options);
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
   const SGDOptions& options() const { return options_; }
 
  protected:

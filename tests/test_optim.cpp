@@ -25,7 +25,25 @@ Problem fixture_problem() {
   return {t("x", {5, 3}, false), t("y", {5, 4}, false), t("w0", {3, 4}, true), t("b0", {4}, true)};
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const json& c, const optim::NamedParameters& params) {
+// The case's parameter groups (named in "groups", each with its own options), or one
+// group of every parameter.
+std::vector<optim::ParamGroup> groups_of(const json& c, const optim::NamedParameters& params) {
+  if (!c.contains("groups")) return {optim::ParamGroup{params}};
+  std::vector<optim::ParamGroup> groups;
+  for (const json& g : c.at("groups")) {
+    optim::ParamGroup group;
+    for (const std::string name : g.at("params"))
+      for (const auto& named : params)
+        if (named.first == name) group.parameters.push_back(named);
+    if (g.contains("lr")) group.lr = g.at("lr").get<double>();
+    if (g.contains("weight_decay")) group.weight_decay = g.at("weight_decay").get<double>();
+    groups.push_back(group);
+  }
+  return groups;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const json& c, const optim::NamedParameters& named) {
+  const std::vector<optim::ParamGroup> params = groups_of(c, named);
   const json& o = c.at("options");
   const std::string kind = c.at("optimizer");
   const auto betas = o.value("betas", std::vector<double>{0.9, 0.999});
@@ -107,6 +125,36 @@ BOOST_AUTO_TEST_CASE(parameters_without_gradient_are_left_alone) {
   train_steps(p, sgd, 3);
   check_close(unused.to_vector(), {1.0, 1.0});
   BOOST_CHECK(!sgd.state_dict().count("state.unused.step"));
+}
+
+BOOST_AUTO_TEST_CASE(parameter_groups_keep_their_own_rates_through_schedules_and_state) {
+  Problem p = fixture_problem();
+  optim::AdamW opt({{{{"w", p.w}}, {}, 0.1}, {{{"b", p.b}}, 0.02, 0.0}}, {.lr = 0.01});
+  BOOST_CHECK_EQUAL(opt.num_groups(), 2u);
+  BOOST_CHECK_EQUAL(opt.group_lr(1), 0.02);
+  BOOST_CHECK_EQUAL(opt.group_weight_decay(0), 0.1);
+  optim::WarmupCosineLR schedule(opt, 10, 100, 0.001);
+  BOOST_CHECK_CLOSE(opt.group_lr(0), 0.001, 1e-12);  // each group warms up from its own base
+  BOOST_CHECK_CLOSE(opt.group_lr(1), 0.002, 1e-12);
+  for (int i = 0; i < 55; ++i) schedule.step();
+  BOOST_CHECK_CLOSE(opt.group_lr(0), schedule.rate_from(0.01, 55), 1e-12);
+  BOOST_CHECK_CLOSE(opt.group_lr(1), schedule.rate_from(0.02, 55), 1e-12);
+  train_steps(p, opt, 3);
+  // The state holds every group's rate; another optimizer with the same groups takes it.
+  const StateDict state = opt.state_dict();
+  BOOST_CHECK(state.count("group.1.lr"));
+  Problem q = fixture_problem();
+  optim::AdamW other({{{{"w", q.w}}, {}, 0.1}, {{{"b", q.b}}, 0.5, 0.0}}, {.lr = 0.3});
+  other.load_state_dict(state);
+  BOOST_CHECK_EQUAL(other.group_lr(0), opt.group_lr(0));
+  BOOST_CHECK_EQUAL(other.group_lr(1), opt.group_lr(1));
+  // Errors name the group.
+  check_error([&] { optim::SGD({{{{"w", q.w}}, {}, -1.0}}, {.lr = 0.1}); }, {"SGD", "group 0", "weight_decay"});
+  check_error([&] { optim::SGD({{{{"w", q.w}}, std::nan(""), {}}}, {.lr = 0.1}); }, {"SGD", "learning rate"});
+  check_error([&] { optim::SGD(std::vector<optim::ParamGroup>{}, {.lr = 0.1}); }, {"SGD", "group"});
+  check_error([&] { opt.set_group_lr(2, 0.1); }, {"AdamW", "group 2"});
+  optim::AdamW one({{"w", q.w}});
+  check_error([&] { one.load_state_dict(state); }, {"unexpected: group.1.lr"});
 }
 
 BOOST_AUTO_TEST_CASE(state_dict_round_trip_continues_identically) {

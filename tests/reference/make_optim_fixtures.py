@@ -30,6 +30,13 @@ CONFIGS = {
     "adamw": ("AdamW", dict(lr=0.01, weight_decay=0.1)),
     "adamw_amsgrad": ("AdamW", dict(lr=0.01, amsgrad=True)),
 }
+# Parameter groups: per group "params" (names) and its own options; the rest as above.
+GROUPS = {
+    "adamw_two_groups": ("AdamW", dict(lr=0.01, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.05),
+                         [{"params": ["w"], "weight_decay": 0.1}, {"params": ["b"], "weight_decay": 0.0, "lr": 0.02}]),
+    "sgd_two_groups": ("SGD", dict(lr=0.1, momentum=0.9, weight_decay=0.01),
+                       [{"params": ["b"], "lr": 0.05}, {"params": ["w"], "weight_decay": 0.0}]),
+}
 
 
 def pack(t):
@@ -50,6 +57,23 @@ for name, (kind, options) in CONFIGS.items():
         trajectory.append({"loss": loss.item(), "w": pack(w), "b": pack(b)})
     options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
     cases[name] = {"optimizer": kind, "options": options, "trajectory": trajectory}
+
+for name, (kind, options, groups) in GROUPS.items():
+    w = w0.clone().requires_grad_(True)
+    b = b0.clone().requires_grad_(True)
+    tensors = {"w": w, "b": b}
+    torch_groups = [dict({k: v for k, v in g.items() if k != "params"}, params=[tensors[n] for n in g["params"]])
+                    for g in groups]
+    opt = getattr(torch.optim, kind)(torch_groups, **options)
+    trajectory = []
+    for _ in range(20):
+        opt.zero_grad()
+        loss = torch.mean((torch.tanh(x @ w + b) - y) ** 2)
+        loss.backward()
+        opt.step()
+        trajectory.append({"loss": loss.item(), "w": pack(w), "b": pack(b)})
+    options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
+    cases[name] = {"optimizer": kind, "options": options, "groups": groups, "trajectory": trajectory}
 
 with open("optim_fixtures.json", "w") as f:
     json.dump({"torch_version": torch.__version__,
