@@ -1,0 +1,46 @@
+#pragma once
+// A text file as a character-level (byte-level) language-modelling corpus, for
+// `xgrad-train --task lm`. The file is memory-mapped, never read into memory or copied,
+// so a file of any size works. The vocabulary is the set of distinct bytes of the file,
+// sorted; token i is the i-th of them. The first 90% of the file is the training split,
+// the last 10% the validation split; a window never crosses from one into the other.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tasks.hpp"
+#include "xgrad/autograd/random.hpp"
+
+namespace train {
+
+enum class Split { train, validation };
+
+class TextCorpus {
+ public:
+  explicit TextCorpus(const std::string& path);  // an Error naming the file when unusable
+  ~TextCorpus();
+  TextCorpus(const TextCorpus&) = delete;
+  TextCorpus& operator=(const TextCorpus&) = delete;
+
+  const std::vector<std::uint8_t>& vocabulary() const { return vocabulary_; }
+  std::size_t size() const { return size_; }
+  std::size_t split_begin(Split split) const { return split == Split::train ? 0 : train_size_; }
+  std::size_t split_end(Split split) const { return split == Split::train ? train_size_ : size_; }
+
+  // `batch` windows of seq_len + 1 bytes at offsets drawn from gen inside the split:
+  // inputs are their first seq_len tokens, targets the last seq_len. An Error when the
+  // split is shorter than one window.
+  Batch batch(Split split, std::size_t batch, std::size_t seq_len, xgrad::Generator& gen) const;
+  // Token ids back to text.
+  std::string decode(const std::vector<std::int64_t>& tokens) const;
+
+ private:
+  std::string path_;
+  const std::uint8_t* bytes_ = nullptr;
+  std::size_t size_ = 0, train_size_ = 0;
+  std::vector<std::uint8_t> vocabulary_;
+  std::int64_t token_of_[256] = {};
+};
+
+}  // namespace train
