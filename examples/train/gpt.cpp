@@ -1,0 +1,68 @@
+#include "gpt.hpp"
+
+#include <cmath>
+
+#include "xgrad/autograd/ops.hpp"
+
+namespace train {
+
+using namespace xgrad;
+
+GPTBlock::GPTBlock(std::size_t d_model, std::size_t heads) : heads(heads) {
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(d_model));
+  c_attn = register_module("c_attn", std::make_shared<nn::Linear>(d_model, 3 * d_model));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(d_model, d_model));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(d_model));
+  c_fc = register_module("c_fc", std::make_shared<nn::Linear>(d_model, 4 * d_model));
+  mlp_proj = register_module("mlp_proj", std::make_shared<nn::Linear>(4 * d_model, d_model));
+}
+
+Tensor GPTBlock::forward(const Tensor& x) {
+  const std::size_t C = x.shape().back();
+  const Tensor qkv = c_attn->forward(ln_1->forward(x));  // [N, T, 3C]: q, k, v side by side
+  AttentionOptions causal;
+  causal.is_causal = true;
+  const AttentionOutput attended = multi_head_attention({qkv, 0, C}, {qkv, C, C}, {qkv, 2 * C, C}, heads,
+                                                        /*batch_first=*/true, causal);
+  const Tensor y = x + c_proj->forward(attended.output);
+  return y + mlp_proj->forward(gelu(c_fc->forward(ln_2->forward(y))));
+}
+
+GPT::GPT(const GPTOptions& o) : options(o) {
+  XGRAD_CHECK(o.heads > 0 && o.d_model % o.heads == 0, "GPT", "heads ", o.heads, " must divide d_model ", o.d_model);
+  wte = register_module("wte", std::make_shared<nn::Embedding>(o.vocab, o.d_model));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(o.block, o.d_model));
+  h = register_module("h", std::make_shared<nn::Sequential>());
+  for (std::size_t i = 0; i < o.layers; ++i) h->push_back(std::make_shared<GPTBlock>(o.d_model, o.heads));
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(o.d_model));
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(o.layers));
+  for (auto& [name, p] : named_parameters()) {
+    const bool residual = name.ends_with("c_proj.weight") || name.ends_with("mlp_proj.weight");
+    if (residual)
+      nn::init::normal_(p, 0.0, residual_std);
+    else if (p.dim() == 2)
+      nn::init::normal_(p, 0.0, 0.02);
+    else if (name.ends_with("bias"))
+      nn::init::zeros_(p);
+  }
+}
+
+Tensor GPT::forward(const Indices& tokens) {
+  tokens.check("GPT");
+  XGRAD_CHECK(tokens.shape.size() == 2 && tokens.shape[1] <= options.block, "GPT", "tokens ", tokens.shape,
+              " must be [N, T] with T <= block ", options.block);
+  const std::size_t T = tokens.shape[1];
+  std::vector<std::int64_t> positions(T);
+  for (std::size_t t = 0; t < T; ++t) positions[t] = static_cast<std::int64_t>(t);
+  Tensor x = wte->forward(tokens) + wpe->forward(Indices(positions, {T}));  // [N, T, C] + [T, C]
+  x = h->forward(x);
+  return matmul(ln_f->forward(x), wte->weight, /*transpose_a=*/false, /*transpose_b=*/true);  // tied head
+}
+
+std::vector<optim::ParamGroup> decay_groups(const nn::Module& model, double weight_decay) {
+  optim::ParamGroup decayed{{}, {}, weight_decay}, not_decayed{{}, {}, 0.0};
+  for (auto& named : model.named_parameters()) (named.second.dim() >= 2 ? decayed : not_decayed).parameters.push_back(named);
+  return {decayed, not_decayed};
+}
+
+}  // namespace train
