@@ -28,8 +28,8 @@ BOOST_AUTO_TEST_CASE(gradients_of_every_parameter_in_float64) {
   GPT model({.vocab = 5, .block = 6, .layers = 2, .heads = 2, .d_model = 8});
   const Indices tokens({0, 4, 2, 2, 1, 3, 4, 0, 1, 1}, {2, 5});
   const Indices targets({4, 2, 2, 1, 3, 0, 1, 1, 2, 0}, {2, 5});
-  check_module_gradients(model, [&](const std::vector<Tensor>&) { return cross_entropy(model.forward(tokens), targets); },
-                         {});
+  check_module_gradients(model,
+                         [&](const std::vector<Tensor>&) { return cross_entropy(model.forward(tokens), targets); }, {});
 }
 
 BOOST_AUTO_TEST_CASE(the_head_is_the_token_embedding) {

@@ -61,7 +61,8 @@ Tensor GPT::forward(const Indices& tokens) {
 
 std::vector<optim::ParamGroup> decay_groups(const nn::Module& model, double weight_decay) {
   optim::ParamGroup decayed{{}, {}, weight_decay}, not_decayed{{}, {}, 0.0};
-  for (auto& named : model.named_parameters()) (named.second.dim() >= 2 ? decayed : not_decayed).parameters.push_back(named);
+  for (auto& named : model.named_parameters())
+    (named.second.dim() >= 2 ? decayed : not_decayed).parameters.push_back(named);
   return {decayed, not_decayed};
 }
 
