@@ -84,3 +84,49 @@ BOOST_AUTO_TEST_CASE(init_and_weight_decay_groups_follow_nanogpt) {
   BOOST_CHECK_EQUAL(groups[0].parameters.size(), 2u + 4u * 4u);  // wte, wpe, 4 Linear weights per block
   for (const auto& [name, p] : groups[1].parameters) BOOST_CHECK_EQUAL(p.dim(), 1u);
 }
+
+BOOST_AUTO_TEST_CASE(generation_greedy_seeded_top_k_and_a_sliding_window) {
+  manual_seed(4);
+  GPT model({.vocab = 6, .block = 5, .layers = 1, .heads = 2, .d_model = 8});
+  const std::vector<std::int64_t> prompt = {1, 2};
+  // Greedy: each token is the argmax of the model's last row, as computed here by hand.
+  Generator unused(0);
+  const std::vector<std::int64_t> greedy = train::generate(model, prompt, 12, {.temperature = 0.0}, unused);
+  BOOST_REQUIRE_EQUAL(greedy.size(), 14u);
+  for (std::size_t n = 2; n < greedy.size(); ++n) {
+    const std::size_t T = std::min<std::size_t>(5, n);
+    const std::vector<std::int64_t> window(greedy.begin() + static_cast<std::ptrdiff_t>(n - T),
+                                           greedy.begin() + static_cast<std::ptrdiff_t>(n));
+    NoGradGuard no_grad;
+    const std::vector<double> logits = model.forward(Indices(window, {1, T})).to_vector();
+    const auto last = logits.end() - 6;
+    BOOST_CHECK_EQUAL(greedy[n], std::max_element(last, logits.end()) - last);
+  }
+  // Sampling is a function of the generator; top_k = 1 is greedy.
+  Generator a(7), b(7), c(7);
+  const auto first = train::generate(model, prompt, 20, {}, a);
+  BOOST_CHECK(first == train::generate(model, prompt, 20, {}, b));
+  BOOST_CHECK(train::generate(model, prompt, 12, {.temperature = 1.0, .top_k = 1}, c) == greedy);
+  for (const std::int64_t t : first) BOOST_CHECK(t >= 0 && t < 6);
+  BOOST_CHECK(model.is_training());  // restored
+  check_error([&] { train::generate(model, {}, 3, {}, a); }, {"generate", "context"});
+  check_error([&] { train::generate(model, prompt, 3, {.temperature = -1.0}, a); }, {"generate", "temperature"});
+}
+
+BOOST_AUTO_TEST_CASE(sampling_follows_the_model_distribution) {
+  // With one token of context the distribution of the next token is softmax(logits):
+  // 20,000 draws at temperature 1 land within 2% of it.
+  manual_seed(5);
+  GPT model({.vocab = 4, .block = 2, .layers = 1, .heads = 1, .d_model = 8});
+  model.wte->weight.data<float>()[0] = 3.0f;  // make the distribution uneven
+  std::vector<double> p;
+  {
+    NoGradGuard no_grad;
+    p = softmax(model.forward(Indices({0}, {1, 1})), -1).to_vector();
+  }
+  std::vector<double> counts(4, 0.0);
+  Generator gen(11);
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i) counts[static_cast<std::size_t>(train::generate(model, {0}, 1, {}, gen)[1])] += 1;
+  for (std::size_t v = 0; v < 4; ++v) BOOST_CHECK_SMALL(counts[v] / draws - p[v], 0.02);
+}

@@ -1,6 +1,9 @@
 #include "gpt.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 
 #include "xgrad/autograd/ops.hpp"
 
@@ -57,6 +60,54 @@ Tensor GPT::forward(const Indices& tokens) {
   Tensor x = wte->forward(tokens) + wpe->forward(Indices(positions, {T}));  // [N, T, C] + [T, C]
   x = h->forward(x);
   return matmul(ln_f->forward(x), wte->weight, /*transpose_a=*/false, /*transpose_b=*/true);  // tied head
+}
+
+namespace {
+
+// A token drawn from `logits` (one row) as SampleOptions says.
+std::int64_t pick(std::vector<double> logits, const SampleOptions& o, Generator& gen) {
+  const auto best = std::max_element(logits.begin(), logits.end());
+  if (o.temperature == 0.0) return best - logits.begin();
+  if (o.top_k > 0 && o.top_k < logits.size()) {
+    std::vector<double> sorted = logits;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(o.top_k - 1), sorted.end(),
+                     std::greater<>());
+    const double threshold = sorted[o.top_k - 1];
+    for (double& l : logits)
+      if (l < threshold) l = -std::numeric_limits<double>::infinity();
+  }
+  // Softmax of logits / temperature, shifted by the maximum, then one uniform draw.
+  const double top = *best;
+  double total = 0;
+  for (double& l : logits) total += l = std::exp((l - top) / o.temperature);
+  double u = gen.uniform() * total;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    u -= logits[i];
+    if (u < 0) return static_cast<std::int64_t>(i);
+  }
+  return std::max_element(logits.begin(), logits.end()) - logits.begin();  // rounding left u >= 0
+}
+
+}  // namespace
+
+std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> context, std::size_t count,
+                                   const SampleOptions& o, Generator& gen) {
+  XGRAD_CHECK(!context.empty(), "generate", "needs at least one token of context");
+  XGRAD_CHECK(o.temperature >= 0.0 && std::isfinite(o.temperature), "generate", "temperature ", o.temperature,
+              " must be finite and >= 0");
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const std::size_t vocab = model.options.vocab, block = model.options.block;
+  for (std::size_t n = 0; n < count; ++n) {
+    const std::size_t T = std::min(block, context.size());
+    const std::vector<std::int64_t> window(context.end() - static_cast<std::ptrdiff_t>(T), context.end());
+    const std::vector<double> logits = model.forward(Indices(window, {1, T})).to_vector();
+    context.push_back(
+        pick(std::vector<double>(logits.end() - static_cast<std::ptrdiff_t>(vocab), logits.end()), o, gen));
+  }
+  model.train(was_training);
+  return context;
 }
 
 std::vector<optim::ParamGroup> decay_groups(const nn::Module& model, double weight_decay) {

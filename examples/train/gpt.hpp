@@ -10,6 +10,7 @@
 
 #include <memory>
 
+#include "xgrad/autograd/random.hpp"
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/optim/optimizer.hpp"
 
@@ -39,6 +40,17 @@ class GPT : public xgrad::nn::Module {
   std::shared_ptr<xgrad::nn::Sequential> h;
   std::shared_ptr<xgrad::nn::LayerNorm> ln_f;
 };
+
+// Continues `context` (token ids, not empty) by `count` tokens, each drawn from the
+// model's distribution at the last position: logits / temperature, only the top_k most
+// likely (0: all); temperature 0 takes the most likely (greedy). When the context is
+// longer than the model's block, the window slides. A function of (model, context, gen).
+struct SampleOptions {
+  double temperature = 1.0;
+  std::size_t top_k = 0;
+};
+std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> context, std::size_t count,
+                                   const SampleOptions& options, xgrad::Generator& gen);
 
 // nanoGPT's optimizer groups: weight decay on every 2-D parameter (embeddings and Linear
 // weights), none on biases and LayerNorm.
