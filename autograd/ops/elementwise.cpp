@@ -24,6 +24,12 @@ Tensor compare_op(const char* op, const Tensor& a, const Tensor& b, Compare comp
   });
 }
 
+// A comparison against a scalar: the tensor form against a scalar tensor of a's dtype.
+Tensor against_scalar(const char* op, Tensor (*compare)(const Tensor&, const Tensor&), const Tensor& a, double s) {
+  check_defined(op, a);
+  return compare(a, Tensor::scalar(s, a.dtype()));
+}
+
 // The mask's truth values (nonzero = true), whatever its dtype, broadcast to `shape`.
 std::vector<std::uint8_t> truth_at(const Tensor& mask, const Shape& shape) {
   const std::vector<std::size_t> at = batch_offsets(mask.shape(), shape, 1);
@@ -179,30 +185,12 @@ Tensor gt(const Tensor& a, const Tensor& b) {
 Tensor ge(const Tensor& a, const Tensor& b) {
   return compare_op("ge", a, b, [](const auto& x, const auto& y) { return xt::greater_equal(x, y); });
 }
-Tensor eq(const Tensor& a, double s) {
-  check_defined("eq", a);
-  return eq(a, Tensor::scalar(s, a.dtype()));
-}
-Tensor ne(const Tensor& a, double s) {
-  check_defined("ne", a);
-  return ne(a, Tensor::scalar(s, a.dtype()));
-}
-Tensor lt(const Tensor& a, double s) {
-  check_defined("lt", a);
-  return lt(a, Tensor::scalar(s, a.dtype()));
-}
-Tensor le(const Tensor& a, double s) {
-  check_defined("le", a);
-  return le(a, Tensor::scalar(s, a.dtype()));
-}
-Tensor gt(const Tensor& a, double s) {
-  check_defined("gt", a);
-  return gt(a, Tensor::scalar(s, a.dtype()));
-}
-Tensor ge(const Tensor& a, double s) {
-  check_defined("ge", a);
-  return ge(a, Tensor::scalar(s, a.dtype()));
-}
+Tensor eq(const Tensor& a, double s) { return against_scalar("eq", eq, a, s); }
+Tensor ne(const Tensor& a, double s) { return against_scalar("ne", ne, a, s); }
+Tensor lt(const Tensor& a, double s) { return against_scalar("lt", lt, a, s); }
+Tensor le(const Tensor& a, double s) { return against_scalar("le", le, a, s); }
+Tensor gt(const Tensor& a, double s) { return against_scalar("gt", gt, a, s); }
+Tensor ge(const Tensor& a, double s) { return against_scalar("ge", ge, a, s); }
 
 // where and masked_fill index their operands through broadcast offset maps instead of
 // xt::where: xtensor 0.24.3 with xsimd misreads a boolean condition of lower rank.

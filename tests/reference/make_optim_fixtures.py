@@ -43,28 +43,15 @@ def pack(t):
     return t.detach().reshape(-1).tolist()
 
 
-cases = {}
-for name, (kind, options) in CONFIGS.items():
-    w = w0.clone().requires_grad_(True)
-    b = b0.clone().requires_grad_(True)
-    opt = getattr(torch.optim, kind)([w, b], **options)
-    trajectory = []
-    for _ in range(20):
-        opt.zero_grad()
-        loss = torch.mean((torch.tanh(x @ w + b) - y) ** 2)
-        loss.backward()
-        opt.step()
-        trajectory.append({"loss": loss.item(), "w": pack(w), "b": pack(b)})
-    options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
-    cases[name] = {"optimizer": kind, "options": options, "trajectory": trajectory}
-
-for name, (kind, options, groups) in GROUPS.items():
+def run(kind, options, groups=None):
+    """20 steps of torch.optim.<kind> from w0, b0; groups name their tensors ("w", "b")."""
     w = w0.clone().requires_grad_(True)
     b = b0.clone().requires_grad_(True)
     tensors = {"w": w, "b": b}
-    torch_groups = [dict({k: v for k, v in g.items() if k != "params"}, params=[tensors[n] for n in g["params"]])
-                    for g in groups]
-    opt = getattr(torch.optim, kind)(torch_groups, **options)
+    params = [w, b] if groups is None else [
+        dict({k: v for k, v in g.items() if k != "params"}, params=[tensors[n] for n in g["params"]])
+        for g in groups]
+    opt = getattr(torch.optim, kind)(params, **options)
     trajectory = []
     for _ in range(20):
         opt.zero_grad()
@@ -72,8 +59,15 @@ for name, (kind, options, groups) in GROUPS.items():
         loss.backward()
         opt.step()
         trajectory.append({"loss": loss.item(), "w": pack(w), "b": pack(b)})
-    options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
-    cases[name] = {"optimizer": kind, "options": options, "groups": groups, "trajectory": trajectory}
+    case = {"optimizer": kind, "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()},
+            "trajectory": trajectory}
+    if groups is not None:
+        case["groups"] = groups
+    return case
+
+
+cases = {name: run(kind, options) for name, (kind, options) in CONFIGS.items()}
+cases.update({name: run(kind, options, groups) for name, (kind, options, groups) in GROUPS.items()})
 
 with open("optim_fixtures.json", "w") as f:
     json.dump({"torch_version": torch.__version__,
