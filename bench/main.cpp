@@ -1,7 +1,7 @@
 // xgrad-bench: the model, data, optimizer and step of ../shared/bench/torch_reference.py,
 // timed the same way, printed as the same JSON line (plus model_gflop and gflops).
 //
-//   xgrad-bench --config tiny|medium|long|xlong|sgemm|overhead [--threads N] [--steps N]
+//   xgrad-bench --config tiny|medium|long|xlong|lm|sgemm|overhead [--threads N] [--steps N]
 //
 // sgemm prints the machine's cblas_sgemm rate (1024 x 1024, the same threads); overhead
 // prints the microseconds per op of forward + backward over a long chain of tiny ops.
@@ -13,7 +13,8 @@
 #include <cstdio>
 #include <map>
 
-#include "model.hpp"  // xgrad-train's model (examples/train)
+#include "gpt.hpp"  // xgrad-train's models (examples/train)
+#include "model.hpp"
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/parallel.hpp"
@@ -52,6 +53,31 @@ double peak_rss_mb() {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Times `step` (warmup untimed steps, then `steps`, or about 3 s when 0) and prints the
+// JSON line.
+template <class Step>
+int time_steps(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, const Step& step) {
+  for (int i = 0; i < warmup; ++i) step();
+  if (steps <= 0) {
+    const auto t = Clock::now();
+    step();
+    steps = std::max(3, std::min(200, static_cast<int>(3.0 / std::max(seconds_since(t), 1e-6))));
+  }
+  double loss = 0;
+  const auto t = Clock::now();
+  for (int i = 0; i < steps; ++i) loss = step();
+  const double ms = seconds_since(t) / steps * 1e3;
+  const double gflop = model_gflop(c);
+  std::printf(
+      "{\"config\": \"%s\", \"batch\": %zu, \"seq_len\": %zu, \"d_model\": %zu, \"heads\": %zu, "
+      "\"layers\": %zu, \"vocab\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
+      "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-%s\", \"model_gflop\": %.4f, "
+      "\"gflops\": %.2f, \"blas_core\": \"%s\"}\n",
+      name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms, peak_rss_mb(), loss,
+      version(), gflop, gflop / (ms / 1e3), blas_core().c_str());
+  return 0;
+}
+
 int run_model(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup) {
   manual_seed(0);
   train::SequenceModel model({.vocab = c.vocab,
@@ -76,25 +102,31 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
     adam.step();
     return loss.item();
   };
-  for (int i = 0; i < warmup; ++i) step();
-  if (steps <= 0) {
-    const auto t = Clock::now();
-    step();
-    steps = std::max(3, std::min(200, static_cast<int>(3.0 / std::max(seconds_since(t), 1e-6))));
-  }
-  double loss = 0;
-  const auto t = Clock::now();
-  for (int i = 0; i < steps; ++i) loss = step();
-  const double ms = seconds_since(t) / steps * 1e3;
-  const double gflop = model_gflop(c);
-  std::printf(
-      "{\"config\": \"%s\", \"batch\": %zu, \"seq_len\": %zu, \"d_model\": %zu, \"heads\": %zu, "
-      "\"layers\": %zu, \"vocab\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
-      "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-%s\", \"model_gflop\": %.4f, "
-      "\"gflops\": %.2f, \"blas_core\": \"%s\"}\n",
-      name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms, peak_rss_mb(), loss,
-      version(), gflop, gflop / (ms / 1e3), blas_core().c_str());
-  return 0;
+  return time_steps(name, c, threads, steps, warmup, step);
+}
+
+// One step of `xgrad-train --task lm`'s default recipe (nanoGPT's shakespeare_char on
+// CPU): a 4-layer GPT of width 128, 12 windows of 64 tokens over 73 characters, AdamW on
+// nanoGPT's decay groups, the gradient norm clipped to 1.
+int run_lm(int threads, int steps, int warmup) {
+  const BenchConfig c{12, 64, 128, 4, 4, 73};
+  manual_seed(0);
+  train::GPT model({.vocab = c.vocab, .block = c.seq_len, .layers = c.layers, .heads = c.heads, .d_model = c.d_model});
+  optim::AdamW adamw(train::decay_groups(model, 0.1), {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99});
+  Generator gen(0);
+  std::vector<std::int64_t> x(c.batch * c.seq_len + 1);
+  for (auto& t : x) t = static_cast<std::int64_t>(gen.below(c.vocab));
+  const Indices inputs(std::vector<std::int64_t>(x.begin(), x.end() - 1), {c.batch, c.seq_len}),
+      targets(std::vector<std::int64_t>(x.begin() + 1, x.end()), {c.batch, c.seq_len});
+  const auto step = [&] {
+    adamw.zero_grad();
+    Tensor loss = cross_entropy(model.forward(inputs), targets);
+    loss.backward();
+    optim::clip_grad_norm(model.parameters(), 1.0);
+    adamw.step();
+    return loss.item();
+  };
+  return time_steps("lm", c, threads, steps, warmup, step);
 }
 
 int run_sgemm(int threads, int steps) {
@@ -140,8 +172,8 @@ int main(int argc, char** argv) {
   CLI::App app{"xgrad-bench: one benchmark configuration, printed as one JSON line"};
   std::string config = "tiny";
   int threads = 2, steps = 0, warmup = 3;
-  app.add_option("--config", config, "tiny | medium | long | xlong | sgemm | overhead")
-      ->check(CLI::IsMember({"tiny", "medium", "long", "xlong", "sgemm", "overhead"}))
+  app.add_option("--config", config, "tiny | medium | long | xlong | lm | sgemm | overhead")
+      ->check(CLI::IsMember({"tiny", "medium", "long", "xlong", "lm", "sgemm", "overhead"}))
       ->capture_default_str();
   app.add_option("--threads", threads, "threads for kernels and BLAS")->capture_default_str();
   app.add_option("--steps", steps, "timed steps (0: about 3 s)")->capture_default_str();
@@ -150,5 +182,6 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   if (config == "sgemm") return run_sgemm(threads, steps);
   if (config == "overhead") return run_overhead(threads, steps);
+  if (config == "lm") return run_lm(threads, steps, warmup);
   return run_model(config, kConfigs.at(config), threads, steps, warmup);
 }

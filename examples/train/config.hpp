@@ -8,32 +8,43 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace train {
 
+// The defaults are the toy tasks'; --task lm has its own (nanoGPT's shakespeare_char
+// recipe), applied by parse_command_line to every flag not given.
 struct Config {
-  // What is learned, and how (a checkpoint must agree on all of these).
+  // The model (a checkpoint, resumed or fine-tuned, must agree on all of these).
   std::string task = "sort";
-  int seq_len = 16, vocab = 16;
+  int seq_len = 16, vocab = 16;                     // lm: vocab is the text's number of distinct bytes
   int d_model = 64, heads = 4, layers = 2, ff = 0;  // ff 0: 4 * d_model
-  double dropout = 0.0;
   std::string positions = "learned";
+  // How it learns (a resumed checkpoint must agree on these too).
+  double dropout = 0.0;
   int batch = 64;
-  double lr = 3e-3;
+  double lr = 3e-3, min_lr = 0.0;
   std::string optimizer = "adam", schedule = "constant";
+  double weight_decay = 0.0;  // on 2-D weights only (adamw: decoupled; adam, sgd: L2)
+  double beta2 = 0.999;       // adam, adamw: the second moment's decay
   int warmup = 0;
   double clip = 0.0;
   std::uint64_t seed = 0;
   // How this run goes (free to change on --resume).
   int steps = 3000;
   int threads = 0;  // 0: every core
-  int eval_every = 100, eval_size = 1000;
+  int eval_every = 100, eval_size = 1000, eval_batches = 20;
   double target_exact = 0.99;
-  std::string save, resume, metrics, attention_png;
+  std::optional<double> target_val_loss;
+  int sample_every = 0;
+  std::string text;  // lm: the corpus
+  std::string save, resume, init_from, metrics, attention_png, plot;
+  bool eval_only = false;
   bool quiet = false;
   bool verbose = false;
   bool allow_nonfinite = false;  // keep going after a NaN or infinite loss
 
+  bool language_model() const { return task == "lm"; }
   int ff_width() const { return ff > 0 ? ff : 4 * d_model; }
 };
 
@@ -46,24 +57,46 @@ struct UsageError : std::runtime_error {
 // long names of the flags that appeared on the command line.
 bool parse_command_line(int argc, char** argv, Config& config, std::set<std::string>& given);
 
+// Flags that mean nothing for the task (--vocab for lm, --text for a toy task, ...) are
+// errors rather than silently ignored. After the checkpoint's settings are applied.
+void check_task_flags(const Config& config, const std::set<std::string>& given);
+
 // Checks the combination (heads divide d_model, positive sizes, finite numbers, known
 // names: also what a checkpoint's metadata brought in).
 void validate(const Config& config);
 
-// The settings as checkpoint metadata, and back: learning settings come from the
-// checkpoint (a flag given that disagrees is an error); run settings (steps, eval-every,
-// eval-size, target-exact) come from it unless given again.
+// The settings as checkpoint metadata, and back. On --resume, model and learning
+// settings come from the checkpoint (a flag given that disagrees is an error) and run
+// settings (steps, eval-every, eval-size, eval-batches, the targets, the text) come from
+// it unless given again. On --init-from only the model's settings come from it.
 using Metadata = std::map<std::string, std::string>;  // as nn::Metadata, a checkpoint's text entries
 Metadata to_metadata(const Config& config);
 void apply_metadata(const Metadata& metadata, Config& config, const std::set<std::string>& given);
+void apply_model_metadata(const Metadata& metadata, Config& config, const std::set<std::string>& given);
+
+// One held-out evaluation. Toy tasks: train_loss is the mean loss of the training
+// batches since the previous evaluation (every batch is fresh), val_loss the loss on
+// held-out sequences, with greedy accuracies. lm: both losses are means over the same
+// --eval-batches windows of each split every time.
+struct Evaluation {
+  double train_loss = 0, val_loss = 0;
+  std::optional<double> token_acc, exact_match;
+};
+
+// One evaluation on the learning curve.
+struct CurvePoint {
+  std::int64_t step = 0;
+  double train_loss = 0, val_loss = 0;
+};
 
 // Where a checkpointed run stands: written with every checkpoint, read on --resume.
 struct Progress {
   std::int64_t step = 0;
-  double elapsed_s = 0;
-  // The evaluation at `step`, when one ran there.
-  std::optional<double> token_acc, exact_match;
+  double wall_s = 0, train_s = 0;        // since the run began, over every resume
+  std::optional<Evaluation> evaluation;  // the one at `step`, when one ran there
+  std::optional<double> best_val_loss;
   bool reached_target = false;
+  std::vector<CurvePoint> curve;  // every evaluation so far, for --plot
 };
 void add_progress(Metadata& metadata, const Progress& progress);
 Progress read_progress(const Metadata& metadata);  // a damaged entry is a UsageError naming it

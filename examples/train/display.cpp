@@ -1,6 +1,7 @@
 #include "display.hpp"
 
-#include <stb/stb_image_write.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,15 +10,23 @@
 #include <stdexcept>
 #include <string>
 
-#include "xgrad/nn/files.hpp"
+#include "canvas.hpp"
 
 namespace train {
 
-void ProgressLine::show(int step, int total, double loss, double tokens_per_second, double eta_seconds) {
+void ProgressLine::show(std::int64_t step, int total, double loss, double tokens_per_second, double steps_per_second) {
   if (!enabled_) return;
-  const int eta = static_cast<int>(eta_seconds + 0.5);
-  std::printf("\r\033[Kstep %d/%d  loss %.4f  %.1fk tokens/s  ETA %d:%02d", step, total, loss,
-              tokens_per_second / 1000.0, eta / 60, eta % 60);
+  const int eta = static_cast<int>(static_cast<double>(total - step) / std::max(steps_per_second, 1e-9) + 0.5);
+  char line[256];
+  std::snprintf(line, sizeof line, "step %lld/%d  loss %.4f  %.1fk tokens/s  %.1f steps/s  ETA %d:%02d:%02d to step %d",
+                static_cast<long long>(step), total, loss, tokens_per_second / 1000.0, steps_per_second, eta / 3600,
+                eta / 60 % 60, eta % 60, total);
+  // Never wider than the terminal: a wrapped line could not be rewritten in place.
+  winsize size{};
+  std::string shown = line;
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 1 && shown.size() >= size.ws_col)
+    shown.resize(size.ws_col - 1u);
+  std::printf("\r\033[K%s", shown.c_str());
   std::fflush(stdout);
   shown_ = true;
 }
@@ -62,6 +71,12 @@ void print_sample(std::ostream& os, const std::vector<std::int64_t>& input, cons
 
 namespace {
 
+Color shade(double w) {  // white (0) to dark blue (1); red for what is not a number (a diverged run)
+  if (!(w >= 0 && w <= 1)) return {220, 30, 30};
+  return {static_cast<unsigned char>(255 - w * (255 - 8)), static_cast<unsigned char>(255 - w * (255 - 48)),
+          static_cast<unsigned char>(255 - w * (255 - 107))};
+}
+
 struct Maps {
   std::size_t heads, rows, cols;
   std::vector<double> values;  // each row divided by its maximum
@@ -98,39 +113,64 @@ void print_attention(std::ostream& os, const xgrad::Tensor& maps, const std::vec
     }
     for (std::size_t r = 0; r < m.rows; ++r) {
       os << "    " << (labels ? columns[r] : ' ') << ' ';
-      for (std::size_t c = 0; c < m.cols; ++c) os << shades[std::min<int>(4, static_cast<int>(m.at(h, r, c) * 4.999))];
+      for (std::size_t c = 0; c < m.cols; ++c) {
+        const double w = m.at(h, r, c);
+        os << (w >= 0 && w <= 1 ? shades[static_cast<int>(w * 4.999)] : "??");  // ?? not a number (a diverged run)
+      }
       os << "\n";
     }
   }
 }
 
-void write_attention_png(const std::string& path, const xgrad::Tensor& maps) {
+void write_attention_png(const std::string& path, const xgrad::Tensor& maps, const std::vector<std::string>& labels,
+                         const std::string& title, const std::string& label_note) {
   const Maps m = row_scaled(maps);
-  const std::size_t cell = std::max<std::size_t>(4, 256 / std::max(m.rows, m.cols)), gap = 8;
-  const std::size_t width = m.heads * m.cols * cell + (m.heads + 1) * gap, height = m.rows * cell + 2 * gap;
-  std::vector<unsigned char> rgb(width * height * 3, 160);  // grey between the heads
-  for (std::size_t h = 0; h < m.heads; ++h)
+  const int L = static_cast<int>(std::max(m.rows, m.cols));
+  const int cell = std::clamp(512 / L, 4, 24);
+  const bool labelled = labels.size() == m.cols && m.rows == m.cols && cell >= 8;
+  const int label_room = labelled ? 14 : 0, axis_room = 16, gap = 28;
+  const int panel_w = static_cast<int>(m.cols) * cell, panel_h = static_cast<int>(m.rows) * cell;
+  int columns = static_cast<int>(m.heads);  // panels side by side, in rows when they would be too wide
+  while (columns > 1 && columns * panel_w > 1600) columns = (columns + 1) / 2;
+  const int rows = (static_cast<int>(m.heads) + columns - 1) / columns;
+  const int cell_w = axis_room + label_room + panel_w + gap, cell_h = 18 + axis_room + label_room + panel_h + gap;
+  const int left = 16, top = 64, scale_w = 90;
+  Canvas canvas(std::max(left + columns * cell_w + scale_w, Canvas::text_width(title, 2) + 2 * left),
+                top + rows * cell_h + 8);
+  canvas.text(left, 12, title, kBlack, 2);
+  canvas.text(left, 36,
+              "each row is a query position and shows how it spreads its attention over the key positions; every row "
+              "is scaled to its own maximum" +
+                  std::string(labelled && !label_note.empty() ? " (" + label_note + ")" : ""),
+              kBlack);
+  for (std::size_t h = 0; h < m.heads; ++h) {
+    const int x0 = left + static_cast<int>(h) % columns * cell_w, y0 = top + static_cast<int>(h) / columns * cell_h;
+    const int px = x0 + axis_room + label_room, py = y0 + 18 + axis_room + label_room;
+    canvas.text(x0, y0, "head " + std::to_string(h), kBlack, 2);
+    canvas.text(px + panel_w / 2 - Canvas::text_width("keys") / 2, y0 + 20, "keys", kGrey);
+    canvas.text(x0, py + panel_h / 2 + Canvas::text_width("queries") / 2, "queries", kGrey, 1, true);
     for (std::size_t r = 0; r < m.rows; ++r)
       for (std::size_t c = 0; c < m.cols; ++c) {
-        const double w = m.at(h, r, c);  // white (0) to dark blue (1)
-        const unsigned char color[3] = {static_cast<unsigned char>(255 - w * (255 - 8)),
-                                        static_cast<unsigned char>(255 - w * (255 - 48)),
-                                        static_cast<unsigned char>(255 - w * (255 - 107))};
-        for (std::size_t y = 0; y < cell; ++y)
-          for (std::size_t x = 0; x < cell; ++x) {
-            const std::size_t px = gap + h * (m.cols * cell + gap) + c * cell + x, py = gap + r * cell + y;
-            std::copy(color, color + 3, rgb.begin() + static_cast<std::ptrdiff_t>((py * width + px) * 3));
-          }
+        const double w = m.at(h, r, c);  // white (0) to dark blue (the row's maximum)
+        canvas.fill(px + static_cast<int>(c) * cell, py + static_cast<int>(r) * cell, cell, cell, shade(w));
       }
-  // Encoded in memory, then written like a checkpoint: atomically, never through a device.
-  std::string png;
-  const auto append = [](void* out, void* data, int size) {
-    static_cast<std::string*>(out)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
-  };
-  if (!stbi_write_png_to_func(append, &png, static_cast<int>(width), static_cast<int>(height), 3, rgb.data(),
-                              static_cast<int>(width * 3)))
-    throw std::runtime_error("--attention-png: the image could not be encoded");
-  xgrad::nn::write_file_atomically(path, png, "--attention-png");
+    if (labelled)
+      for (std::size_t i = 0; i < m.cols; ++i) {
+        const std::string& label = labels[i];
+        const int offset = static_cast<int>(i) * cell + (cell - Canvas::text_width(label)) / 2;
+        canvas.text(px + offset, py - label_room + 2, label, kBlack);
+        canvas.text(px - label_room + 2, py + offset + 1, label, kBlack);
+      }
+  }
+  // The colour scale.
+  const int sx = left + columns * cell_w, sy = top + 40, sh = 160;
+  canvas.text(sx, sy - 30, "weight /", kBlack);
+  canvas.text(sx, sy - 18, "row max", kBlack);
+  for (int y = 0; y < sh; ++y) canvas.fill(sx, sy + y, 16, 1, shade(1.0 - static_cast<double>(y) / (sh - 1)));
+  canvas.text(sx + 22, sy - 3, "1", kBlack);
+  canvas.text(sx + 22, sy + sh / 2 - 4, "0.5", kBlack);
+  canvas.text(sx + 22, sy + sh - 6, "0", kBlack);
+  canvas.write_png(path, "--attention-png");
 }
 
 }  // namespace train

@@ -11,11 +11,13 @@
 
 namespace train {
 
-// One line rewritten in place on a terminal (nothing when disabled).
+// One line rewritten in place on a terminal (nothing when disabled), cut to its width:
+// the step, the last loss, tokens/s, steps/s and the time left to step `total` at that
+// rate (a target may end the run sooner).
 class ProgressLine {
  public:
   explicit ProgressLine(bool enabled) : enabled_(enabled) {}
-  void show(int step, int total, double loss, double tokens_per_second, double eta_seconds);
+  void show(std::int64_t step, int total, double loss, double tokens_per_second, double steps_per_second);
   void clear();  // before printing a normal line
 
  private:
@@ -34,8 +36,11 @@ void print_sample(std::ostream& os, const std::vector<std::int64_t>& input, cons
 // row scaled to its own maximum. `tokens` label the rows and columns.
 void print_attention(std::ostream& os, const xgrad::Tensor& maps, const std::vector<std::int64_t>& tokens,
                      std::size_t vocab);
-// The same maps side by side as a PNG (white = 0, dark blue = the row's maximum, grey
-// between the heads).
-void write_attention_png(const std::string& path, const xgrad::Tensor& maps);
+// The same maps as a PNG a reader understands on its own: a title, one panel per head
+// with its number, axis names (queries down, keys across), `labels` (one per position)
+// on both axes when the cells are big enough, and a colour scale (white 0, dark blue the
+// row's maximum). `label_note` explains the labels when they need it.
+void write_attention_png(const std::string& path, const xgrad::Tensor& maps, const std::vector<std::string>& labels,
+                         const std::string& title, const std::string& label_note = "");
 
 }  // namespace train

@@ -1,6 +1,7 @@
-// xgrad-train: trains a transformer encoder on a toy sequence task from the command line,
-// with held-out evaluation, metrics, checkpoints and resume, and a picture of what the
-// attention learned. `xgrad-train --help` lists the flags.
+// xgrad-train: trains a transformer from the command line (a toy sequence task, or a
+// character-level GPT on a text), with held-out evaluation, metrics, a learning curve,
+// checkpoints, resume and fine-tuning, and samples of what was learned.
+// `xgrad-train --help` lists the flags.
 
 #include <unistd.h>
 
@@ -14,12 +15,15 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "config.hpp"
 #include "display.hpp"
-#include "model.hpp"
+#include "gpt.hpp"
+#include "plot.hpp"
 #include "preflight.hpp"
 #include "tasks.hpp"
+#include "workload.hpp"
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/version.hpp"
@@ -38,32 +42,22 @@ void on_interrupt(int signal) {
   if (interrupted) ::_exit(128 + signal);
   interrupted = signal;
 }
+bool was_interrupted() { return interrupted != 0; }
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-ModelOptions model_options(const Config& c) {
-  const auto size = [](int v) { return static_cast<std::size_t>(v); };
-  return {.vocab = size(c.vocab),
-          .seq_len = size(c.seq_len),
-          .d_model = size(c.d_model),
-          .heads = size(c.heads),
-          .layers = size(c.layers),
-          .ff_width = size(c.ff_width()),
-          .dropout = c.dropout,
-          .learned_positions = c.positions == "learned"};
-}
-
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const nn::Module& model) {
+  std::vector<optim::ParamGroup> groups = decay_groups(model, c.weight_decay);
   if (c.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(model.named_parameters(), optim::SGDOptions{.lr = c.lr, .momentum = 0.9});
+    return std::make_unique<optim::SGD>(std::move(groups), optim::SGDOptions{.lr = c.lr, .momentum = 0.9});
   if (c.optimizer == "adamw")
-    return std::make_unique<optim::AdamW>(model.named_parameters(), optim::AdamWOptions{.lr = c.lr});
-  return std::make_unique<optim::Adam>(model.named_parameters(), optim::AdamOptions{.lr = c.lr});
+    return std::make_unique<optim::AdamW>(std::move(groups), optim::AdamWOptions{.lr = c.lr, .beta2 = c.beta2});
+  return std::make_unique<optim::Adam>(std::move(groups), optim::AdamOptions{.lr = c.lr, .beta2 = c.beta2});
 }
 
 std::unique_ptr<optim::LRSchedule> make_schedule(const Config& c, optim::Optimizer& opt) {
-  if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineLR>(opt, c.warmup, c.steps);
+  if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineLR>(opt, c.warmup, c.steps, c.min_lr);
   if (c.schedule == "step") return std::make_unique<optim::StepLR>(opt, std::max(1, c.steps / 4), 0.5);
   if (c.schedule == "noam") {
     // Scaled so that the peak (at the end of warmup) is --lr.
@@ -74,63 +68,67 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const Config& c, optim::Optimiz
   return std::make_unique<optim::ConstantLR>(opt);
 }
 
-struct Score {
-  double token_acc = 0, exact_match = 0;
+// The checkpoint a run starts from (--resume or --init-from), read once.
+struct Start {
+  const char* flag = nullptr;  // nullptr: a fresh run
+  std::string path;
+  nn::SafetensorsContents contents;
 };
 
-std::vector<std::int64_t> argmax_rows(const Tensor& logits, std::size_t classes) {
-  const std::vector<double> z = logits.to_vector();
-  std::vector<std::int64_t> best(z.size() / classes);
-  for (std::size_t r = 0; r < best.size(); ++r)
-    best[r] = std::max_element(z.begin() + static_cast<std::ptrdiff_t>(r * classes),
-                               z.begin() + static_cast<std::ptrdiff_t>((r + 1) * classes)) -
-              (z.begin() + static_cast<std::ptrdiff_t>(r * classes));
-  return best;
-}
-
-// Greedy prediction at every position of `size` fresh held-out sequences; nothing when a
-// signal arrives first.
-std::optional<Score> evaluate(SequenceModel& model, const Config& c, std::int64_t step) {
-  NoGradGuard no_grad;
-  model.eval();
-  Generator gen = stream_generator(c.seed, 2, static_cast<std::uint64_t>(step));
-  const auto L = static_cast<std::size_t>(c.seq_len), vocab = static_cast<std::size_t>(c.vocab);
-  std::size_t tokens = 0, correct_tokens = 0, exact = 0;
-  for (std::size_t done = 0; done < static_cast<std::size_t>(c.eval_size);) {
-    if (interrupted) {
-      model.train();
-      return std::nullopt;
-    }
-    const std::size_t n = std::min<std::size_t>(500, static_cast<std::size_t>(c.eval_size) - done);
-    const Batch b = make_batch(c.task, n, L, vocab, gen);
-    const std::vector<std::int64_t> predicted = argmax_rows(model.forward(b.inputs), vocab);
-    for (std::size_t r = 0; r < n; ++r) {
-      bool all = true;
-      for (std::size_t i = r * L; i < (r + 1) * L; ++i) {
-        if (b.targets.values[i] == kIgnore) continue;
-        ++tokens;
-        const bool right = predicted[i] == b.targets.values[i];
-        correct_tokens += right;
-        all = all && right;
-      }
-      exact += all;
-    }
-    done += n;
+Start read_start(const Config& c) {
+  Start start;
+  if (c.resume.empty() && c.init_from.empty()) return start;
+  start.flag = c.resume.empty() ? "--init-from" : "--resume";
+  start.path = c.resume.empty() ? c.init_from : c.resume;
+  if (!std::filesystem::exists(start.path)) throw UsageError(str(start.flag, " ", start.path, ": no such file"));
+  try {
+    start.contents = nn::read_safetensors(start.path);
+  } catch (const Error& e) {
+    throw UsageError(str(start.flag, ": ", e.what()));
   }
-  model.train();
-  return Score{static_cast<double>(correct_tokens) / static_cast<double>(tokens),
-               static_cast<double>(exact) / static_cast<double>(c.eval_size)};
+  return start;
 }
 
-void save_checkpoint(const Config& c, const SequenceModel& model, const optim::Optimizer& opt,
-                     const Progress& progress) {
-  nn::Metadata meta = to_metadata(c);
-  add_progress(meta, progress);
-  meta["written_by"] = "xgrad-train";
-  nn::save(c.save, model, &opt, meta);
+// The lm task's text: its vocabulary must be the checkpoint's, and each split must hold
+// a window. Sets config.vocab.
+std::shared_ptr<const TextCorpus> open_corpus(Config& c, const Start& start) {
+  std::shared_ptr<const TextCorpus> corpus;
+  try {
+    corpus = std::make_shared<const TextCorpus>(c.text);
+  } catch (const Error& e) {
+    throw UsageError(str(e.what(), c.text == XGRAD_DEFAULT_TEXT ? " (./run prepares it; or give --text)" : ""));
+  }
+  if (start.flag) {
+    const auto it = start.contents.metadata.find("lm.vocabulary");
+    if (it == start.contents.metadata.end())
+      throw UsageError(str(start.flag, " ", start.path, ": the checkpoint has no lm.vocabulary"));
+    if (it->second != vocabulary_to_hex(corpus->vocabulary()))
+      throw UsageError(str("--text ", c.text, ": its ", corpus->vocabulary().size(),
+                           " distinct bytes are not the vocabulary the checkpoint was trained on (",
+                           it->second.size() / 2, " bytes): give the same text, or one with the same characters"));
+  }
+  for (const Split split : {Split::train, Split::validation}) {
+    const std::size_t bytes = corpus->split_end(split) - corpus->split_begin(split);
+    if (bytes < static_cast<std::size_t>(c.seq_len) + 1)
+      throw UsageError(str("--text ", c.text, ": its ", split == Split::train ? "training" : "validation", " split (",
+                           split == Split::train ? "the first 90%" : "the last 10%", ") holds ", bytes,
+                           " bytes, fewer than one window of --seq-len + 1 = ", c.seq_len + 1));
+  }
+  c.vocab = static_cast<int>(corpus->vocabulary().size());
+  return corpus;
 }
 
-// A JSON number, or null when absent or not finite (JSON has no NaN).
+// A JSON number, or null when not finite (JSON has no NaN).
+std::string json_number(double value, const char* format) {
+  if (!std::isfinite(value)) return "null";
+  char text[64];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
+}
+std::string json_number(std::optional<double> value, const char* format) {
+  return value ? json_number(*value, format) : "null";
+}
+
 // One line appended to the metrics file, checked: a full disk is an error, not a
 // silently empty file.
 void write_line(std::ofstream& out, const Config& c, const std::string& line) {
@@ -139,62 +137,288 @@ void write_line(std::ofstream& out, const Config& c, const std::string& line) {
   if (!out) throw UsageError(str("--metrics ", c.metrics, ": writing failed (", std::strerror(errno), ")"));
 }
 
-std::string json_or_null(bool present, double value, const char* format) {
-  if (!present || !std::isfinite(value)) return "null";
-  char text[64];
-  std::snprintf(text, sizeof text, format, value);
-  return text;
+// The evaluation as people read it: losses (lm: also in bits per character) and, for
+// the toy tasks, the greedy accuracies.
+std::string describe(const Evaluation& e, bool bits) {
+  char text[160];
+  std::snprintf(text, sizeof text, "train loss %.4f  val loss %.4f", e.train_loss, e.val_loss);
+  std::string line = text;
+  if (bits) {
+    std::snprintf(text, sizeof text, " (%.3f bits/char)", e.val_loss / std::log(2.0));
+    line += text;
+  }
+  if (e.token_acc && e.exact_match) {
+    std::snprintf(text, sizeof text, "  token acc %.4f  exact-match %.4f", *e.token_acc, *e.exact_match);
+    line += text;
+  }
+  return line;
 }
 
-// Three held-out samples, and the last layer's attention on the first of them.
-void show_what_was_learned(SequenceModel& model, const Config& c, std::ostream& os) {
-  NoGradGuard no_grad;
-  model.eval();
-  const auto L = static_cast<std::size_t>(c.seq_len), vocab = static_cast<std::size_t>(c.vocab);
-  Generator gen = stream_generator(c.seed, 4, 0);
-  const Batch samples = make_batch(c.task, 3, L, vocab, gen);
-  const std::vector<std::int64_t> predicted = argmax_rows(model.forward(samples.inputs), vocab);
-  os << "\nheld-out samples:\n";
-  const auto row = [&](const std::vector<std::int64_t>& v, std::size_t r) {
-    return std::vector<std::int64_t>(v.begin() + static_cast<std::ptrdiff_t>(r * L),
-                                     v.begin() + static_cast<std::ptrdiff_t>((r + 1) * L));
-  };
-  for (std::size_t r = 0; r < 3; ++r) {
-    print_sample(os, row(samples.inputs.values, r), row(predicted, r), row(samples.targets.values, r), vocab, kIgnore);
-    os << "\n";
+// The evaluation as a metrics line: the keys of the PyTorch reference trainers.
+std::string metrics_line(std::int64_t step, const Evaluation& e, double lr, double train_s, double wall_s) {
+  std::string line = str("{\"step\": ", step, ", \"train_loss\": ", json_number(e.train_loss, "%.4f"),
+                         ", \"val_loss\": ", json_number(e.val_loss, "%.4f"));
+  if (e.token_acc && e.exact_match)
+    line += str(", \"token_acc\": ", json_number(*e.token_acc, "%.4f"),
+                ", \"exact_match\": ", json_number(*e.exact_match, "%.4f"));
+  return line + str(", \"lr\": ", json_number(lr, "%.6g"), ", \"train_s\": ", json_number(train_s, "%.2f"),
+                    ", \"wall_s\": ", json_number(wall_s, "%.2f"), "}");
+}
+
+// The targets that end a run: exact-match (toy tasks) and the validation loss.
+bool meets_target(const Evaluation& e, const Config& c) {
+  return (e.exact_match && *e.exact_match >= c.target_exact) || (c.target_val_loss && e.val_loss <= *c.target_val_loss);
+}
+
+std::string run_title(const Config& c, std::size_t parameters) {
+  std::string title =
+      str("xgrad-train --task ", c.task, ": ", c.layers, " layers, d-model ", c.d_model, ", ", c.heads, " heads, ",
+          parameters, " parameters; batch ", c.batch, " x ", c.seq_len, ", ", c.optimizer, " lr ", c.lr);
+  if (c.schedule != "constant") title += str(" (", c.schedule, ")");
+  return title;
+}
+
+class Trainer {
+ public:
+  Trainer(Config& c, std::unique_ptr<Workload> workload, const Start& start)
+      : c_(c), workload_(std::move(workload)), model_(workload_->model()) {
+    opt_ = make_optimizer(c, model_);
+    schedule_ = make_schedule(c, *opt_);
+    if (start.flag) {
+      const bool resume = std::string(start.flag) == "--resume";
+      try {
+        nn::load(start.contents, model_, resume ? opt_.get() : nullptr, start.path);
+      } catch (const Error& e) {
+        throw UsageError(str(start.flag, ": the checkpoint does not fit this model: ", e.what()));
+      }
+      if (resume) {
+        progress_ = read_progress(start.contents.metadata);
+        schedule_->set_updates(progress_.step);
+      }
+    }
   }
-  auto& attention = *model.last_layer().self_attn;
-  attention.set_keep_attention(true);
-  const std::vector<std::int64_t> first = row(samples.inputs.values, 0);
-  model.forward(Indices(first, {1, L}));
-  const Tensor maps = squeeze(attention.last_attention(), 0);  // [H, L, L]
-  attention.set_keep_attention(false);
-  os << "attention in the last layer for the first sample (rows: queries, each scaled to its maximum):\n";
-  print_attention(os, maps, first, vocab);
-  if (!c.attention_png.empty()) {
-    write_attention_png(c.attention_png, maps);
-    os << "wrote the attention maps to " << c.attention_png << "\n";
+
+  int run();
+
+ private:
+  int evaluate_only();
+  int report_finished();
+  std::optional<Evaluation> evaluate(std::int64_t step, double recent_train_loss) {
+    return workload_->evaluate(step, recent_train_loss, was_interrupted);
   }
+  void save(const Progress& progress) const;
+  void after_evaluation(std::int64_t step, const Evaluation& e, double lr);
+  int finish(std::int64_t step);
+  void show_what_was_learned(std::int64_t step);
+
+  Config& c_;
+  std::unique_ptr<Workload> workload_;
+  nn::Module& model_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  std::unique_ptr<optim::LRSchedule> schedule_;
+  Progress progress_;  // where the run stands; as resumed at first
+  std::ofstream metrics_;
+  Clock::time_point started_ = Clock::now();
+  std::int64_t start_step_ = 0;
+  double train_s_before_ = 0, wall_s_before_ = 0;
+  std::optional<std::int64_t> reached_step_;
+  double reached_seconds_ = 0;
+};
+
+void Trainer::save(const Progress& progress) const {
+  if (c_.save.empty()) return;
+  nn::Metadata meta = to_metadata(c_);
+  add_progress(meta, progress);
+  workload_->add_metadata(meta);
+  meta["written_by"] = "xgrad-train";
+  if (!c_.init_from.empty()) meta["init_from"] = c_.init_from;
+  nn::save(c_.save, model_, opt_.get(), meta);
+}
+
+// --eval-only: the checkpoint's weights evaluated now, printed, and nothing written but
+// the metrics line.
+int Trainer::evaluate_only() {
+  const std::optional<Evaluation> e = evaluate(progress_.step, std::nan(""));
+  if (!e) return 128 + interrupted;
+  std::printf("%s at step %lld: %s\n", c_.task.c_str(), static_cast<long long>(progress_.step),
+              describe(*e, c_.language_model()).c_str());
+  const std::string line = metrics_line(progress_.step, *e, opt_->lr(), progress_.train_s, progress_.wall_s);
+  std::printf("%s\n", line.c_str());
+  if (metrics_.is_open()) write_line(metrics_, c_, line);
+  return 0;
+}
+
+// A finished run (all its steps, or the target reached) is reported, and nothing is
+// written: its checkpoint, metrics and pictures stay as they are.
+int Trainer::report_finished() {
+  std::optional<Evaluation> e = progress_.evaluation;
+  if (!e) e = evaluate(progress_.step, std::nan(""));
+  if (!e) return 128 + interrupted;
+  const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*e, c_);
+  std::printf("%s: %s at step %lld, %s; the run is finished (nothing to do: raise --steps%s to go on)\n",
+              c_.task.c_str(), describe(*e, c_.language_model()).c_str(), static_cast<long long>(progress_.step),
+              target_met ? "the target was reached" : "its last step", target_met ? " or the target" : "");
+  return 0;
+}
+
+void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr) {
+  const double train_s = progress_.train_s, wall_s = wall_s_before_ + seconds_since(started_);
+  progress_.step = step;
+  progress_.wall_s = wall_s;
+  progress_.evaluation = e;
+  if (std::isfinite(e.val_loss))
+    progress_.best_val_loss = std::min(progress_.best_val_loss.value_or(e.val_loss), e.val_loss);
+  progress_.curve.push_back({step, e.train_loss, e.val_loss});
+  if (!c_.quiet)
+    std::printf("step %lld/%d  %s  (%.1f s)\n", static_cast<long long>(step), c_.steps,
+                describe(e, c_.language_model()).c_str(), wall_s);
+  if (metrics_.is_open()) write_line(metrics_, c_, metrics_line(step, e, lr, train_s, wall_s));
+  if (!c_.plot.empty()) write_learning_curve_png(c_.plot, progress_.curve, run_title(c_, model_.num_parameters()));
+  progress_.reached_target = meets_target(e, c_);
+  if (progress_.reached_target && !reached_step_) {
+    reached_step_ = step;
+    // The clock of each reference: training time for lm, wall time for the toy tasks.
+    reached_seconds_ = c_.language_model() ? train_s : wall_s;
+  }
+  save(progress_);
+}
+
+int Trainer::run() {
+  const std::int64_t start_step = start_step_ = progress_.step;
+  train_s_before_ = progress_.train_s, wall_s_before_ = progress_.wall_s;
+  if (!c_.metrics.empty()) {
+    metrics_.open(c_.metrics, c_.resume.empty() ? std::ios::trunc : std::ios::app);
+    if (!metrics_) throw UsageError("--metrics " + c_.metrics + ": cannot open for writing");
+  }
+  if (c_.eval_only) return evaluate_only();
+  const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*progress_.evaluation, c_);
+  if (!c_.resume.empty() && (start_step >= c_.steps || target_met)) return report_finished();
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+
+  const bool terminal = ::isatty(::fileno(stdout)) && !c_.quiet;
+  ProgressLine live(terminal);
+  if (!c_.quiet)
+    std::cout << "xgrad-train: " << c_.task << ", seq-len " << c_.seq_len << ", vocab " << c_.vocab << ", "
+              << model_.num_parameters() << " parameters, " << num_threads() << " threads"
+              << (start_step ? ", resuming at step " + std::to_string(start_step) : std::string()) << std::endl;
+
+  const std::int64_t tokens_per_step = static_cast<std::int64_t>(c_.batch) * c_.seq_len;
+  Clock::time_point last_shown = Clock::now();
+  double recent_loss_sum = 0, last_loss = 0;
+  int recent_steps = 0;
+  std::int64_t step = start_step;
+  while (step < c_.steps && !interrupted) {
+    ++step;
+    const Clock::time_point step_began = Clock::now();
+    manual_seed(stream_generator(c_.seed, 3, static_cast<std::uint64_t>(step)).next_u64());  // dropout
+    opt_->zero_grad();
+    Tensor loss = workload_->training_loss(step);
+    loss.backward();
+    if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip);
+    last_loss = loss.item();
+    if (!std::isfinite(last_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
+      throw UsageError(str("step ", step, ": the loss is ", last_loss,
+                           "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
+    const double lr = opt_->lr();
+    opt_->step();
+    schedule_->step();
+    progress_.train_s += seconds_since(step_began);
+    recent_loss_sum += last_loss, ++recent_steps;
+
+    if (terminal && seconds_since(last_shown) > 0.1) {
+      const double trained = progress_.train_s - train_s_before_;
+      const double steps_per_second = static_cast<double>(step - start_step) / seconds_since(started_);
+      live.show(step, c_.steps, last_loss, static_cast<double>((step - start_step) * tokens_per_step) / trained,
+                steps_per_second);
+      last_shown = Clock::now();
+    }
+    if (interrupted) break;
+    const bool evaluate_now = step % c_.eval_every == 0 || step == c_.steps;
+    if (evaluate_now) {
+      const std::optional<Evaluation> e = evaluate(step, recent_loss_sum / recent_steps);
+      if (!e) break;  // a signal: saved below
+      live.clear();
+      after_evaluation(step, *e, lr);
+      recent_loss_sum = 0, recent_steps = 0;
+      if (progress_.reached_target) break;
+    }
+    if (c_.sample_every > 0 && step % c_.sample_every == 0 && !c_.quiet) {
+      live.clear();
+      workload_->print_samples(std::cout, step);
+    }
+  }
+  live.clear();
+  if (interrupted) {
+    if (c_.save.empty()) {
+      std::cout << "interrupted at step " << step << " (no --save given, nothing kept)" << std::endl;
+    } else {
+      Progress now = progress_;
+      if (now.step != step) now.evaluation.reset();  // the last evaluation was at an earlier step
+      now.step = step;
+      now.wall_s = wall_s_before_ + seconds_since(started_);
+      save(now);
+      std::cout << "interrupted at step " << step << "; checkpoint saved: continue with --resume " << c_.save
+                << std::endl;
+    }
+    return 128 + interrupted;
+  }
+  return finish(step);
+}
+
+int Trainer::finish(std::int64_t step) {
+  const double wall_s = wall_s_before_ + seconds_since(started_), train_s = progress_.train_s;
+  const Evaluation last = progress_.evaluation.value_or(Evaluation{});
+  if (metrics_.is_open()) {
+    const bool reached = reached_step_.has_value();
+    write_line(
+        metrics_, c_,
+        str("{\"final\": true, \"task\": \"", c_.task, "\", \"steps\": ", step, ", \"val_loss\": ",
+            json_number(last.val_loss, "%.4f"), ", \"best_val_loss\": ", json_number(progress_.best_val_loss, "%.4f"),
+            ", \"train_s\": ", json_number(train_s, "%.2f"), ", \"wall_s\": ", json_number(wall_s, "%.2f"),
+            ", \"ms_per_step\": ", json_number(1e3 * train_s / static_cast<double>(step), "%.2f"),
+            ", \"tokens_per_s\": ", json_number(static_cast<double>(step) * c_.batch * c_.seq_len / train_s, "%.0f"),
+            ", \"reached_target\": ", reached ? "true" : "false",
+            ", \"steps_to_target\": ", reached ? std::to_string(*reached_step_) : std::string("null"),
+            ", \"seconds_to_target\": ", reached ? json_number(reached_seconds_, "%.2f") : std::string("null"),
+            ", \"impl\": \"xgrad-", version(), "\"}"));
+  }
+  const std::string outcome = describe(last, c_.language_model());
+  if (reached_step_)
+    std::printf("%s: %s; reached the target at step %lld in %.1f s\n", c_.task.c_str(), outcome.c_str(),
+                static_cast<long long>(*reached_step_), reached_seconds_);
+  else
+    std::printf("%s: %s after %lld steps%s in %.1f s\n", c_.task.c_str(), outcome.c_str(), static_cast<long long>(step),
+                c_.language_model() && !c_.target_val_loss ? "" : " (target not reached)", wall_s);
+  show_what_was_learned(step);
+  return 0;
+}
+
+void Trainer::show_what_was_learned(std::int64_t step) {
+  if (c_.quiet) {
+    std::ostringstream ignored;
+    if (!c_.attention_png.empty()) workload_->show_attention(ignored, c_.attention_png);
+    return;
+  }
+  const double trained = progress_.train_s - train_s_before_;
+  const double tokens = static_cast<double>((step - start_step_) * c_.batch * c_.seq_len);
+  std::printf("trained %lld steps here: %.2fM tokens in %.1f s of training, %.1fk tokens/s\n\n",
+              static_cast<long long>(step - start_step_), tokens / 1e6, trained,
+              tokens / 1e3 / std::max(trained, 1e-9));
+  workload_->print_samples(std::cout, step);
+  workload_->show_attention(std::cout, c_.attention_png);
 }
 
 int run(int argc, char** argv) {
   Config c;
   std::set<std::string> given;
   if (!parse_command_line(argc, argv, c, given)) return 0;
-  Progress resumed;
-  if (!c.resume.empty()) {
-    if (!std::filesystem::exists(c.resume)) throw UsageError("--resume " + c.resume + ": no such file");
-    nn::Metadata meta;
-    try {
-      meta = nn::read_safetensors(c.resume).metadata;
-    } catch (const Error& e) {
-      throw UsageError(std::string("--resume: ") + e.what());
-    }
-    apply_metadata(meta, c, given);
-    resumed = read_progress(meta);
-  }
-  const std::int64_t start_step = resumed.step;
-  const double elapsed_before = resumed.elapsed_s;
+  const Start start = read_start(c);
+  if (start.flag && !c.resume.empty()) apply_metadata(start.contents.metadata, c, given);
+  if (start.flag && !c.init_from.empty()) apply_model_metadata(start.contents.metadata, c, given);
+  check_task_flags(c, given);
+  std::shared_ptr<const TextCorpus> corpus;
+  if (c.language_model()) corpus = open_corpus(c, start);
   validate(c);
   check_memory(c);
   check_outputs(c);
@@ -203,147 +427,8 @@ int run(int argc, char** argv) {
     std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads" << std::endl;
 
   manual_seed(c.seed);
-  SequenceModel model(model_options(c));
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model);
-  std::unique_ptr<optim::LRSchedule> schedule = make_schedule(c, *opt);
-  if (!c.resume.empty()) {
-    try {
-      nn::load(c.resume, model, opt.get());
-    } catch (const Error& e) {
-      throw UsageError(std::string("--resume: the checkpoint does not fit this model: ") + e.what());
-    }
-    schedule->set_updates(start_step);
-  }
-  // A finished run (all its steps, or the target reached) is reported, and nothing is
-  // written: its checkpoint, metrics and picture stay as they are.
-  const bool target_met = resumed.reached_target && resumed.exact_match && *resumed.exact_match >= c.target_exact;
-  if (!c.resume.empty() && (start_step >= c.steps || target_met)) {
-    std::optional<Score> score;
-    if (resumed.exact_match && resumed.token_acc) score = Score{*resumed.token_acc, *resumed.exact_match};
-    if (!score) score = evaluate(model, c, start_step);
-    if (!score) return 128 + interrupted;
-    std::printf(
-        "%s: exact-match %.4f at step %lld, %s; the run is finished (nothing to do: raise --steps%s to go on)\n",
-        c.task.c_str(), score->exact_match, static_cast<long long>(start_step),
-        target_met ? "the target was reached" : "its last step", target_met ? " and --target-exact" : "");
-    return 0;
-  }
-  std::ofstream metrics;
-  if (!c.metrics.empty()) {
-    metrics.open(c.metrics, c.resume.empty() ? std::ios::trunc : std::ios::app);
-    if (!metrics) throw UsageError("--metrics " + c.metrics + ": cannot open for writing");
-  }
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
-
-  const bool terminal = ::isatty(::fileno(stdout)) && !c.quiet;
-  ProgressLine progress(terminal);
-  const auto L = static_cast<std::size_t>(c.seq_len), vocab = static_cast<std::size_t>(c.vocab);
-  if (!c.quiet)
-    std::cout << "xgrad-train: " << c.task << ", seq-len " << c.seq_len << ", vocab " << c.vocab << ", "
-              << model.num_parameters() << " parameters, " << num_threads() << " threads"
-              << (start_step ? ", resuming at step " + std::to_string(start_step) : std::string()) << std::endl;
-
-  const Clock::time_point started = Clock::now();
-  Clock::time_point last_shown = started;
-  std::optional<std::int64_t> reached_step;
-  double reached_seconds = 0, last_loss = 0;
-  Score last_score;
-  std::int64_t step = start_step;
-  while (step < c.steps) {
-    ++step;
-    manual_seed(stream_generator(c.seed, 3, static_cast<std::uint64_t>(step)).next_u64());  // dropout
-    Generator data = stream_generator(c.seed, 1, static_cast<std::uint64_t>(step));
-    const Batch batch = make_batch(c.task, static_cast<std::size_t>(c.batch), L, vocab, data);
-    opt->zero_grad();
-    Tensor loss = cross_entropy(model.forward(batch.inputs), batch.targets, kIgnore);
-    loss.backward();
-    if (c.clip > 0) optim::clip_grad_norm(model.parameters(), c.clip);
-    last_loss = loss.item();
-    if (!std::isfinite(last_loss) && !c.allow_nonfinite)  // before the update: the checkpoint stays good
-      throw UsageError(str("step ", step, ": the loss is ", last_loss,
-                           "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
-    opt->step();
-    schedule->step();
-
-    const double trained = seconds_since(started);
-    const double tokens_per_second = static_cast<double>((step - start_step) * c.batch * c.seq_len) / trained;
-    if (terminal && std::chrono::duration<double>(Clock::now() - last_shown).count() > 0.1) {
-      progress.show(static_cast<int>(step), c.steps, last_loss, tokens_per_second,
-                    trained / static_cast<double>(step - start_step) * static_cast<double>(c.steps - step));
-      last_shown = Clock::now();
-    }
-    if (!interrupted && (step % c.eval_every == 0 || step == c.steps)) {
-      const std::optional<Score> score = evaluate(model, c, step);
-      if (!score) break;  // a signal: saved below
-      last_score = *score;
-      const double elapsed = elapsed_before + seconds_since(started);
-      progress.clear();
-      if (!c.quiet)
-        std::printf("step %lld/%d  loss %.4f  token acc %.4f  exact-match %.4f  (%.1f s)\n",
-                    static_cast<long long>(step), c.steps, last_loss, last_score.token_acc, last_score.exact_match,
-                    elapsed);
-      if (metrics.is_open())
-        write_line(metrics, c,
-                   str("{\"step\": ", step, ", \"loss\": ", json_or_null(true, last_loss, "%.5f"),
-                       ", \"token_acc\": ", json_or_null(true, last_score.token_acc, "%.4f"),
-                       ", \"exact_match\": ", json_or_null(true, last_score.exact_match, "%.4f"),
-                       ", \"elapsed_s\": ", json_or_null(true, elapsed, "%.2f"), "}"));
-      const bool reached = last_score.exact_match >= c.target_exact;
-      if (!c.save.empty())
-        save_checkpoint(c, model, *opt, {step, elapsed, last_score.token_acc, last_score.exact_match, reached});
-      if (reached) {
-        reached_step = step;
-        reached_seconds = elapsed;
-        break;
-      }
-    }
-    if (interrupted) break;
-  }
-  if (interrupted) {
-    progress.clear();
-    if (c.save.empty()) {
-      std::cout << "interrupted at step " << step << " (no --save given, nothing kept)" << std::endl;
-    } else {
-      save_checkpoint(c, model, *opt, {step, elapsed_before + seconds_since(started), {}, {}, false});
-      std::cout << "interrupted at step " << step << "; checkpoint saved: continue with --resume " << c.save
-                << std::endl;
-    }
-    return 128 + interrupted;
-  }
-  progress.clear();
-  const double elapsed = elapsed_before + seconds_since(started);
-  if (!c.save.empty()) {
-    Progress done{step, elapsed, {}, {}, reached_step.has_value()};
-    if (reached_step || step % c.eval_every == 0 || step == c.steps)  // the last evaluation ran at this step
-      done.token_acc = last_score.token_acc, done.exact_match = last_score.exact_match;
-    save_checkpoint(c, model, *opt, done);
-  }
-  if (metrics.is_open())
-    write_line(metrics, c,
-               str("{\"final\": true, \"task\": \"", c.task, "\", \"impl\": \"xgrad-", version(),
-                   "\", \"reached_target\": ", reached_step ? "true" : "false", ", \"steps_to_target\": ",
-                   json_or_null(reached_step.has_value(), static_cast<double>(reached_step.value_or(0)), "%.0f"),
-                   ", \"seconds_to_target\": ", json_or_null(reached_step.has_value(), reached_seconds, "%.2f"), "}"));
-
-  if (reached_step)
-    std::printf("%s: exact-match %.4f reached the target %.2f at step %lld in %.1f s\n", c.task.c_str(),
-                last_score.exact_match, c.target_exact, static_cast<long long>(*reached_step), reached_seconds);
-  else
-    std::printf("%s: exact-match %.4f after %lld steps (target %.2f not reached) in %.1f s\n", c.task.c_str(),
-                last_score.exact_match, static_cast<long long>(step), c.target_exact, elapsed);
-  if (!c.quiet) {
-    const double trained = seconds_since(started);
-    std::printf("trained %lld steps here: %.2fM tokens at %.1fk tokens/s; final loss %.4f\n",
-                static_cast<long long>(step - start_step),
-                static_cast<double>((step - start_step) * c.batch * c.seq_len) / 1e6,
-                static_cast<double>((step - start_step) * c.batch * c.seq_len) / trained / 1000.0, last_loss);
-    show_what_was_learned(model, c, std::cout);
-  } else if (!c.attention_png.empty()) {
-    std::ostringstream ignored;
-    show_what_was_learned(model, c, ignored);
-  }
-  return 0;
+  Trainer trainer(c, c.language_model() ? make_language_workload(c, corpus) : make_toy_workload(c), start);
+  return trainer.run();
 }
 
 }  // namespace

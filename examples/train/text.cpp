@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -61,12 +62,50 @@ Batch TextCorpus::batch(Split split, std::size_t batch, std::size_t seq_len, xgr
   return {xgrad::Indices(std::move(inputs), {batch, seq_len}), xgrad::Indices(std::move(targets), {batch, seq_len})};
 }
 
-std::string TextCorpus::decode(const std::vector<std::int64_t>& tokens) const {
+std::string vocabulary_to_hex(const std::vector<std::uint8_t>& vocabulary) {
+  static const char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (const std::uint8_t b : vocabulary) hex += {digits[b >> 4], digits[b & 15]};
+  return hex;
+}
+
+std::optional<std::vector<std::uint8_t>> vocabulary_from_hex(const std::string& hex) {
+  const auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (hex.empty() || hex.size() % 2) return std::nullopt;
+  std::vector<std::uint8_t> vocabulary;
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int high = digit(hex[i]), low = digit(hex[i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    const auto b = static_cast<std::uint8_t>(high * 16 + low);
+    if (!vocabulary.empty() && b <= vocabulary.back()) return std::nullopt;
+    vocabulary.push_back(b);
+  }
+  return vocabulary;
+}
+
+std::vector<std::int64_t> encode(const std::vector<std::uint8_t>& vocabulary, const std::string& text) {
+  std::vector<std::int64_t> tokens;
+  for (const char c : text) {
+    const auto b = static_cast<std::uint8_t>(c);
+    const auto at = std::lower_bound(vocabulary.begin(), vocabulary.end(), b);
+    XGRAD_CHECK(at != vocabulary.end() && *at == b, "encode", "the byte ", static_cast<int>(b),
+                (b >= 32 && b < 127 ? xgrad::str(" ('", c, "')") : std::string()),
+                " is not in the model's vocabulary of ", vocabulary.size(), " bytes");
+    tokens.push_back(at - vocabulary.begin());
+  }
+  return tokens;
+}
+
+std::string decode(const std::vector<std::uint8_t>& vocabulary, const std::vector<std::int64_t>& tokens) {
   std::string text;
   for (const std::int64_t t : tokens) {
-    XGRAD_CHECK(t >= 0 && static_cast<std::size_t>(t) < vocabulary_.size(), "decode", "token ", t,
-                " is outside the vocabulary of ", vocabulary_.size());
-    text += static_cast<char>(vocabulary_[static_cast<std::size_t>(t)]);
+    XGRAD_CHECK(t >= 0 && static_cast<std::size_t>(t) < vocabulary.size(), "decode", "token ", t,
+                " is outside the vocabulary of ", vocabulary.size());
+    text += static_cast<char>(vocabulary[static_cast<std::size_t>(t)]);
   }
   return text;
 }

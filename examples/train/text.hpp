@@ -6,6 +6,7 @@
 // the last 10% the validation split; a window never crosses from one into the other.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@
 namespace train {
 
 enum class Split { train, validation };
+
+// Text to token ids of `vocabulary` (an Error naming the first byte outside it), and back.
+std::vector<std::int64_t> encode(const std::vector<std::uint8_t>& vocabulary, const std::string& text);
+std::string decode(const std::vector<std::uint8_t>& vocabulary, const std::vector<std::int64_t>& tokens);
 
 class TextCorpus {
  public:
@@ -33,7 +38,7 @@ class TextCorpus {
   // split is shorter than one window.
   Batch batch(Split split, std::size_t batch, std::size_t seq_len, xgrad::Generator& gen) const;
   // Token ids back to text.
-  std::string decode(const std::vector<std::int64_t>& tokens) const;
+  std::string decode(const std::vector<std::int64_t>& tokens) const { return train::decode(vocabulary_, tokens); }
 
  private:
   std::string path_;
@@ -42,5 +47,10 @@ class TextCorpus {
   std::vector<std::uint8_t> vocabulary_;
   std::int64_t token_of_[256] = {};
 };
+
+// A vocabulary (sorted distinct bytes) as checkpoint text, two hex digits per byte, and
+// back: nothing when the text is damaged (not hex, or bytes not strictly ascending).
+std::string vocabulary_to_hex(const std::vector<std::uint8_t>& vocabulary);
+std::optional<std::vector<std::uint8_t>> vocabulary_from_hex(const std::string& hex);
 
 }  // namespace train

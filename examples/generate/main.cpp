@@ -1,0 +1,140 @@
+// xgrad-generate: continues a prompt with a language model trained by
+// `xgrad-train --task lm`. The prompt and its continuation go to stdout as they are
+// written, the speed to stderr.
+//
+//   xgrad-generate --checkpoint kjv.safetensors --prompt "And God said" --tokens 500
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "config.hpp"
+#include "gpt.hpp"
+#include "numbers.hpp"
+#include "text.hpp"
+#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/version.hpp"
+#include "xgrad/nn/checkpoint.hpp"
+
+using namespace xgrad;
+
+namespace {
+
+struct Options {
+  std::string checkpoint, prompt = "\n";
+  std::size_t tokens = 500, top_k = 200;
+  double temperature = 0.8;
+  std::uint64_t seed = 0;
+  bool no_cache = false;
+  int threads = 0;
+};
+
+// The model a checkpoint of `xgrad-train --task lm` describes, with its weights, and its
+// vocabulary.
+std::unique_ptr<train::GPT> load_model(const std::string& path, std::vector<std::uint8_t>& vocabulary) {
+  if (!std::filesystem::exists(path)) throw train::UsageError("--checkpoint " + path + ": no such file");
+  const nn::SafetensorsContents contents = nn::read_safetensors(path);
+  train::Config c;
+  train::apply_model_metadata(contents.metadata, c, {});
+  if (!c.language_model())
+    throw train::UsageError(str("--checkpoint ", path, ": a model of --task ", c.task,
+                                ", not a language model (train one with xgrad-train --task lm)"));
+  const auto hex = contents.metadata.find("lm.vocabulary");
+  const std::optional<std::vector<std::uint8_t>> bytes =
+      hex == contents.metadata.end() ? std::nullopt : train::vocabulary_from_hex(hex->second);
+  if (!bytes || bytes->size() != static_cast<std::size_t>(c.vocab))
+    throw train::UsageError(str("--checkpoint ", path, ": its lm.vocabulary is missing or damaged"));
+  vocabulary = *bytes;
+  const auto size = [](int v) { return static_cast<std::size_t>(v); };
+  auto model = std::make_unique<train::GPT>(train::GPTOptions{.vocab = vocabulary.size(),
+                                                              .block = size(c.seq_len),
+                                                              .layers = size(c.layers),
+                                                              .heads = size(c.heads),
+                                                              .d_model = size(c.d_model)});
+  nn::load(contents, *model, nullptr, path);
+  return model;
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "xgrad-generate: continues a prompt with a language model trained by xgrad-train --task lm.\n"
+      "Example: xgrad-generate --checkpoint kjv.safetensors --prompt \"And God said\" --tokens 500"};
+  app.get_formatter()->column_width(30);
+  app.add_option("--checkpoint", o.checkpoint, "a checkpoint written by xgrad-train --task lm")->required();
+  app.add_option("--prompt", o.prompt, "the text to continue (bytes of the model's vocabulary; default a line break)");
+  app.add_option("--tokens", o.tokens, "bytes to generate")
+      ->transform(train::whole_number<std::size_t>())
+      ->capture_default_str();
+  app.add_option("--temperature", o.temperature, "divides the logits; 0 takes the most likely byte (greedy)")
+      ->capture_default_str();
+  app.add_option("--top-k", o.top_k, "draw among the k most likely bytes only (0: all)")
+      ->transform(train::whole_number<std::size_t>())
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the draws: the same seed gives the same text")
+      ->transform(train::whole_number<std::uint64_t>())
+      ->capture_default_str();
+  app.add_flag("--no-cache", o.no_cache, "recompute the whole window for every byte (the same text, slower)");
+  app.add_option("--threads", o.threads, "threads (0: every core)")
+      ->transform(train::whole_number<int>())
+      ->capture_default_str();
+  app.set_version_flag("--version", str("xgrad-generate ", version(), " (", blas_summary(), ")"));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    throw train::UsageError(e.what());
+  }
+  if (o.prompt.empty()) throw train::UsageError("--prompt must hold at least one byte");
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
+    throw train::UsageError(str("--temperature must be a finite number >= 0, got ", o.temperature));
+  if (o.threads < 0 || o.threads > max_threads())
+    throw train::UsageError(str("--threads must lie in [0, ", max_threads(), "], got ", o.threads));
+  if (o.threads > 0) set_num_threads(o.threads);
+
+  std::vector<std::uint8_t> vocabulary;
+  std::unique_ptr<train::GPT> model = load_model(o.checkpoint, vocabulary);
+  std::vector<std::int64_t> prompt;
+  try {
+    prompt = train::encode(vocabulary, o.prompt);
+  } catch (const Error& e) {
+    throw train::UsageError(str("--prompt: ", e.what()));
+  }
+  std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
+  std::fflush(stdout);
+  Generator gen(o.seed);
+  const auto started = std::chrono::steady_clock::now();
+  train::generate(*model, prompt, o.tokens, {.temperature = o.temperature, .top_k = o.top_k, .use_cache = !o.no_cache},
+                  gen, [&](std::int64_t token) {
+                    std::putchar(vocabulary[static_cast<std::size_t>(token)]);
+                    std::fflush(stdout);
+                  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::putchar('\n');
+  std::fprintf(stderr, "xgrad-generate: %zu bytes in %.2f s, %.0f bytes/s (%s)\n", o.tokens, seconds,
+               static_cast<double>(o.tokens) / std::max(seconds, 1e-9), o.no_cache ? "no cache" : "key/value cache");
+  return 0;
+}
+
+}  // namespace
+
+// Every error is one line on stderr and exit status 2.
+int main(int argc, char** argv) {
+  try {
+    const int status = run(argc, argv);
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "xgrad-generate: writing to standard output failed (%s)\n", std::strerror(errno));
+      return 2;
+    }
+    return status;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xgrad-generate: %s\n", e.what());
+    return 2;
+  }
+}
