@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(generation_greedy_seeded_top_k_and_a_sliding_window) {
   const std::vector<std::int64_t> greedy = train::generate(model, prompt, 12, {.temperature = 0.0}, unused);
   BOOST_REQUIRE_EQUAL(greedy.size(), 14u);
   for (std::size_t n = 2; n < greedy.size(); ++n) {
-    const std::size_t T = std::min<std::size_t>(5, n);
+    const std::size_t T = n - train::window_start(n, 5);
     const std::vector<std::int64_t> window(greedy.begin() + static_cast<std::ptrdiff_t>(n - T),
                                            greedy.begin() + static_cast<std::ptrdiff_t>(n));
     NoGradGuard no_grad;
@@ -111,6 +111,72 @@ BOOST_AUTO_TEST_CASE(generation_greedy_seeded_top_k_and_a_sliding_window) {
   BOOST_CHECK(model.is_training());  // restored
   check_error([&] { train::generate(model, {}, 3, {}, a); }, {"generate", "context"});
   check_error([&] { train::generate(model, prompt, 3, {.temperature = -1.0}, a); }, {"generate", "temperature"});
+  check_error([&] { train::generate(model, {1, 6}, 3, {}, a); }, {"generate", "token 6", "vocabulary of 6"});
+}
+
+BOOST_AUTO_TEST_CASE(the_window_slides_by_half_a_block) {
+  // Every context up to the block is seen whole; beyond it the window starts at a
+  // multiple of block / 2 and holds more than half a block and at most a block.
+  BOOST_CHECK_EQUAL(train::window_start(1, 8), 0u);
+  BOOST_CHECK_EQUAL(train::window_start(8, 8), 0u);
+  BOOST_CHECK_EQUAL(train::window_start(9, 8), 4u);
+  BOOST_CHECK_EQUAL(train::window_start(12, 8), 4u);
+  BOOST_CHECK_EQUAL(train::window_start(13, 8), 8u);
+  BOOST_CHECK_EQUAL(train::window_start(2, 1), 1u);  // a block of one: the last token only
+  for (std::size_t block : {1u, 2u, 5u, 8u, 64u})
+    for (std::size_t n = 1; n < 5 * block; ++n) {
+      const std::size_t start = train::window_start(n, block), jump = std::max<std::size_t>(1, block / 2);
+      BOOST_CHECK_LE(n - start, block);
+      BOOST_CHECK(n <= block ? start == 0 : start % jump == 0 && n - start > block - jump);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(cached_keys_and_values_give_the_full_forward_logits) {
+  // Feeding a sequence in pieces through the cache (a prompt, single tokens, a chunk)
+  // gives every position the logits of one whole forward, in float64 to rounding.
+  manual_seed(6);
+  GPT model({.vocab = 7, .block = 12, .layers = 2, .heads = 2, .d_model = 8});
+  model.to(DType::float64);
+  model.eval();
+  NoGradGuard no_grad;
+  const std::vector<std::int64_t> ids = {3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0};
+  const std::vector<double> whole = model.forward(Indices(ids, {1, ids.size()})).to_vector();
+  train::KVCache cache;
+  std::vector<double> pieces;
+  for (const auto& [begin, end] :
+       std::vector<std::pair<std::size_t, std::size_t>>{{0, 4}, {4, 5}, {5, 6}, {6, 9}, {9, 11}}) {
+    const std::vector<std::int64_t> piece(ids.begin() + static_cast<std::ptrdiff_t>(begin),
+                                          ids.begin() + static_cast<std::ptrdiff_t>(end));
+    const std::vector<double> logits = model.forward(Indices(piece, {1, piece.size()}), cache).to_vector();
+    pieces.insert(pieces.end(), logits.begin(), logits.end());
+    BOOST_CHECK_EQUAL(cache.length, end);
+  }
+  check_close(pieces, whole, 1e-12);
+  // The cache holds at most a block.
+  check_error([&] { model.forward(Indices({1, 2}, {1, 2}), cache); }, {"GPT", "block 12", "cached positions 11"});
+}
+
+BOOST_AUTO_TEST_CASE(generation_with_the_cache_writes_the_same_text_as_without) {
+  // Over contexts that slide several times, every temperature and top-k, and both
+  // dtypes: the cache changes the speed, not the text.
+  manual_seed(8);
+  GPT model({.vocab = 9, .block = 8, .layers = 2, .heads = 2, .d_model = 16});
+  for (const DType dtype : {DType::float32, DType::float64}) {
+    model.to(dtype);
+    for (const train::SampleOptions base :
+         {train::SampleOptions{.temperature = 0.0}, train::SampleOptions{.temperature = 1.0},
+          train::SampleOptions{.temperature = 1.5, .top_k = 3}})
+      for (std::uint64_t seed = 0; seed < 4; ++seed) {
+        train::SampleOptions cached = base, uncached = base;
+        uncached.use_cache = false;
+        Generator a(seed), b(seed);
+        std::vector<std::int64_t> streamed;
+        const auto with_cache =
+            train::generate(model, {1, 2, 3}, 40, cached, a, [&](std::int64_t t) { streamed.push_back(t); });
+        BOOST_CHECK(with_cache == train::generate(model, {1, 2, 3}, 40, uncached, b));
+        BOOST_CHECK(std::vector<std::int64_t>(with_cache.begin() + 3, with_cache.end()) == streamed);
+      }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(sampling_follows_the_model_distribution) {

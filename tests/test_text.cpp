@@ -106,3 +106,16 @@ BOOST_AUTO_TEST_CASE(the_king_james_bible_as_run_prepares_it) {
   const std::string text = corpus.decode(corpus.batch(Split::validation, 1, 200, gen).inputs.values);
   BOOST_CHECK(text.find(' ') != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(the_vocabulary_as_checkpoint_text_and_prompts_as_tokens) {
+  const std::vector<std::uint8_t> vocabulary = {0x0a, 0x20, 0x41, 0x61, 0xff};
+  BOOST_CHECK_EQUAL(train::vocabulary_to_hex(vocabulary), "0a204161ff");
+  BOOST_CHECK(train::vocabulary_from_hex("0a204161ff") == vocabulary);
+  // Damaged text is refused, not half read: odd length, not hex, upper case, unsorted, repeated, empty.
+  for (const char* damaged : {"0a2", "0x20", "0A", "200a", "2020", ""})
+    BOOST_CHECK_MESSAGE(!train::vocabulary_from_hex(damaged), damaged);
+  BOOST_CHECK(train::encode(vocabulary, "Aa \n") == (std::vector<std::int64_t>{2, 3, 1, 0}));
+  BOOST_CHECK_EQUAL(train::decode(vocabulary, {2, 3, 1, 0, 4}), "Aa \n\xff");
+  check_error([&] { train::encode(vocabulary, "AB"); }, {"encode", "byte 66", "'B'", "vocabulary of 5"});
+  check_error([&] { train::decode(vocabulary, {5}); }, {"decode", "token 5"});
+}

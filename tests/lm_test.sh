@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# End to end tests of the language model: xgrad-train --task lm learns a text (its loss
+# falls below the text's unigram entropy), writes the reference's metrics, resumes
+# exactly, evaluates and fine-tunes checkpoints, draws its curve, refuses what does not
+# fit; xgrad-generate writes the same text with and without its cache.
+#   usage: lm_test.sh XGRAD_TRAIN XGRAD_GENERATE
+set -u
+train=$1 generate=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/lib.sh"
+cd "$work"
+run() { timeout 120 "$@" >out 2>err; echo $?; }
+refused() {  # refused NAME EXPECTED-TEXT COMMAND...: exit 2, one line naming the problem
+  local name=$1 text=$2; shift 2
+  local code; code=$(run "$@")
+  check "$name exits 2 (got $code)" test "$code" -eq 2
+  check "$name says '$text'" grep -q -- "$text" err
+  check "$name says it in one line" test "$(wc -l <err)" -eq 1
+}
+
+# A text with structure beyond its letter counts: sentences drawn from a small grammar.
+/usr/bin/python3 - <<'PY'
+import random
+random.seed(1)
+subjects = ["the king", "a man", "the people", "his servant", "the LORD"]
+verbs = ["spake unto", "went before", "gave bread to", "blessed", "sent"]
+objects = ["the city", "his brethren", "the prophet", "all Israel", "the children"]
+lines = [f"{random.randint(1, 40)} And {random.choice(subjects)} {random.choice(verbs)} {random.choice(objects)}."
+         for _ in range(1500)]
+open("text.txt", "w").write("\n".join(lines) + "\n")
+PY
+entropy=$(/usr/bin/python3 -c '
+import collections, math, sys
+data = open("text.txt", "rb").read()
+counts = collections.Counter(data)
+print(-sum(c / len(data) * math.log(c / len(data)) for c in counts.values()))')
+shape=(--task lm --seq-len 32 --batch 8 --layers 1 --heads 2 --d-model 32 --threads 1 --quiet)
+loud=(--task lm --text text.txt --seq-len 32 --batch 8 --layers 1 --heads 2 --d-model 32 --threads 1)
+small=("${loud[@]}" --quiet)
+
+# Learning: below the unigram entropy (what counting letters alone reaches).
+code=$(run "$train" "${small[@]}" --steps 150 --warmup 10 --eval-every 50 --lr 3e-3 --metrics learn.jsonl \
+  --plot curve.png --save learn.st)
+check "a short lm run exits 0 (got $code)" test "$code" -eq 0
+final=$(/usr/bin/python3 -c 'import json, sys; print(json.loads(open("learn.jsonl").readlines()[-1])["val_loss"])')
+check "its validation loss $final is below the unigram entropy $entropy" \
+  /usr/bin/python3 -c "import sys; sys.exit(not $final < $entropy)"
+check "the metrics have the reference's keys" /usr/bin/python3 -c '
+import json
+lines = [json.loads(l) for l in open("learn.jsonl")]
+assert [list(l) for l in lines[:-1]] == [["step", "train_loss", "val_loss", "lr", "train_s", "wall_s"]] * 3
+assert [l["step"] for l in lines[:-1]] == [50, 100, 150]
+for key in ["steps", "val_loss", "best_val_loss", "train_s", "wall_s", "ms_per_step", "tokens_per_s",
+            "steps_to_target", "seconds_to_target"]:
+    assert key in lines[-1], key
+assert lines[-1]["final"] is True and lines[-1]["best_val_loss"] <= lines[-1]["val_loss"]'
+check "--plot wrote a PNG" test "$(head -c 4 curve.png | tail -c 3)" = "PNG"
+
+# Resume is exact: a run with a constant rate stopped at 40 steps and resumed to 80 is
+# the 80-step run; a cosine run interrupted (SIGINT) wherever it is and resumed is the
+# uninterrupted one.
+"$train" "${small[@]}" --steps 80 --schedule constant --min-lr 0 --eval-every 20 --metrics whole.jsonl \
+  --save whole.st >/dev/null
+"$train" "${small[@]}" --steps 40 --schedule constant --min-lr 0 --eval-every 20 --metrics parts.jsonl \
+  --save part.st >/dev/null
+"$train" --resume part.st --steps 80 --metrics parts.jsonl --quiet >/dev/null
+check "four evaluations" test "$(grep -c '"step"' whole.jsonl)" -eq 4
+check "an lm run resumed gives identical metrics" diff <(timeless whole.jsonl | grep -v final) \
+  <(timeless parts.jsonl | grep -v final)
+cosine=(--steps 1000 --warmup 10 --eval-every 50)
+"$train" "${small[@]}" "${cosine[@]}" --metrics cosine.jsonl >/dev/null
+"$train" "${loud[@]}" "${cosine[@]}" --metrics stopped.jsonl --save stopped.st >stopped.out &
+for _ in $(seq 200); do [ -s stopped.jsonl ] && break; sleep 0.05; done  # after the first evaluation
+kill -INT $!
+wait
+"$train" --resume stopped.st --metrics stopped.jsonl --quiet >/dev/null
+check "the cosine run was interrupted" grep -q "interrupted at step" stopped.out
+check "an interrupted cosine run resumed gives identical metrics" \
+  diff <(timeless cosine.jsonl | grep -v final) <(timeless stopped.jsonl | grep -v final)
+
+# --eval-only: the checkpoint's losses, printed; nothing else written.
+sum_before=$(sum whole.st)
+code=$(run "$train" --resume whole.st --eval-only)
+check "--eval-only exits 0 (got $code)" test "$code" -eq 0
+check "--eval-only reports the last evaluation's losses" test \
+  "$(grep '"step"' out | sed 's/.*"val_loss": \([0-9.]*\).*/\1/')" = \
+  "$(grep '"step": 80' whole.jsonl | sed 's/.*"val_loss": \([0-9.]*\).*/\1/')"
+check "--eval-only changes no file" test "$(sum whole.st)" = "$sum_before"
+
+# --init-from: the weights, with new learning settings and a new step count.
+code=$(run "$train" --init-from learn.st --text text.txt --steps 20 --warmup 2 --lr 1e-4 --eval-every 20 \
+  --threads 1 --quiet --metrics tuned.jsonl)
+check "--init-from exits 0 (got $code)" test "$code" -eq 0
+check "--init-from starts where the weights are" /usr/bin/python3 -c '
+import json
+tuned = json.loads(open("tuned.jsonl").readline())
+learned = [json.loads(l) for l in open("learn.jsonl")][-2]
+assert tuned["step"] == 20 and tuned["val_loss"] < learned["val_loss"] + 0.1, (tuned, learned)'
+refused "--init-from with another width" "another config: --d-model 48" \
+  "$train" --init-from learn.st --text text.txt --d-model 48 --steps 5
+refused "--resume with --init-from" "give one of them" "$train" --resume whole.st --init-from learn.st
+
+# Generation: the cache changes the speed, not the text, also once the window slides.
+for seed in 1 2 3; do
+  "$generate" --checkpoint whole.st --prompt "And the" --tokens 100 --seed "$seed" >cached.txt 2>/dev/null
+  "$generate" --checkpoint whole.st --prompt "And the" --tokens 100 --seed "$seed" --no-cache >plain.txt 2>/dev/null
+  check "seed $seed: the same text with and without the cache" cmp -s cached.txt plain.txt
+  check "seed $seed: the prompt, then 100 bytes" test "$(head -c 7 cached.txt)" = "And the" -a \
+    "$(wc -c <cached.txt)" -eq 108
+done
+"$generate" --checkpoint whole.st --temperature 0 --tokens 50 >greedy1.txt 2>speed.txt
+"$generate" --checkpoint whole.st --temperature 0 --tokens 50 --seed 9 >greedy2.txt 2>/dev/null
+check "greedy text does not depend on the seed" cmp -s greedy1.txt greedy2.txt
+check "the speed goes to stderr" grep -q "bytes/s" speed.txt
+refused "a prompt outside the vocabulary" "--prompt: encode: the byte 126 ('~')" \
+  "$generate" --checkpoint whole.st --prompt "~"
+"$train" --task copy --seq-len 4 --vocab 4 --d-model 8 --heads 2 --steps 2 --quiet --save toy.st >/dev/null
+refused "xgrad-generate on a toy checkpoint" "not a language model" "$generate" --checkpoint toy.st
+refused "xgrad-generate on a text" "header length" "$generate" --checkpoint text.txt
+
+# Texts and flags that do not fit.
+: >empty.txt
+printf 'short text\n' >short.txt
+/usr/bin/python3 -c 'open("other.txt", "w").write("0123456789" * 500)'
+refused "an empty text" "is empty" "$train" "${shape[@]}" --text empty.txt
+refused "a folder as the text" "is not a regular file" "$train" "${shape[@]}" --text .
+refused "a missing text" "cannot open" "$train" "${shape[@]}" --text nothing.txt
+refused "a text shorter than a window" "fewer than one window" "$train" "${shape[@]}" --text short.txt
+refused "resuming on a text with other bytes" "not the vocabulary the checkpoint was trained on" \
+  "$train" --resume whole.st --text other.txt --steps 90
+refused "--vocab with lm" "--vocab is not used by --task lm" "$train" "${small[@]}" --vocab 10
+refused "--eval-size with lm" "--eval-size is not used by --task lm" "$train" "${small[@]}" --eval-size 10
+refused "--target-exact with lm" "--target-exact is not used" "$train" "${small[@]}" --target-exact 0.5
+refused "--text with a toy task" "--text is not used by --task sort" "$train" --task sort --text text.txt
+refused "dropout with lm" "--dropout must be 0" "$train" "${small[@]}" --dropout 0.1
+refused "--min-lr above --lr" "--min-lr 0.5 must lie in" "$train" "${small[@]}" --min-lr 0.5
+refused "--eval-only without a checkpoint" "give it with --resume or --init-from" "$train" "${small[@]}" --eval-only
+
+# The target ends the run; samples on request.
+code=$(run "$train" "${small[@]}" --quiet --steps 300 --warmup 5 --eval-every 10 --lr 3e-3 --target-val-loss 2.5 \
+  --metrics target.jsonl)
+check "a reachable --target-val-loss stops the run early" /usr/bin/python3 -c '
+import json
+final = json.loads(open("target.jsonl").readlines()[-1])
+assert final["steps_to_target"] is not None and final["steps"] == final["steps_to_target"] < 300, final'
+"$train" "${loud[@]}" --steps 20 --warmup 2 --eval-every 10 --sample-every 10 >samples.out
+check "--sample-every 10 prints a sample at steps 10 and 20, and one at the end" test "$(grep -c '^sample' samples.out)" -eq 3
+finish
