@@ -5,18 +5,20 @@
 #
 #   bench/compare.sh [--rounds N] [--threads N]     (after ./run test or ./run build)
 #   bench/compare.sh --train [--rounds N]           time to 0.99 exact-match instead
+#   bench/compare.sh --lm [--rounds N]              the language model: 2000 steps on the KJV
 #
 # Installs Debian's python3-torch when missing (it runs with /usr/bin/python3).
 # xgrad runs exactly as shipped: no OPENBLAS_* or OMP_* variable is set for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=3 threads=2 train=0
+rounds=3 threads=2 mode=steps
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    --train) train=1; shift ;;
-    *) echo "usage: bench/compare.sh [--train] [--rounds N] [--threads N]" >&2; exit 2 ;;
+    --train) mode=train; shift ;;
+    --lm) mode=lm; shift ;;
+    *) echo "usage: bench/compare.sh [--train | --lm] [--rounds N] [--threads N]" >&2; exit 2 ;;
   esac
 done
 reference=${XGRAD_TORCH_BENCH:-../shared/bench}
@@ -38,11 +40,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 torch() { LD_LIBRARY_PATH="$openmp_blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" /usr/bin/python3 "$@"; }
-[ -x build/bin/xgrad-bench ] && [ -x build/bin/xgrad-train ] || ./run build >/dev/null
+[ -x build/bin/xgrad-bench ] && [ -x build/bin/xgrad-train ] && [ -s data/kjv.txt ] || ./run build >/dev/null
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
-if [ "$train" -eq 0 ]; then
+if [ "$mode" = steps ]; then
   for round in $(seq "$rounds"); do
     for config in tiny medium long xlong; do
       build/bin/xgrad-bench --config "$config" --threads "$threads" >>"$results"
@@ -60,7 +62,7 @@ if [ "$train" -eq 0 ]; then
   done
   build/bin/xgrad-bench --config overhead --threads "$threads" >>"$results"
   bench/concurrency.sh --rounds "$rounds" | tee -a "$results" >&2
-else
+elif [ "$mode" = train ]; then
   for round in $(seq "$rounds"); do
     for task in sort reverse copy; do
       build/bin/xgrad-train --task "$task" --threads "$threads" --quiet --metrics /dev/stdout 2>/dev/null |
@@ -71,18 +73,27 @@ else
     echo "compare.sh: round $round of $rounds done" >&2
   done
   build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
+else
+  # Both with their defaults: nanoGPT's shakespeare_char recipe, 2000 steps, seed 0.
+  for round in $(seq "$rounds"); do
+    build/bin/xgrad-train --task lm --text data/kjv.txt --threads "$threads" --quiet --metrics /dev/stdout \
+      2>/dev/null | grep '"final"' >>"$results"
+    torch "$reference/torch_lm_reference.py" --text data/kjv.txt --threads "$threads" | grep '"final"' >>"$results"
+    echo "compare.sh: round $round of $rounds done" >&2
+  done
+  build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
 fi
 
-/usr/bin/python3 - "$results" "$train" "$threads" <<'PY'
+/usr/bin/python3 - "$results" "$mode" "$threads" <<'PY'
 import json, statistics, sys, platform, datetime, os
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
-train, threads = sys.argv[2] == "1", sys.argv[3]
+mode, threads = sys.argv[2], sys.argv[3]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 core = next((r["blas_core"] for r in rows if "blas_core" in r), "?")
 print(f"Machine: {cpu}, {os.cpu_count()} cores; {threads} threads; {datetime.date.today()}; medians of alternating runs.")
 print(f"xgrad as shipped (OpenBLAS kernels: {core}); PyTorch through ../shared/bench (fair_env.py) on OpenBLAS's OpenMP build.\n")
 med = lambda xs: statistics.median(xs) if xs else float("nan")
-if not train:
+if mode == "steps":
     print("| config | B, L, d, heads, layers | xgrad ms/step | PyTorch ms/step | speed-up | xgrad GFLOP/s | xgrad peak MB | PyTorch peak MB |")
     print("|---|---|---|---|---|---|---|---|")
     for config in ["tiny", "medium", "long", "xlong"]:
@@ -104,6 +115,20 @@ if not train:
         if r.get("config") == "overhead": print(f"per-op overhead (forward + backward, chain of {r['chain']} tiny ops): {r['us_per_op']:.2f} us")
     for line in open(sys.argv[1]):
         if line.startswith("concurrency.sh:"): print("two processes sharing the cores (bench/concurrency.sh): " + line.split(": ", 1)[1].strip())
+elif mode == "lm":
+    x = [r for r in rows if r.get("final") and r["impl"].startswith("xgrad")]
+    t = [r for r in rows if r.get("final") and r["impl"].startswith("pytorch")]
+    print(f"--task lm, KJV (data/kjv.txt), 2000 steps of 12 x 64 tokens, {len(x)} runs each.\n")
+    print("| | xgrad | PyTorch | xgrad / PyTorch |")
+    print("|---|---|---|---|")
+    for key, label, fmt in [("val_loss", "validation loss after 2000 steps", "{:.4f}"),
+                            ("train_s", "training time (s)", "{:.1f}"), ("ms_per_step", "ms per step", "{:.1f}"),
+                            ("tokens_per_s", "tokens/s", "{:.0f}")]:
+        xm, tm = med([r[key] for r in x]), med([r[key] for r in t])
+        ratio = f"{xm - tm:+.4f}" if key == "val_loss" else f"{xm / tm:.2f}"
+        print(f"| {label} | {fmt.format(xm)} | {fmt.format(tm)} | {ratio} |")
+    sgemm = [r["gflops"] for r in rows if r.get("config") == "sgemm"]
+    if sgemm: print(f"\nsgemm 1024 x 1024 in the same run: {med(sgemm):.1f} GFLOP/s ({core} kernels)")
 else:
     print("| task | xgrad s to 0.99 | PyTorch s to 0.99 | time ratio | xgrad steps | PyTorch steps |")
     print("|---|---|---|---|---|---|")
