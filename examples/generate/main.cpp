@@ -117,6 +117,7 @@ int run(int argc, char** argv) {
                   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::putchar('\n');
+  std::fflush(stdout);
   std::fprintf(stderr, "xgrad-generate: %zu bytes in %.2f s, %.0f bytes/s (%s)\n", o.tokens, seconds,
                static_cast<double>(o.tokens) / std::max(seconds, 1e-9), o.no_cache ? "no cache" : "key/value cache");
   return 0;
