@@ -1,6 +1,8 @@
 # Shared by the shell tests: `check NAME COMMAND...` counts a pass or prints the failure,
 # `finish` prints the tally and fails when anything did; `timeless FILE` prints metrics
-# lines without their timings (which differ from run to run).
+# lines without their timings (which differ from run to run); `refused NAME TEXT ARGS...`
+# checks that the script's own `run ARGS...` (which runs a program with ARGS, its output
+# in ./out and ./err, and prints the exit code) exits 2 with one line saying TEXT.
 passed=0 failed=0
 check() {
   local name=$1; shift
@@ -12,4 +14,11 @@ finish() {
 }
 timeless() {
   sed -E 's/, "(train_s|wall_s|ms_per_step|tokens_per_s|seconds_to_target)": [0-9.]+//g' "$1"
+}
+refused() {
+  local name=$1 text=$2; shift 2
+  local code; code=$(run "$@")
+  check "$name exits 2 (got $code)" test "$code" -eq 2
+  check "$name says '$text'" grep -q -- "$text" err
+  check "$name says it in one line" test "$(wc -l <err)" -eq 1
 }

@@ -11,13 +11,6 @@ trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/lib.sh"
 cd "$work"
 run() { timeout 120 "$@" >out 2>err; echo $?; }
-refused() {  # refused NAME EXPECTED-TEXT COMMAND...: exit 2, one line naming the problem
-  local name=$1 text=$2; shift 2
-  local code; code=$(run "$@")
-  check "$name exits 2 (got $code)" test "$code" -eq 2
-  check "$name says '$text'" grep -q -- "$text" err
-  check "$name says it in one line" test "$(wc -l <err)" -eq 1
-}
 
 # A text with structure beyond its letter counts: sentences drawn from a small grammar.
 /usr/bin/python3 - <<'PY'

@@ -27,6 +27,32 @@ check "resume keeps the run settings" grep -q '"reached_target": false' <(tail -
 "$train" "${common[@]}" --steps 60 --metrics "$work/again.jsonl" >/dev/null
 check "a run is deterministic" diff <(evaluations "$work/whole.jsonl") <(evaluations "$work/again.jsonl")
 
+# Ctrl-C in the middle of an evaluation, or between two, then --resume: the metrics of
+# the run never stopped (the evaluation cut short runs again first; the training losses
+# since the last evaluation, whose mean is train_loss, are kept in the checkpoint).
+slow_eval=(--task sort --seq-len 6 --vocab 8 --d-model 32 --heads 2 --target-exact 2 --threads 1 --seed 4)
+"$train" "${slow_eval[@]}" --steps 60 --eval-every 20 --eval-size 100000 --quiet --metrics "$work/calm.jsonl" \
+  >/dev/null
+"$train" "${slow_eval[@]}" --steps 60 --eval-every 20 --eval-size 100000 --metrics "$work/cut.jsonl" --save "$work/cut.ckpt" \
+  >"$work/cut.out" &
+for _ in $(seq 200); do [ -s "$work/cut.jsonl" ] && break; sleep 0.05; done  # the evaluation at step 20 is done
+sleep 0.3  # well inside the one at step 40 (each takes about 0.8 s)
+kill -INT $!
+wait
+check "the signal came during the evaluation at step 40" grep -q "interrupted at step 40;" "$work/cut.out"
+"$train" --resume "$work/cut.ckpt" --quiet --metrics "$work/cut.jsonl" >/dev/null
+check "an evaluation cut short runs again on resume" diff <(evaluations "$work/calm.jsonl") \
+  <(evaluations "$work/cut.jsonl")
+"$train" "${slow_eval[@]}" --steps 3000 --eval-every 500 --quiet --metrics "$work/calm.jsonl" >/dev/null
+"$train" "${slow_eval[@]}" --steps 3000 --eval-every 500 --metrics "$work/cut.jsonl" --save "$work/cut.ckpt" \
+  >"$work/cut.out" &
+for _ in $(seq 200); do [ -s "$work/cut.jsonl" ] && break; sleep 0.05; done
+kill -INT $!
+wait
+"$train" --resume "$work/cut.ckpt" --quiet --metrics "$work/cut.jsonl" >/dev/null
+check "Ctrl-C between evaluations keeps train_loss exact" diff <(evaluations "$work/calm.jsonl") \
+  <(evaluations "$work/cut.jsonl")
+
 # Ctrl-C with --save keeps a checkpoint that resumes.
 "$train" --task sort --seq-len 6 --steps 1000000 --eval-every 1000000 --save "$work/int.ckpt" --quiet >"$work/int.out" &
 pid=$!

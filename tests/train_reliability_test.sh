@@ -9,13 +9,6 @@ trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/lib.sh"
 cd "$work"
 run() { timeout 60 "$train" "$@" >out 2>err; echo $?; }
-refused() {  # refused NAME EXPECTED-TEXT ARGS...: exit 2, one line naming the problem
-  local name=$1 text=$2; shift 2
-  local code; code=$(run "$@")
-  check "$name exits 2 (got $code)" test "$code" -eq 2
-  check "$name says '$text'" grep -q -- "$text" err
-  check "$name is one line" test "$(wc -l <err)" -eq 1
-}
 base=(--task copy --heads 2 --eval-size 50 --quiet --threads 1)
 small=("${base[@]}" --seq-len 6 --vocab 8 --d-model 32)
 "$train" "${small[@]}" --steps 20 --eval-every 10 --save run.st >/dev/null

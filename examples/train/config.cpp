@@ -407,6 +407,8 @@ void add_progress(Metadata& m, const Progress& p) {
   }
   if (p.best_val_loss) m["best_val_loss"] = exact_text(*p.best_val_loss);
   if (!p.curve.empty()) m["curve"] = curve_to_text(p.curve);
+  m["recent_loss_sum"] = exact_text(p.recent_loss_sum);
+  m["recent_steps"] = std::to_string(p.recent_steps);
   m["reached_target"] = p.reached_target ? "true" : "false";
 }
 
@@ -439,6 +441,12 @@ Progress read_progress(const Metadata& m) {
   if (train_loss && val_loss)
     p.evaluation = Evaluation{*train_loss, *val_loss, real("eval.token_acc", 0, 1), real("eval.exact_match", 0, 1)};
   p.best_val_loss = real("best_val_loss", 0, inf);
+  p.recent_loss_sum = real("recent_loss_sum", 0, inf).value_or(0.0);
+  if (const std::string* recent = entry("recent_steps")) {
+    const std::optional<std::int64_t> steps = parse_whole<std::int64_t>(*recent);
+    if (!steps || *steps < 0 || *steps > p.step) throw damaged("recent_steps", *recent, "a whole number in [0, step]");
+    p.recent_steps = *steps;
+  }
   if (const std::string* curve = entry("curve")) {
     std::optional<std::vector<CurvePoint>> points = curve_from_text(*curve);
     if (!points) throw damaged("curve", curve->substr(0, 40), "lines of step, train loss and validation loss");

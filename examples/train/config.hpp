@@ -97,6 +97,9 @@ struct Progress {
   std::optional<double> best_val_loss;
   bool reached_target = false;
   std::vector<CurvePoint> curve;  // every evaluation so far, for --plot
+  // The training losses since the last evaluation (a toy task's train_loss is their mean).
+  double recent_loss_sum = 0;
+  std::int64_t recent_steps = 0;
 };
 void add_progress(Metadata& metadata, const Progress& progress);
 Progress read_progress(const Metadata& metadata);  // a damaged entry is a UsageError naming it

@@ -269,6 +269,7 @@ void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr
   if (std::isfinite(e.val_loss))
     progress_.best_val_loss = std::min(progress_.best_val_loss.value_or(e.val_loss), e.val_loss);
   progress_.curve.push_back({step, e.train_loss, e.val_loss});
+  progress_.recent_loss_sum = 0, progress_.recent_steps = 0;
   if (!c_.quiet)
     std::printf("step %lld/%d  %s  (%.1f s)\n", static_cast<long long>(step), c_.steps,
                 describe(e, c_.language_model()).c_str(), wall_s);
@@ -291,8 +292,13 @@ int Trainer::run() {
     if (!metrics_) throw UsageError("--metrics " + c_.metrics + ": cannot open for writing");
   }
   if (c_.eval_only) return evaluate_only();
+  // An evaluation due at the step the run resumes from that did not happen (a signal came
+  // during it) runs first; a run with nothing left to do is reported.
+  const bool evaluated_here = !progress_.curve.empty() && progress_.curve.back().step == start_step;
+  const bool evaluation_due =
+      start_step > 0 && !evaluated_here && (start_step % c_.eval_every == 0 || start_step == c_.steps);
   const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*progress_.evaluation, c_);
-  if (!c_.resume.empty() && (start_step >= c_.steps || target_met)) return report_finished();
+  if (!c_.resume.empty() && !evaluation_due && (start_step >= c_.steps || target_met)) return report_finished();
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
 
@@ -302,13 +308,21 @@ int Trainer::run() {
     std::cout << "xgrad-train: " << c_.task << ", seq-len " << c_.seq_len << ", vocab " << c_.vocab << ", "
               << model_.num_parameters() << " parameters, " << num_threads() << " threads"
               << (start_step ? ", resuming at step " + std::to_string(start_step) : std::string()) << std::endl;
+  // Evaluates at `step`; false when a signal interrupted it or the target is reached.
+  const auto evaluate_and_go_on = [&](std::int64_t step) {
+    const double recent = progress_.recent_loss_sum / static_cast<double>(progress_.recent_steps);
+    const std::optional<Evaluation> e = evaluate(step, recent);
+    if (!e) return false;
+    live.clear();
+    after_evaluation(step, *e, schedule_->rate(step - 1));
+    return !progress_.reached_target;
+  };
 
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(c_.batch) * c_.seq_len;
   Clock::time_point last_shown = Clock::now();
-  double recent_loss_sum = 0, last_loss = 0;
-  int recent_steps = 0;
   std::int64_t step = start_step;
-  while (step < c_.steps && !interrupted) {
+  bool going_on = !evaluation_due || evaluate_and_go_on(step);
+  while (going_on && step < c_.steps && !interrupted) {
     ++step;
     const Clock::time_point step_began = Clock::now();
     manual_seed(stream_generator(c_.seed, 3, static_cast<std::uint64_t>(step)).next_u64());  // dropout
@@ -316,34 +330,25 @@ int Trainer::run() {
     Tensor loss = workload_->training_loss(step);
     loss.backward();
     if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip);
-    last_loss = loss.item();
-    if (!std::isfinite(last_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
-      throw UsageError(str("step ", step, ": the loss is ", last_loss,
+    const double step_loss = loss.item();
+    if (!std::isfinite(step_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
+      throw UsageError(str("step ", step, ": the loss is ", step_loss,
                            "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
-    const double lr = opt_->lr();
     opt_->step();
     schedule_->step();
     progress_.train_s += seconds_since(step_began);
-    recent_loss_sum += last_loss, ++recent_steps;
+    progress_.recent_loss_sum += step_loss, ++progress_.recent_steps;
 
     if (terminal && seconds_since(last_shown) > 0.1) {
       const double trained = progress_.train_s - train_s_before_;
       const double steps_per_second = static_cast<double>(step - start_step) / seconds_since(started_);
-      live.show(step, c_.steps, last_loss, static_cast<double>((step - start_step) * tokens_per_step) / trained,
+      live.show(step, c_.steps, step_loss, static_cast<double>((step - start_step) * tokens_per_step) / trained,
                 steps_per_second);
       last_shown = Clock::now();
     }
     if (interrupted) break;
-    const bool evaluate_now = step % c_.eval_every == 0 || step == c_.steps;
-    if (evaluate_now) {
-      const std::optional<Evaluation> e = evaluate(step, recent_loss_sum / recent_steps);
-      if (!e) break;  // a signal: saved below
-      live.clear();
-      after_evaluation(step, *e, lr);
-      recent_loss_sum = 0, recent_steps = 0;
-      if (progress_.reached_target) break;
-    }
-    if (c_.sample_every > 0 && step % c_.sample_every == 0 && !c_.quiet) {
+    if (step % c_.eval_every == 0 || step == c_.steps) going_on = evaluate_and_go_on(step);
+    if (going_on && c_.sample_every > 0 && step % c_.sample_every == 0 && !c_.quiet) {
       live.clear();
       workload_->print_samples(std::cout, step);
     }
