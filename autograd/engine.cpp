@@ -112,7 +112,12 @@ void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
   accumulate_grad(*root, std::move(seed));
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node& node = **it;
-    if (node.is_leaf() || !node.grad) continue;  // leaves keep grads; unreached nodes skip
+    if (node.is_leaf()) {  // every user of a leaf comes before it: its gradient is final
+      if (node.grad)
+        for (const auto& [id, hook] : node.grad_ready_hooks) hook(Tensor(*it));
+      continue;  // leaves keep grads
+    }
+    if (!node.grad) continue;  // unreached
     node.backward(node);
     if (anomaly_mode)
       for (std::size_t i = 0; i < node.inputs.size(); ++i)

@@ -29,6 +29,8 @@ struct Node {
   // the graph has been freed.
   std::function<void(Node& self)> backward;
   bool graph_freed = false;
+  // Leaves: called when a backward pass has finished this leaf's gradient (by id).
+  std::vector<std::pair<std::size_t, std::function<void(const Tensor& leaf)>>> grad_ready_hooks;
   // Set while a backward pass runs through this node. Gradients are added without locks,
   // so a second pass reaching it from another thread at the same time is an Error
   // rather than a lost contribution.

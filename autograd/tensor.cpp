@@ -148,6 +148,26 @@ void Tensor::zero_grad() {
   node_->grad.reset();
 }
 
+std::size_t Tensor::add_grad_ready_hook(std::function<void(const Tensor& leaf)> hook) {
+  checked(*this, "Tensor::add_grad_ready_hook");
+  Node& n = *node_;
+  XGRAD_CHECK(n.is_leaf(), "Tensor::add_grad_ready_hook", "the tensor ", shape(), " is the output of '", n.op,
+              "', not a leaf: its gradient is not kept");
+  XGRAD_CHECK(hook, "Tensor::add_grad_ready_hook", "the hook is empty");
+  const std::size_t id = n.grad_ready_hooks.empty() ? 0 : n.grad_ready_hooks.back().first + 1;
+  n.grad_ready_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_grad_ready_hook(std::size_t id) {
+  checked(*this, "Tensor::remove_grad_ready_hook");
+  Node& n = *node_;
+  const auto it = std::find_if(n.grad_ready_hooks.begin(), n.grad_ready_hooks.end(),
+                               [&](const auto& entry) { return entry.first == id; });
+  XGRAD_CHECK(it != n.grad_ready_hooks.end(), "Tensor::remove_grad_ready_hook", "no hook ", id, " on this tensor");
+  n.grad_ready_hooks.erase(it);
+}
+
 Tensor Tensor::detach() const {
   auto node = std::make_shared<Node>();
   node->value = checked(*this, "Tensor::detach").value;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -89,7 +90,15 @@ class Tensor {
   // Undefined until a backward reaches this leaf. Shares the gradient's storage (no
   // copy), which later backward passes add into: clone() to keep a snapshot.
   Tensor grad() const;
-  void zero_grad();              // forgets the accumulated gradient
+  void zero_grad();  // forgets the accumulated gradient
+  // Calls `hook(leaf)` in every later backward pass that reaches this leaf, as soon as
+  // the pass has added all it will add to its gradient (every op that used the leaf has
+  // run its backward), while the rest of the pass is still to run: work on a finished
+  // gradient (a gradient all-reduce) can overlap what remains. Hooks run on the thread of
+  // backward(), in the order they were added; an exception from one ends the pass.
+  // Returns an id for remove_grad_ready_hook. Leaves only.
+  std::size_t add_grad_ready_hook(std::function<void(const Tensor& leaf)> hook);
+  void remove_grad_ready_hook(std::size_t id);
   Tensor detach() const;         // same data, no graph, requires_grad false
   Tensor to(DType dtype) const;  // differentiable cast
   Tensor clone() const;          // copy of the data, no graph

@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE engine
 #include "helpers.hpp"
 
+#include <map>
+
 #include "xgrad/autograd/version.hpp"
 
 using namespace xgrad;
@@ -187,4 +189,52 @@ BOOST_AUTO_TEST_CASE(the_library_reports_the_headers_version) {
   BOOST_CHECK_EQUAL(std::string(version()), XGRAD_VERSION);
   BOOST_CHECK_EQUAL(std::string(XGRAD_VERSION),
                     str(XGRAD_VERSION_MAJOR, ".", XGRAD_VERSION_MINOR, ".", XGRAD_VERSION_PATCH));
+}
+
+BOOST_AUTO_TEST_CASE(grad_ready_hooks_see_finished_gradients_before_the_pass_ends) {
+  // a is used twice (its gradient is b + d c only once both uses ran); d at the bottom of
+  // a chain; e at the very top. Each hook records the gradient it sees.
+  Tensor a = Tensor::from_vector({1, 2}, {2}, DType::float64).requires_grad_();
+  Tensor d = Tensor::from_vector({3, 4}, {2}, DType::float64).requires_grad_();
+  Tensor e = Tensor::from_vector({5, 6}, {2}, DType::float64).requires_grad_();
+  const Tensor b = Tensor::from_vector({7, 8}, {2}, DType::float64);
+  const Tensor c = Tensor::from_vector({9, 10}, {2}, DType::float64);
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<double>> seen;
+  for (auto& [name, leaf] : std::vector<std::pair<std::string, Tensor*>>{{"a", &a}, {"d", &d}, {"e", &e}})
+    leaf->add_grad_ready_hook([&, name = name](const Tensor& t) {
+      order.push_back(name);
+      seen[name] = t.grad().to_vector();
+    });
+  Tensor chain = d;
+  for (int i = 0; i < 5; ++i) chain = chain * 1.0;
+  const Tensor loss = sum(a * b) + sum(chain * a * c) + sum(e);
+  loss.backward();
+  BOOST_CHECK(seen["a"] == a.grad().to_vector());  // complete when seen: b + d * c
+  BOOST_CHECK(seen["a"] == (std::vector<double>{7 + 27, 8 + 40}));
+  BOOST_CHECK(seen["d"] == d.grad().to_vector());
+  BOOST_CHECK(seen["e"] == e.grad().to_vector());
+  BOOST_REQUIRE_EQUAL(order.size(), 3u);
+  BOOST_CHECK_EQUAL(order.front(), "e");  // finished first, with the rest of the pass still to run
+  // A pass that does not reach a leaf does not call its hook; removed hooks are not called.
+  order.clear();
+  sum(e * 2.0).backward();
+  BOOST_CHECK(order == std::vector<std::string>{"e"});
+  Tensor f = Tensor::from_vector({1}, {1}, DType::float64).requires_grad_();
+  int calls = 0;
+  const std::size_t first = f.add_grad_ready_hook([&](const Tensor&) { ++calls; });
+  f.add_grad_ready_hook([&](const Tensor&) { calls += 10; });
+  f.remove_grad_ready_hook(first);
+  sum(f).backward();
+  BOOST_CHECK_EQUAL(calls, 10);
+  check_error([&] { f.remove_grad_ready_hook(first); }, {"remove_grad_ready_hook", "no hook 0"});
+  check_error([&] { (f * 2.0).add_grad_ready_hook([](const Tensor&) {}); }, {"add_grad_ready_hook", "not a leaf"});
+  // A hook that throws ends the pass with its error, and the next pass runs.
+  Tensor g = Tensor::from_vector({1}, {1}, DType::float64).requires_grad_();
+  const std::size_t failing = g.add_grad_ready_hook([](const Tensor&) { throw Error("hook failed"); });
+  check_error([&] { sum(g * 3.0).backward(); }, {"hook failed"});
+  g.remove_grad_ready_hook(failing);
+  g.zero_grad();
+  sum(g * 3.0).backward();
+  BOOST_CHECK_EQUAL(g.grad().item(), 3.0);
 }

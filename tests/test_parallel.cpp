@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/nn/nn.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -122,4 +123,32 @@ BOOST_AUTO_TEST_CASE(a_forked_child_gets_a_working_pool) {
   BOOST_TEST(WIFEXITED(status));
   BOOST_TEST(WEXITSTATUS(status) == 0);
   BOOST_TEST(before.load() == 4950);
+}
+
+BOOST_AUTO_TEST_CASE(a_training_step_gives_the_same_bits_on_any_thread_count) {
+  // Products cut along k (weight gradients over 1024 positions), by rows and by columns,
+  // LayerNorm's chunked reductions, attention, GELU and the loss: every gradient and the
+  // loss are bitwise the same on 1, 2, 3 and 5 threads. (What lets data parallelism over
+  // processes with fewer threads each equal one process.)
+  const ThreadCount restore;
+  const auto step = [](int threads) {
+    set_num_threads(threads);
+    manual_seed(7);
+    nn::LayerNorm norm(128);
+    nn::MultiHeadAttention attention(128, 4);
+    nn::Linear up(128, 512), down(512, 128), head(128, 40);
+    Generator gen(3);
+    const Tensor x = Tensor::randn({16, 64, 128}, gen).requires_grad_();
+    std::vector<std::int64_t> targets(16 * 64);
+    for (auto& t : targets) t = static_cast<std::int64_t>(gen.below(40));
+    const Tensor h = x + attention.forward(norm.forward(x), norm.forward(x), norm.forward(x));
+    const Tensor loss = cross_entropy(head.forward(h + down.forward(gelu(up.forward(h)))), Indices(targets, {16, 64}));
+    loss.backward();
+    std::vector<std::vector<double>> results{{loss.item()}, x.grad().to_vector()};
+    for (const nn::Module* m : std::initializer_list<const nn::Module*>{&norm, &attention, &up, &down, &head})
+      for (const auto& [name, p] : m->named_parameters()) results.push_back(p.grad().to_vector());
+    return results;
+  };
+  const auto one = step(1);
+  for (const int threads : {2, 3, 5}) BOOST_CHECK_MESSAGE(step(threads) == one, threads << " threads");
 }

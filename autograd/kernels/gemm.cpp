@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "xgrad/autograd/parallel.hpp"
@@ -30,23 +31,47 @@ void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::si
 constexpr double kParallelMultiplyAdds = 1 << 21;
 // Panels are cut at multiples of this many rows or columns, whole vector registers.
 constexpr std::size_t kPanelAlign = 16;
+// A product is cut along k into at most this many panels, each with k at least 2 x max(m, n).
+constexpr std::size_t kMaxKPanels = 8;
 
 }  // namespace
 
-// OpenBLAS runs each call on its caller's thread; a large product is cut into one panel
-// per thread: of C's rows, or columns when C is wider than tall, or, when the inner
-// dimension dominates (a weight gradient summed over every position), of k, each thread
-// packing only its share of A and B, with the partial products added in panel order. The
-// cut depends only on the shapes and the thread count, so results are deterministic for
-// a given count.
+// OpenBLAS runs each call on its caller's thread; a large product is cut into panels that
+// the pool's threads share. When the inner dimension dominates (a weight gradient summed
+// over every position) the cut is along k, each panel packing only its share of A and B,
+// with the partial products added in panel order; otherwise each thread takes a panel of
+// C's rows, or of its columns when C is wider than tall, and each element of C is computed
+// whole by one BLAS call. The k cut depends only on the shapes, never on the thread
+// count, so that a product gives the same bits on any number of threads (what makes data
+// parallelism over processes with fewer threads each equal to one process).
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  const auto threads = static_cast<std::size_t>(num_threads());
   const double multiply_adds = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const bool split_k = k >= 4 * std::max(m, n);
-  const bool split_rows = !split_k && m >= n;
-  const std::size_t extent = split_k ? k : split_rows ? m : n;
+  const std::size_t k_panels =
+      multiply_adds < kParallelMultiplyAdds ? 1 : std::min(kMaxKPanels, std::bit_floor(k / (2 * std::max(m, n))));
+  if (k_panels >= 2) {
+    const std::size_t step = (k / k_panels + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
+    const std::size_t panels = (k + step - 1) / step;
+    std::vector<T> partial(panels * m * n);
+    parallel_for(panels, multiply_adds / static_cast<double>(panels), [&](std::size_t p) {
+      const std::size_t begin = p * step, size = std::min(k, begin + step) - begin;  // columns of op(A), rows of op(B)
+      blas_gemm(trans_a, trans_b, m, n, size, alpha, trans_a ? a + begin * lda : a + begin, lda,
+                trans_b ? b + begin : b + begin * ldb, ldb, T(0), partial.data() + p * m * n, n);
+    });
+    for (std::size_t i = 0; i < m; ++i) {
+      T* row = c + i * ldc;
+      for (std::size_t j = 0; j < n; ++j) {
+        T sum = beta == T(0) ? T(0) : beta * row[j];
+        for (std::size_t p = 0; p < panels; ++p) sum += partial[(p * m + i) * n + j];
+        row[j] = sum;
+      }
+    }
+    return;
+  }
+  const auto threads = static_cast<std::size_t>(num_threads());
+  const bool split_rows = m >= n;
+  const std::size_t extent = split_rows ? m : n;
   const std::size_t panel = (extent + threads - 1) / threads;
   const std::size_t step = (panel + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
   if (threads == 1 || multiply_adds < kParallelMultiplyAdds || step >= extent) {
@@ -54,28 +79,15 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
     return;
   }
   const std::size_t panels = (extent + step - 1) / step;
-  std::vector<T> partial(split_k ? panels * m * n : 0);
   parallel_for(panels, multiply_adds / static_cast<double>(panels), [&](std::size_t p) {
     const std::size_t begin = p * step, size = std::min(extent, begin + step) - begin;
-    if (split_k)  // columns of op(A), rows of op(B)
-      blas_gemm(trans_a, trans_b, m, n, size, alpha, trans_a ? a + begin * lda : a + begin, lda,
-                trans_b ? b + begin : b + begin * ldb, ldb, T(0), partial.data() + p * m * n, n);
-    else if (split_rows)  // rows of op(A) and of C
+    if (split_rows)  // rows of op(A) and of C
       blas_gemm(trans_a, trans_b, size, n, k, alpha, trans_a ? a + begin : a + begin * lda, lda, b, ldb, beta,
                 c + begin * ldc, ldc);
     else  // columns of op(B) and of C
       blas_gemm(trans_a, trans_b, m, size, k, alpha, a, lda, trans_b ? b + begin * ldb : b + begin, ldb, beta,
                 c + begin, ldc);
   });
-  if (!split_k) return;
-  for (std::size_t i = 0; i < m; ++i) {
-    T* row = c + i * ldc;
-    for (std::size_t j = 0; j < n; ++j) {
-      T sum = beta == T(0) ? T(0) : beta * row[j];
-      for (std::size_t p = 0; p < panels; ++p) sum += partial[(p * m + i) * n + j];
-      row[j] = sum;
-    }
-  }
 }
 
 template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
