@@ -148,6 +148,16 @@ void Tensor::zero_grad() {
   node_->grad.reset();
 }
 
+void Tensor::set_grad(const Tensor& gradient) {
+  checked(*this, "Tensor::set_grad");
+  checked(gradient, "Tensor::set_grad");
+  XGRAD_CHECK(node_->is_leaf(), "Tensor::set_grad", "the tensor ", shape(), " is the output of '", node_->op,
+              "', not a leaf");
+  XGRAD_CHECK(gradient.shape() == shape() && gradient.dtype() == dtype(), "Tensor::set_grad", "a gradient ",
+              gradient.shape(), " ", gradient.dtype(), " for a tensor ", shape(), " ", dtype());
+  node_->grad = std::make_shared<Storage>(*gradient.node()->value);
+}
+
 std::size_t Tensor::add_grad_ready_hook(std::function<void(const Tensor& leaf)> hook) {
   checked(*this, "Tensor::add_grad_ready_hook");
   Node& n = *node_;

@@ -91,6 +91,10 @@ class Tensor {
   // copy), which later backward passes add into: clone() to keep a snapshot.
   Tensor grad() const;
   void zero_grad();  // forgets the accumulated gradient
+  // Makes a copy of `gradient` (this leaf's shape and dtype) its gradient, as a backward
+  // pass would have left it: for code that computes gradients itself (an all-reduce
+  // writing the averages back).
+  void set_grad(const Tensor& gradient);
   // Calls `hook(leaf)` in every later backward pass that reaches this leaf, as soon as
   // the pass has added all it will add to its gradient (every op that used the leaf has
   // run its backward), while the rest of the pass is still to run: work on a finished

@@ -130,7 +130,12 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
   app.add_option("--seed", c.seed, "seed for the model, the data and dropout")
       ->transform(whole_number<std::uint64_t>())
       ->capture_default_str();
-  app.add_option("--threads", c.threads, "threads (0: every core)")->capture_default_str();
+  app.add_option("--threads", c.threads, "threads (0: every core; under mpirun the machine's cores / its ranks)")
+      ->capture_default_str();
+  app.add_option("--accum-steps", c.accum_steps,
+                 "micro-batches of batch / (ranks x accum-steps) sequences per step in each process (gradient "
+                 "accumulation; the same bits as ranks)")
+      ->capture_default_str();
   app.add_option("--eval-every", c.eval_every, "evaluate every this many steps")->capture_default_str();
   app.add_option("--eval-size", c.eval_size, "toy tasks: held-out sequences per evaluation")->capture_default_str();
   app.add_option("--eval-batches", c.eval_batches, "lm: batches of each split per evaluation (the same ones each time)")
@@ -153,8 +158,9 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
   app.add_flag("--quiet", c.quiet, "print only the final summary");
   app.add_flag("--verbose", c.verbose, "first print the BLAS kernels and threads in use");
   app.add_flag("--allow-nonfinite", c.allow_nonfinite, "keep training after a NaN or infinite loss (default: stop)");
-  for (const char* flag : {"--seq-len", "--vocab", "--d-model", "--heads", "--layers", "--ff", "--batch", "--steps",
-                           "--warmup", "--threads", "--eval-every", "--eval-size", "--eval-batches", "--sample-every"})
+  for (const char* flag :
+       {"--seq-len", "--vocab", "--d-model", "--heads", "--layers", "--ff", "--batch", "--steps", "--warmup",
+        "--threads", "--eval-every", "--eval-size", "--eval-batches", "--sample-every", "--accum-steps"})
     app.get_option(flag)->transform(whole);
   app.set_version_flag("--version", xgrad::str("xgrad-train ", xgrad::version(), " (", xgrad::blas_summary(), ")"));
   app.footer(
@@ -202,6 +208,10 @@ void validate(const Config& c) {
   positive("eval-every", c.eval_every);
   positive("eval-size", c.eval_size);
   positive("eval-batches", c.eval_batches);
+  positive("accum-steps", c.accum_steps);
+  if (c.batch % c.micro_batches() != 0)
+    throw UsageError(xgrad::str("--batch ", c.batch, " does not divide into ", c.ranks, " rank", c.ranks > 1 ? "s" : "",
+                                " x --accum-steps ", c.accum_steps, " = ", c.micro_batches(), " equal micro-batches"));
   if (c.d_model % c.heads != 0)
     throw UsageError(xgrad::str("--heads ", c.heads, " does not divide --d-model ", c.d_model));
   if (c.ff < 0 || c.warmup < 0 || c.threads < 0 || c.sample_every < 0)
@@ -283,6 +293,7 @@ std::map<std::string, std::string> run_settings(const Config& c) {
       {"target-exact", exact_text(c.target_exact)}, {"sample-every", std::to_string(c.sample_every)}};
   if (c.target_val_loss) settings["target-val-loss"] = exact_text(*c.target_val_loss);
   if (!c.text.empty()) settings["text"] = c.text;
+  settings["micro-batches"] = std::to_string(c.micro_batches());
   return settings;
 }
 
@@ -384,6 +395,15 @@ void apply_metadata(const Metadata& m, Config& c, const std::set<std::string>& g
   carry("target-val-loss", c.target_val_loss);
   carry("sample-every", c.sample_every);
   carry("text", c.text);
+  // The checkpoint's micro-batches per step, over this job's ranks, unless given again.
+  int micro_batches = 1;
+  carry("micro-batches", micro_batches);
+  if (!given.count("accum-steps")) {
+    if (micro_batches % c.ranks != 0)
+      throw UsageError(xgrad::str("the checkpoint's run took ", micro_batches, " micro-batches per step, which ",
+                                  c.ranks, " ranks cannot share: give --accum-steps"));
+    c.accum_steps = micro_batches / c.ranks;
+  }
 }
 
 void apply_model_metadata(const Metadata& m, Config& c, const std::set<std::string>& given) {

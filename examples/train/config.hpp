@@ -32,7 +32,9 @@ struct Config {
   std::uint64_t seed = 0;
   // How this run goes (free to change on --resume).
   int steps = 3000;
-  int threads = 0;  // 0: every core
+  int accum_steps = 1;  // micro-batches per step in each process (gradient accumulation)
+  int ranks = 1;        // processes of the job (mpirun -np), not a flag
+  int threads = 0;      // 0: every core (under mpirun: the cores of the machine / its ranks)
   int eval_every = 100, eval_size = 1000, eval_batches = 20;
   double target_exact = 0.99;
   std::optional<double> target_val_loss;
@@ -45,6 +47,7 @@ struct Config {
   bool allow_nonfinite = false;  // keep going after a NaN or infinite loss
 
   bool language_model() const { return task == "lm"; }
+  int micro_batches() const { return ranks * accum_steps; }  // per step, over the whole job
   int ff_width() const { return ff > 0 ? ff : 4 * d_model; }
 };
 

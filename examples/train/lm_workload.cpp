@@ -32,10 +32,11 @@ class LanguageWorkload : public Workload {
 
   nn::Module& model() override { return model_; }
 
-  Tensor training_loss(std::int64_t step) override {
+  Tensor training_loss(std::int64_t step, std::size_t micro, std::size_t micro_batches) override {
     Generator data = stream_generator(config_.seed, 1, static_cast<std::uint64_t>(step));
-    const Batch batch = corpus_->batch(Split::train, static_cast<std::size_t>(config_.batch),
-                                       static_cast<std::size_t>(config_.seq_len), data);
+    const Batch batch = slice_rows(corpus_->batch(Split::train, static_cast<std::size_t>(config_.batch),
+                                                  static_cast<std::size_t>(config_.seq_len), data),
+                                   micro, micro_batches);
     return cross_entropy(model_.forward(batch.inputs), batch.targets);
   }
 

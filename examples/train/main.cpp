@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -27,6 +28,8 @@
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/version.hpp"
+#include "xgrad/distributed/communicator.hpp"
+#include "xgrad/distributed/reducer.hpp"
 #include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
@@ -180,8 +183,9 @@ std::string run_title(const Config& c, std::size_t parameters) {
 
 class Trainer {
  public:
-  Trainer(Config& c, std::unique_ptr<Workload> workload, const Start& start)
-      : c_(c), workload_(std::move(workload)), model_(workload_->model()) {
+  Trainer(Config& c, const distributed::Communicator& communicator, std::unique_ptr<Workload> workload,
+          const Start& start)
+      : c_(c), communicator_(communicator), workload_(std::move(workload)), model_(workload_->model()) {
     opt_ = make_optimizer(c, model_);
     schedule_ = make_schedule(c, *opt_);
     if (start.flag) {
@@ -196,24 +200,36 @@ class Trainer {
         schedule_->set_updates(progress_.step);
       }
     }
+    if (c.micro_batches() > 1)
+      reducer_ = std::make_unique<distributed::GradientReducer>(communicator_, model_,
+                                                                static_cast<std::size_t>(c.accum_steps));
   }
 
+  // Every replica starts from rank 0's weights (a collective: after every rank set up).
+  void start() { distributed::broadcast_state(communicator_, model_); }
   int run();
 
  private:
   int evaluate_only();
   int report_finished();
+  // Under mpirun a signal is acted on between steps only, where every rank agrees on it.
   std::optional<Evaluation> evaluate(std::int64_t step, double recent_train_loss) {
+    if (communicator_.size() > 1) return workload_->evaluate(step, recent_train_loss, [] { return false; });
     return workload_->evaluate(step, recent_train_loss, was_interrupted);
   }
+  double train_step(std::int64_t step);
+  // The mean training loss since the last evaluation (nan when no step ran since).
+  double recent_train_loss() const { return progress_.recent_loss_sum / static_cast<double>(progress_.recent_steps); }
   void save(const Progress& progress) const;
   void after_evaluation(std::int64_t step, const Evaluation& e, double lr);
   int finish(std::int64_t step);
   void show_what_was_learned(std::int64_t step);
 
   Config& c_;
+  const distributed::Communicator& communicator_;
   std::unique_ptr<Workload> workload_;
   nn::Module& model_;
+  std::unique_ptr<distributed::GradientReducer> reducer_;  // with more than one micro-batch per step
   std::unique_ptr<optim::Optimizer> opt_;
   std::unique_ptr<optim::LRSchedule> schedule_;
   Progress progress_;  // where the run stands; as resumed at first
@@ -238,7 +254,7 @@ void Trainer::save(const Progress& progress) const {
 // --eval-only: the checkpoint's weights evaluated now, printed, and nothing written but
 // the metrics line.
 int Trainer::evaluate_only() {
-  const std::optional<Evaluation> e = evaluate(progress_.step, std::nan(""));
+  const std::optional<Evaluation> e = evaluate(progress_.step, recent_train_loss());
   if (!e) return 128 + interrupted;
   std::printf("%s at step %lld: %s\n", c_.task.c_str(), static_cast<long long>(progress_.step),
               describe(*e, c_.language_model()).c_str());
@@ -252,7 +268,7 @@ int Trainer::evaluate_only() {
 // written: its checkpoint, metrics and pictures stay as they are.
 int Trainer::report_finished() {
   std::optional<Evaluation> e = progress_.evaluation;
-  if (!e) e = evaluate(progress_.step, std::nan(""));
+  if (!e) e = evaluate(progress_.step, recent_train_loss());
   if (!e) return 128 + interrupted;
   const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*e, c_);
   std::printf("%s: %s at step %lld, %s; the run is finished (nothing to do: raise --steps%s to go on)\n",
@@ -310,8 +326,7 @@ int Trainer::run() {
               << (start_step ? ", resuming at step " + std::to_string(start_step) : std::string()) << std::endl;
   // Evaluates at `step`; false when a signal interrupted it or the target is reached.
   const auto evaluate_and_go_on = [&](std::int64_t step) {
-    const double recent = progress_.recent_loss_sum / static_cast<double>(progress_.recent_steps);
-    const std::optional<Evaluation> e = evaluate(step, recent);
+    const std::optional<Evaluation> e = evaluate(step, recent_train_loss());
     if (!e) return false;
     live.clear();
     after_evaluation(step, *e, schedule_->rate(step - 1));
@@ -325,12 +340,8 @@ int Trainer::run() {
   while (going_on && step < c_.steps && !interrupted) {
     ++step;
     const Clock::time_point step_began = Clock::now();
-    manual_seed(stream_generator(c_.seed, 3, static_cast<std::uint64_t>(step)).next_u64());  // dropout
-    opt_->zero_grad();
-    Tensor loss = workload_->training_loss(step);
-    loss.backward();
+    const double step_loss = train_step(step);
     if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip);
-    const double step_loss = loss.item();
     if (!std::isfinite(step_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
       throw UsageError(str("step ", step, ": the loss is ", step_loss,
                            "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
@@ -346,7 +357,10 @@ int Trainer::run() {
                 steps_per_second);
       last_shown = Clock::now();
     }
-    if (interrupted) break;
+    if (communicator_.any(interrupted != 0)) {
+      if (!interrupted) interrupted = SIGINT;  // another rank's signal
+      break;
+    }
     if (step % c_.eval_every == 0 || step == c_.steps) going_on = evaluate_and_go_on(step);
     if (going_on && c_.sample_every > 0 && step % c_.sample_every == 0 && !c_.quiet) {
       live.clear();
@@ -369,6 +383,29 @@ int Trainer::run() {
     return 128 + interrupted;
   }
   return finish(step);
+}
+
+// Forward and backward of this process's micro-batches of the step, their gradients
+// averaged over the job (the reducer), and the step's loss: the mean of every
+// micro-batch's, summed in micro-batch order on every rank.
+double Trainer::train_step(std::int64_t step) {
+  const auto micro_batches = static_cast<std::size_t>(c_.micro_batches());
+  const auto first = static_cast<std::size_t>(communicator_.rank() * c_.accum_steps);
+  std::vector<double> losses;
+  for (std::size_t micro = first; micro < first + static_cast<std::size_t>(c_.accum_steps); ++micro) {
+    // Dropout: stream 3 for micro-batch 0 (as without accumulation), 3 + 8 m for m.
+    manual_seed(stream_generator(c_.seed, 3 + 8 * micro, static_cast<std::uint64_t>(step)).next_u64());
+    opt_->zero_grad();
+    if (reducer_) reducer_->begin_micro_batch();
+    Tensor loss = workload_->training_loss(step, micro, micro_batches);
+    loss.backward();
+    losses.push_back(loss.item());
+  }
+  if (reducer_) reducer_->finish();
+  const std::vector<double> all = communicator_.all_gather(losses);
+  double sum = 0;
+  for (const double loss : all) sum += loss;
+  return sum / static_cast<double>(all.size());
 }
 
 int Trainer::finish(std::int64_t step) {
@@ -414,10 +451,12 @@ void Trainer::show_what_was_learned(std::int64_t step) {
   workload_->show_attention(std::cout, c_.attention_png);
 }
 
-int run(int argc, char** argv) {
-  Config c;
+// Everything before training: the settings, files and outputs checked, the model made.
+// Nothing here talks to the other ranks.
+std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, const distributed::Communicator& communicator) {
+  c.ranks = communicator.size();
   std::set<std::string> given;
-  if (!parse_command_line(argc, argv, c, given)) return 0;
+  if (!parse_command_line(argc, argv, c, given)) return nullptr;  // --help or --version
   const Start start = read_start(c);
   if (start.flag && !c.resume.empty()) apply_metadata(start.contents.metadata, c, given);
   if (start.flag && !c.init_from.empty()) apply_model_metadata(start.contents.metadata, c, given);
@@ -426,23 +465,58 @@ int run(int argc, char** argv) {
   if (c.language_model()) corpus = open_corpus(c, start);
   validate(c);
   check_memory(c);
+  if (!communicator.is_root()) {  // rank 0 alone prints and writes
+    c.save.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
+    c.quiet = true;
+  }
   check_outputs(c);
-  if (c.threads > 0) set_num_threads(c.threads);
+  if (c.threads > 0)
+    set_num_threads(c.threads);
+  else if (communicator.local_size() > 1)  // the machine's cores shared among its ranks
+    set_num_threads(std::max(1, num_threads() / communicator.local_size()));
   if (c.verbose)
-    std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads" << std::endl;
-
+    std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads"
+              << (communicator.size() > 1 ? str(" in each of ", communicator.size(), " ranks") : std::string())
+              << std::endl;
   manual_seed(c.seed);
-  Trainer trainer(c, c.language_model() ? make_language_workload(c, corpus) : make_toy_workload(c), start);
-  return trainer.run();
+  return std::make_unique<Trainer>(
+      c, communicator, c.language_model() ? make_language_workload(c, corpus) : make_toy_workload(c), start);
+}
+
+// Under mpirun the ranks first agree that every one of them could set up: a bad flag or
+// file then ends every rank with exit code 2 (rank 0 saying why, or the rank that failed
+// alone), instead of some ranks waiting for the others forever.
+int run(int argc, char** argv, const distributed::Communicator& communicator) {
+  Config c;
+  std::unique_ptr<Trainer> trainer;
+  std::optional<std::string> error;
+  try {
+    trainer = set_up(argc, argv, c, communicator);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const std::vector<double> failed = communicator.all_gather({error ? 1.0 : 0.0});
+  if (std::find(failed.begin(), failed.end(), 1.0) != failed.end()) {
+    if (error && (communicator.is_root() || failed[0] == 0.0))
+      std::fprintf(stderr, "xgrad-train: %s%s\n",
+                   communicator.is_root() ? "" : str("rank ", communicator.rank(), ": ").c_str(), error->c_str());
+    return 2;
+  }
+  if (!trainer) return 0;
+  trainer->start();
+  return trainer->run();
 }
 
 }  // namespace
 
 // Every error is one line on stderr and exit status 2; a signal exits with 128 + its
-// number after saving.
+// number after saving. Under mpirun only rank 0 prints, and an error on any rank ends the
+// whole job with its message (MPI_Abort) rather than leaving the others waiting.
 int main(int argc, char** argv) {
+  const distributed::Communicator communicator;
+  if (!communicator.is_root() && !std::freopen("/dev/null", "w", stdout)) return 2;
   try {
-    const int status = run(argc, argv);
+    const int status = run(argc, argv, communicator);
     // Output that could not be written (a full disk, a closed pipe) is an error too.
     std::cout.flush();
     if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
@@ -451,7 +525,10 @@ int main(int argc, char** argv) {
     }
     return status;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "xgrad-train: %s\n", e.what());
+    const std::string message =
+        str("xgrad-train: ", communicator.size() > 1 ? str("rank ", communicator.rank(), ": ") : "", e.what());
+    if (communicator.size() > 1) communicator.abort(message);
+    std::fprintf(stderr, "%s\n", message.c_str());
     return 2;
   }
 }

@@ -37,6 +37,17 @@ Batch make_batch(const std::string& task, std::size_t n, std::size_t seq_len, st
   return {xgrad::Indices(std::move(x), {n, seq_len}), xgrad::Indices(std::move(y), {n, seq_len})};
 }
 
+Batch slice_rows(const Batch& batch, std::size_t part, std::size_t parts) {
+  if (parts == 1) return batch;
+  const std::size_t rows = batch.inputs.shape[0], length = batch.inputs.shape[1], each = rows / parts;
+  const auto rows_of = [&](const xgrad::Indices& all) {
+    const auto begin = all.values.begin() + static_cast<std::ptrdiff_t>(part * each * length);
+    return xgrad::Indices(std::vector<std::int64_t>(begin, begin + static_cast<std::ptrdiff_t>(each * length)),
+                          {each, length});
+  };
+  return {rows_of(batch.inputs), rows_of(batch.targets)};
+}
+
 xgrad::Generator stream_generator(std::uint64_t seed, std::uint64_t stream, std::uint64_t step) {
   // splitmix64 over the three numbers: well spread seeds for neighbouring steps.
   std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL + stream * 0xbf58476d1ce4e5b9ULL + step * 0x94d049bb133111ebULL;

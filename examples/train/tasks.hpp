@@ -25,6 +25,9 @@ struct Batch {
 
 Batch make_batch(const std::string& task, std::size_t n, std::size_t seq_len, std::size_t vocab, xgrad::Generator& gen);
 
+// Slice `part` of `parts` equal slices of the batch's rows (parts must divide them).
+Batch slice_rows(const Batch& batch, std::size_t part, std::size_t parts);
+
 // A generator for stream `stream` at `step` of a run with `seed`: every batch and every
 // dropout mask is a pure function of (seed, stream, step), so a resumed run draws
 // exactly what an uninterrupted one would.

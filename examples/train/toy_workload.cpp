@@ -48,9 +48,10 @@ class ToyWorkload : public Workload {
 
   nn::Module& model() override { return model_; }
 
-  Tensor training_loss(std::int64_t step) override {
+  Tensor training_loss(std::int64_t step, std::size_t micro, std::size_t micro_batches) override {
     Generator data = stream_generator(config_.seed, 1, static_cast<std::uint64_t>(step));
-    const Batch batch = make_batch(config_.task, static_cast<std::size_t>(config_.batch), length_, vocab_, data);
+    const Batch batch = slice_rows(
+        make_batch(config_.task, static_cast<std::size_t>(config_.batch), length_, vocab_, data), micro, micro_batches);
     return cross_entropy(model_.forward(batch.inputs), batch.targets, kIgnore);
   }
 

@@ -20,9 +20,11 @@ class Workload {
   virtual ~Workload() = default;
 
   virtual xgrad::nn::Module& model() = 0;
-  // The mean cross-entropy of step `step`'s training batch, with its graph. Batches are
-  // functions of (seed, step), so a resumed run draws what an uninterrupted one would.
-  virtual xgrad::Tensor training_loss(std::int64_t step) = 0;
+  // The mean cross-entropy of micro-batch `micro` of `micro_batches` (equal slices of
+  // rows) of step `step`'s training batch, with its graph. Batches are functions of
+  // (seed, step), so a resumed run draws what an uninterrupted one would, and every rank
+  // of a job slices the same batch.
+  virtual xgrad::Tensor training_loss(std::int64_t step, std::size_t micro, std::size_t micro_batches) = 0;
   // Held-out evaluation after `step` (see Evaluation); `recent_train_loss` is the mean
   // training loss since the previous evaluation. Nothing when `interrupted()` turns true
   // first.
