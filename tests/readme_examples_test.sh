@@ -25,7 +25,11 @@ blocks=$(ls "$work/project"/example_*.cpp | wc -l)
     else
       echo "add_library($name OBJECT $name.cpp)"
     fi
-    echo "target_link_libraries($name PRIVATE xgrad::xgrad)"
+    if grep -q "xgrad/distributed" "$file"; then
+      echo "target_link_libraries($name PRIVATE xgrad::xgrad xgrad::distributed)"
+    else
+      echo "target_link_libraries($name PRIVATE xgrad::xgrad)"
+    fi
   done
 } >"$work/project/CMakeLists.txt"
 launcher=()
