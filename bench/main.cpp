@@ -1,7 +1,8 @@
 // xgrad-bench: the model, data, optimizer and step of ../shared/bench/torch_reference.py,
 // timed the same way, printed as the same JSON line (plus model_gflop and gflops).
 //
-//   xgrad-bench --config tiny|medium|long|xlong|lm|sgemm|overhead [--threads N] [--steps N]
+//   xgrad-bench --config tiny|medium|long|xlong|lm|sgemm|overhead
+//   mpirun -np 2 xgrad-bench --config allreduce --threads 1 [--threads N] [--steps N]
 //
 // sgemm prints the machine's cblas_sgemm rate (1024 x 1024, the same threads); overhead
 // prints the microseconds per op of forward + backward over a long chain of tiny ops.
@@ -19,6 +20,7 @@
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/version.hpp"
+#include "xgrad/distributed/reducer.hpp"
 #include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
@@ -129,6 +131,108 @@ int run_lm(int threads, int steps, int warmup) {
   return time_steps("lm", c, threads, steps, warmup, step);
 }
 
+// Gradients of `bytes` (float32) in parameters of 256 KiB, for timing the reducer alone:
+// backward through sum(w * 1) is one cheap pass.
+struct Gradients : nn::Module {
+  explicit Gradients(std::size_t bytes) {
+    const std::size_t per = 64 * 1024;
+    for (std::size_t left = bytes / 4, i = 0; left > 0; ++i) {
+      const std::size_t n = std::min(per, left);
+      weights.push_back(register_parameter(str("w", i), Tensor::zeros({n})));
+      left -= n;
+    }
+  }
+  Tensor loss() const {
+    Tensor total = sum(weights[0]);
+    for (std::size_t i = 1; i < weights.size(); ++i) total = total + sum(weights[i]);
+    return total;
+  }
+  std::vector<Tensor> weights;
+};
+
+// Under mpirun: the reducer's bandwidth for gradients of 100 KB to 400 MB (backward's
+// own time subtracted), then the overlap in a training step of the lm model: backward
+// with the reduction running beside it against backward alone plus the reduction alone.
+int run_allreduce(const distributed::Communicator& world, int threads, int steps) {
+  if (world.size() < 2) {
+    std::fprintf(stderr, "xgrad-bench --config allreduce runs under mpirun -np 2 (or more)\n");
+    return 2;
+  }
+  steps = steps > 0 ? steps : 5;
+  const auto timed = [&](const auto& step) {  // median of `steps` runs, after one untimed
+    step();
+    std::vector<double> ms;
+    for (int i = 0; i < steps; ++i) {
+      world.barrier();
+      const auto t = Clock::now();
+      step();
+      ms.push_back(seconds_since(t) * 1e3);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  for (const std::size_t bytes : {100'000ul, 1'000'000ul, 10'000'000ul, 100'000'000ul, 400'000'000ul}) {
+    Gradients g(bytes);
+    const double backward = timed([&] { g.loss().backward(); });
+    distributed::GradientReducer reducer(world, g);
+    const double reduced = timed([&] {
+      reducer.begin_micro_batch();
+      g.loss().backward();
+      reducer.finish();
+    });
+    const double ms = std::max(reduced - backward, 1e-6);
+    if (world.is_root())
+      std::printf(
+          "{\"config\": \"allreduce\", \"ranks\": %d, \"threads\": %d, \"bytes\": %zu, \"buckets\": %zu, "
+          "\"ms\": %.3f, \"gb_per_s\": %.3f, \"impl\": \"xgrad-%s\"}\n",
+          world.size(), threads, bytes, reducer.num_buckets(), ms, static_cast<double>(bytes) / ms / 1e6, version());
+  }
+  // Overlap in the lm model's step.
+  manual_seed(0);
+  train::GPT model({.vocab = 73, .block = 64, .layers = 4, .heads = 4, .d_model = 128});
+  Generator gen(0);
+  std::vector<std::int64_t> x(12 * 64 + 1);
+  for (auto& t : x) t = static_cast<std::int64_t>(gen.below(73));
+  const Indices inputs(std::vector<std::int64_t>(x.begin(), x.end() - 1), {12, 64}),
+      targets(std::vector<std::int64_t>(x.begin() + 1, x.end()), {12, 64});
+  const auto zero = [&] {
+    for (auto& [name, p] : model.named_parameters()) p.zero_grad();
+  };
+  const double alone = timed([&] {
+    zero();
+    cross_entropy(model.forward(inputs), targets).backward();
+  });
+  std::size_t bytes = 0;
+  for (auto& [name, p] : model.named_parameters()) bytes += 4 * p.numel();
+  Gradients same_size(bytes);
+  double communication = 0;
+  {
+    const double backward = timed([&] { same_size.loss().backward(); });
+    distributed::GradientReducer reducer(world, same_size);
+    communication = timed([&] {
+                      reducer.begin_micro_batch();
+                      same_size.loss().backward();
+                      reducer.finish();
+                    }) -
+                    backward;
+  }
+  distributed::GradientReducer reducer(world, model);
+  const double together = timed([&] {
+    zero();
+    reducer.begin_micro_batch();
+    cross_entropy(model.forward(inputs), targets).backward();
+    reducer.finish();
+  });
+  if (world.is_root())
+    std::printf(
+        "{\"config\": \"allreduce_overlap\", \"model\": \"lm\", \"ranks\": %d, \"threads\": %d, \"bytes\": %zu, "
+        "\"step_ms\": %.3f, \"communication_ms\": %.3f, \"step_with_reducer_ms\": %.3f, \"hidden\": %.2f, "
+        "\"impl\": \"xgrad-%s\"}\n",
+        world.size(), threads, bytes, alone, communication, together,
+        std::clamp((alone + communication - together) / std::max(communication, 1e-9), 0.0, 1.0), version());
+  return 0;
+}
+
 int run_sgemm(int threads, int steps) {
   const std::size_t n = 1024;
   Generator gen(0);
@@ -172,14 +276,18 @@ int main(int argc, char** argv) {
   CLI::App app{"xgrad-bench: one benchmark configuration, printed as one JSON line"};
   std::string config = "tiny";
   int threads = 2, steps = 0, warmup = 3;
-  app.add_option("--config", config, "tiny | medium | long | xlong | lm | sgemm | overhead")
-      ->check(CLI::IsMember({"tiny", "medium", "long", "xlong", "lm", "sgemm", "overhead"}))
+  app.add_option("--config", config, "tiny | medium | long | xlong | lm | sgemm | overhead | allreduce (under mpirun)")
+      ->check(CLI::IsMember({"tiny", "medium", "long", "xlong", "lm", "sgemm", "overhead", "allreduce"}))
       ->capture_default_str();
   app.add_option("--threads", threads, "threads for kernels and BLAS")->capture_default_str();
   app.add_option("--steps", steps, "timed steps (0: about 3 s)")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   set_num_threads(threads);
+  if (config == "allreduce") {
+    const distributed::Communicator world;
+    return run_allreduce(world, threads, steps);
+  }
   if (config == "sgemm") return run_sgemm(threads, steps);
   if (config == "overhead") return run_overhead(threads, steps);
   if (config == "lm") return run_lm(threads, steps, warmup);

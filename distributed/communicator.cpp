@@ -33,6 +33,10 @@ Communicator::Communicator() {
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (!initialised) {
+    // A rank waiting in MPI yields its core rather than spinning: the reducer's thread
+    // waits while the rank's own compute (and, on a shared machine, other ranks) needs the
+    // cores. The user's setting, when given, wins.
+    ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     if (provided < MPI_THREAD_MULTIPLE) {
@@ -107,6 +111,17 @@ void broadcast_state(const Communicator& communicator, nn::Module& module, int r
       using T = decltype(tag);
       communicator.broadcast(tensor.template data<T>(), tensor.numel() * sizeof(T), root);
     });
+}
+
+void print_on_root(const Communicator& communicator, const std::string& line) {
+  if (!communicator.is_root()) return;
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void save_on_root(const Communicator& communicator, const std::string& path, const Stateful& model,
+                  const Stateful* optimizer, const nn::Metadata& metadata) {
+  if (communicator.is_root()) nn::save(path, model, optimizer, metadata);
 }
 
 }  // namespace xgrad::distributed

@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "xgrad/autograd/tensor.hpp"
+#include "xgrad/autograd/state.hpp"
+#include "xgrad/nn/checkpoint.hpp"
 
 namespace xgrad::nn {
 class Module;
@@ -62,5 +63,11 @@ bool launched_by_mpirun();
 // Copies rank root's parameters and buffers into every rank's module (same names and
 // shapes on every rank), so that every replica starts equal.
 void broadcast_state(const Communicator& communicator, nn::Module& module, int root = 0);
+
+// Rank 0 alone prints a line to stdout / writes a checkpoint (nn::save: atomically); the
+// other ranks do nothing. Replicas are equal, so rank 0's state is the job's.
+void print_on_root(const Communicator& communicator, const std::string& line);
+void save_on_root(const Communicator& communicator, const std::string& path, const Stateful& model,
+                  const Stateful* optimizer = nullptr, const nn::Metadata& metadata = {});
 
 }  // namespace xgrad::distributed

@@ -7,6 +7,8 @@
 #include "xgrad/distributed/reducer.hpp"
 #include "xgrad/nn/nn.hpp"
 
+#include <cstdio>
+
 using namespace xgrad;
 using namespace xgrad::test;
 
@@ -40,6 +42,14 @@ BOOST_AUTO_TEST_CASE(alone_there_is_no_mpi_and_one_rank) {
   BOOST_CHECK(world.all_gather({1.5, 2.5}) == (std::vector<double>{1.5, 2.5}));
   world.barrier();
   check_error([&] { world.send("x", 1, 0, 0); }, {"send", "mpirun"});
+  // Rank 0 (alone: this process) writes.
+  nn::Linear layer(2, 2);
+  const std::string path = "test_distributed_root.safetensors";
+  distributed::save_on_root(world, path, layer);
+  nn::Linear other(2, 2);
+  nn::load(path, other);
+  BOOST_CHECK(other.weight.to_vector() == layer.weight.to_vector());
+  std::remove(path.c_str());
 }
 
 BOOST_AUTO_TEST_CASE(buckets_follow_reverse_registration_order_and_their_size) {
