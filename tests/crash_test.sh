@@ -5,8 +5,6 @@
 # changes nothing, an output over the checkpoint is refused, SIGTERM saves like SIGINT.   usage: crash_test.sh XGRAD_TRAIN
 set -u
 train=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/lib.sh"
 # Checkpoints every 10 steps: plenty of writes for a kill to land in.
 common=(--task copy --seq-len 6 --vocab 8 --d-model 32 --heads 2 --steps 1500 --eval-every 10

@@ -5,8 +5,6 @@
 #   usage: distributed_test.sh XGRAD_TRAIN
 set -u
 train=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/lib.sh"
 cd "$work"
 # Root in CI containers; --oversubscribe: more ranks than cores is allowed here.
@@ -79,16 +77,18 @@ long=(--task sort --steps 1000000 --eval-every 100000 --target-exact 2)
 start=$(date +%s)
 mpi 2 "$train" "${long[@]}" --quiet >out 2>err &
 job=$!
-sleep 2
+for _ in $(seq 300); do [ "$(pgrep -c -f "^$train ${long[*]}")" -eq 2 ] && break; sleep 0.1; done  # both ranks up
+sleep 1
 pkill -KILL -n -f "^$train ${long[*]}"
 wait $job
 check "a rank killed with SIGKILL ends the job" test $? -ne 0
 check "within 30 s" test $(($(date +%s) - start)) -le 30
 check "and no rank is left" bash -c "! pgrep -f '^$train ${long[*]}' >/dev/null"
 # Ctrl-C on mpirun: rank 0 saves, and the checkpoint resumes.
-mpirun --allow-run-as-root --oversubscribe -np 2 "$train" "${long[@]}" --save ctrl.st >ctrl.out 2>/dev/null &
+mpirun --allow-run-as-root --oversubscribe -np 2 "$train" --task sort --steps 1000000 --target-exact 2 --eval-every 20 \
+  --eval-size 50 --save ctrl.st >ctrl.out 2>/dev/null &
 job=$!
-sleep 3
+for _ in $(seq 300); do [ -s ctrl.st ] && break; sleep 0.1; done  # training, its signal handlers set
 kill -INT $job
 wait $job
 check "Ctrl-C on mpirun saves" grep -q "checkpoint saved" ctrl.out

@@ -3,6 +3,9 @@
 # lines without their timings (which differ from run to run); `refused NAME TEXT ARGS...`
 # checks that the script's own `run ARGS...` (which runs a program with ARGS, its output
 # in ./out and ./err, and prints the exit code) exits 2 with one line saying TEXT.
+# $work: a scratch folder, removed on exit.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 passed=0 failed=0
 check() {
   local name=$1; shift

@@ -6,8 +6,6 @@
 #   usage: lm_test.sh XGRAD_TRAIN XGRAD_GENERATE
 set -u
 train=$1 generate=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/lib.sh"
 cd "$work"
 run() { timeout 120 "$@" >out 2>err; echo $?; }

@@ -3,8 +3,6 @@
 # one-line errors with exit code 2 for bad flags.   usage: train_cli_test.sh XGRAD_TRAIN
 set -u
 train=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/lib.sh"
 exit_code() { "$@" >"$work/out" 2>"$work/err"; echo $?; }
 

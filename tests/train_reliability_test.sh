@@ -4,8 +4,6 @@
 # the signal), and no file is damaged.   usage: train_reliability_test.sh XGRAD_TRAIN
 set -u
 train=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/lib.sh"
 cd "$work"
 run() { timeout 60 "$train" "$@" >out 2>err; echo $?; }
