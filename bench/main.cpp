@@ -171,10 +171,10 @@ int run_allreduce(const distributed::Communicator& world, int threads, int steps
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   };
-  for (const std::size_t bytes : {100'000ul, 1'000'000ul, 10'000'000ul, 100'000'000ul, 400'000'000ul}) {
+  const auto measure = [&](std::size_t bytes, std::size_t bucket_bytes) {
     Gradients g(bytes);
     const double backward = timed([&] { g.loss().backward(); });
-    distributed::GradientReducer reducer(world, g);
+    distributed::GradientReducer reducer(world, g, 1, {.bucket_bytes = bucket_bytes});
     const double reduced = timed([&] {
       reducer.begin_micro_batch();
       g.loss().backward();
@@ -183,10 +183,15 @@ int run_allreduce(const distributed::Communicator& world, int threads, int steps
     const double ms = std::max(reduced - backward, 1e-6);
     if (world.is_root())
       std::printf(
-          "{\"config\": \"allreduce\", \"ranks\": %d, \"threads\": %d, \"bytes\": %zu, \"buckets\": %zu, "
-          "\"ms\": %.3f, \"gb_per_s\": %.3f, \"impl\": \"xgrad-%s\"}\n",
-          world.size(), threads, bytes, reducer.num_buckets(), ms, static_cast<double>(bytes) / ms / 1e6, version());
-  }
+          "{\"config\": \"allreduce\", \"ranks\": %d, \"threads\": %d, \"bytes\": %zu, \"bucket_bytes\": %zu, "
+          "\"buckets\": %zu, \"ms\": %.3f, \"gb_per_s\": %.3f, \"impl\": \"xgrad-%s\"}\n",
+          world.size(), threads, bytes, bucket_bytes, reducer.num_buckets(), ms, static_cast<double>(bytes) / ms / 1e6,
+          version());
+  };
+  const std::size_t default_bucket = distributed::ReducerOptions{}.bucket_bytes;
+  for (const std::size_t bytes : {100'000ul, 1'000'000ul, 10'000'000ul, 100'000'000ul, 400'000'000ul})
+    measure(bytes, default_bucket);
+  for (const std::size_t bucket : {256ul << 10, 4ul << 20, 16ul << 20}) measure(10'000'000, bucket);  // the bucket size
   // Overlap in the lm model's step.
   manual_seed(0);
   train::GPT model({.vocab = 73, .block = 64, .layers = 4, .heads = 4, .d_model = 128});
