@@ -29,6 +29,16 @@ Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor abs(const Tensor& x);  // gradient 0 at 0
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor erf(const Tensor& x);
+// Limits x to [min, max] (either may be left out), as torch.clamp: min applies first, so
+// min > max gives max; NaN stays NaN; gradient 1 where min <= x <= max, else 0.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
+// Elementwise, broadcasting; NaN in either operand gives NaN. On a tie each operand gets
+// half the gradient (as PyTorch).
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
 // A differentiable change of dtype (Tensor::to); the gradient is cast back.
 Tensor cast(const Tensor& x, DType dtype);
 
@@ -72,6 +82,9 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);  // gradient 0 at 0
 // Exact GELU, x * Phi(x); approximate = true uses the tanh form (as PyTorch's 'tanh').
 Tensor gelu(const Tensor& x, bool approximate = false);
+Tensor silu(const Tensor& x);  // x * sigmoid(x), PyTorch's SiLU (swish)
+// log(1 + exp(beta x)) / beta, and x where beta x > threshold (as torch's softplus).
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 // Numerically stable: the row maximum is subtracted first.
 Tensor softmax(const Tensor& x, int axis = -1);
 Tensor log_softmax(const Tensor& x, int axis = -1);
@@ -87,6 +100,21 @@ Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim = false)
 // Gradient flows to the first maximal element of each reduced group (as torch.max(dim)).
 Tensor max(const Tensor& x);
 Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
+// Variance and standard deviation, divided by n - correction (1: Bessel's, PyTorch's
+// default; 0: the population's). Fewer than correction + 1 elements per group is an
+// error. stddev (torch.std) has gradient 0 where it is 0 (PyTorch gives NaN there).
+Tensor var(const Tensor& x, int correction = 1);
+Tensor var(const Tensor& x, const std::vector<int>& axes, int correction = 1, bool keepdim = false);
+Tensor stddev(const Tensor& x, int correction = 1);
+Tensor stddev(const Tensor& x, const std::vector<int>& axes, int correction = 1, bool keepdim = false);
+// Running sum along `axis`, as torch.cumsum.
+Tensor cumsum(const Tensor& x, int axis);
+// Position of the first largest / smallest element (NaN counts as both, as PyTorch):
+// over all elements (flattened, shape []) or along `axis`. Not differentiable.
+Indices argmax(const Tensor& x);
+Indices argmax(const Tensor& x, int axis, bool keepdim = false);
+Indices argmin(const Tensor& x);
+Indices argmin(const Tensor& x, int axis, bool keepdim = false);
 
 // ---- linear algebra (ops/linalg.cpp) ----
 // Matrix product over the last two axes with broadcast batch axes, as numpy.matmul:
@@ -173,10 +201,26 @@ std::vector<Tensor> chunk(const Tensor& x, std::size_t chunks, int axis);
 Tensor unsqueeze(const Tensor& x, int axis);
 Tensor squeeze(const Tensor& x, int axis);           // the axis must have size 1
 Tensor expand(const Tensor& x, const Shape& shape);  // broadcast to `shape`
+// Constant padding as torch.nn.functional.pad: `pads` holds (before, after) pairs from
+// the last axis backwards ({left, right, top, bottom} pads a matrix); a negative amount
+// removes elements.
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value = 0.0);
+// The upper / lower triangle of the matrices in the last two axes: element (i, j) is
+// kept where j - i >= diagonal (triu) or j - i <= diagonal (tril), else 0.
+Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
+Tensor tril(const Tensor& x, std::int64_t diagonal = 0);
 
 // ---- indexing (ops/indexing.cpp) ----
 // Rows of weight [num, d] picked by ids of any shape: result ids.shape + [d].
 Tensor embedding(const Tensor& weight, const Indices& ids);
+// out[i][j][k] = x[index[i][j][k]][j][k] for axis 0 (and so on), as torch.gather: index
+// has x's number of axes, no larger than x except along `axis`; the result has its shape.
+Tensor gather(const Tensor& x, int axis, const Indices& index);
+// The entries `index` (1-D) along `axis`, in that order, repeats allowed (torch.index_select).
+Tensor index_select(const Tensor& x, int axis, const Indices& index);
+// Indices from a tensor of whole numbers (e.g. class ids stored as floats), and back.
+Indices to_indices(const Tensor& t);
+Tensor to_tensor(const Indices& ids, DType dtype = DType::float32);
 
 // ---- losses (ops/loss.cpp) ----
 // Mean cross-entropy of logits [..., C] (classes on the last axis) against integer

@@ -99,3 +99,16 @@ BOOST_AUTO_TEST_CASE(dropout_is_inverted_seeded_and_identity_when_off) {
   check_error([&] { dropout(x, 1.0, true, gen); }, {"dropout", "outside [0, 1)"});
   check_error([&] { dropout(x, -0.1, true, gen); }, {"dropout"});
 }
+
+BOOST_AUTO_TEST_CASE(silu_and_softplus) {
+  const Tensor x = add(randn64({3, 5}, 21, false), 0.0).requires_grad_();
+  check_gradients([](const Inputs& in) { return silu(in[0]); }, {x});
+  check_gradients([](const Inputs& in) { return softplus(in[0]); }, {x});
+  // Beyond the threshold softplus is x itself (gradient 1); below, the smooth curve.
+  const Tensor wide = mul(randn64({4, 6}, 22, false), 4.0).requires_grad_();
+  check_gradients([](const Inputs& in) { return softplus(in[0], 2.0, 3.0); }, {wide});
+  const Tensor v = Tensor::from_vector({-1000.0, 0.0, 30.0, 1000.0}, {4}, DType::float32);
+  check_close(softplus(v).to_vector(), {0.0, std::log(2.0), 30.0, 1000.0}, 1e-6);
+  check_close(silu(v).to_vector(), {0.0, 0.0, 30.0, 1000.0}, 1e-6);  // no overflow to NaN
+  check_error([&] { softplus(x, 0.0); }, {"softplus", "beta"});
+}

@@ -116,3 +116,49 @@ BOOST_AUTO_TEST_CASE(shape_and_dtype_errors_name_the_op) {
   check_error([&] { add(a, a.to(DType::float32)); }, {"add", "float64", "float32"});
   check_error([&] { add(a, Tensor()); }, {"add", "undefined"});
 }
+
+BOOST_AUTO_TEST_CASE(sin_cos_erf) {
+  const Tensor x = randn64({3, 4}, 31);
+  check_gradients([](const Inputs& in) { return sin(in[0]); }, {x});
+  check_gradients([](const Inputs& in) { return cos(in[0]); }, {x});
+  check_gradients([](const Inputs& in) { return erf(in[0]); }, {x});
+  const Tensor v = Tensor::from_vector({0.0, 1.0}, {2}, DType::float64);
+  check_close(sin(v).to_vector(), {0.0, std::sin(1.0)});
+  check_close(cos(v).to_vector(), {1.0, std::cos(1.0)});
+  check_close(erf(v).to_vector(), {0.0, std::erf(1.0)});
+}
+
+BOOST_AUTO_TEST_CASE(clamp_bounds_gradient_and_nan) {
+  const Tensor x = randn64({4, 5}, 32);
+  check_gradients([](const Inputs& in) { return clamp(in[0], -0.3, 0.4); }, {x});
+  check_gradients([](const Inputs& in) { return clamp(in[0], 0.2); }, {x});
+  check_gradients([](const Inputs& in) { return clamp(in[0], std::nullopt, 0.1); }, {x});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor v = Tensor::from_vector({-2.0, -1.0, 0.5, 1.0, 3.0, nan}, {6}, DType::float64, true);
+  const auto y = clamp(v, -1.0, 1.0).to_vector();
+  check_close({y[0], y[1], y[2], y[3], y[4]}, {-1.0, -1.0, 0.5, 1.0, 1.0});
+  BOOST_CHECK(std::isnan(y[5]));
+  sum(clamp(v, -1.0, 1.0) * Tensor::from_vector({1, 1, 1, 1, 1, 0}, {6}, DType::float64)).backward();
+  check_close(v.grad().to_vector(), {0.0, 1.0, 1.0, 1.0, 0.0, 0.0});  // both bounds included
+  check_close({clamp(v, 2.0, -2.0).to_vector().front()}, {-2.0});     // min > max gives max
+  check_error([&] { clamp(x, std::nullopt, std::nullopt); }, {"clamp", "min"});
+  check_error([&] { clamp(x, nan); }, {"clamp", "NaN"});
+}
+
+BOOST_AUTO_TEST_CASE(minimum_maximum_broadcast_ties_and_nan) {
+  const Tensor a = randn64({3, 4}, 33), b = randn64({4}, 34);
+  check_gradients([](const Inputs& in) { return minimum(in[0], in[1]); }, {a, b});
+  check_gradients([](const Inputs& in) { return maximum(in[0], in[1]); }, {a, b});
+  // A tie sends half the gradient to each operand.
+  const Tensor p = Tensor::from_vector({1.0, 2.0, 3.0}, {3}, DType::float64, true);
+  const Tensor q = Tensor::from_vector({1.0, 5.0, 0.0}, {3}, DType::float64, true);
+  sum(maximum(p, q)).backward();
+  check_close(p.grad().to_vector(), {0.5, 0.0, 1.0});
+  check_close(q.grad().to_vector(), {0.5, 1.0, 0.0});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor with_nan = Tensor::from_vector({nan, 1.0}, {2}, DType::float64);
+  const Tensor ones = Tensor::ones({2}, DType::float64);
+  BOOST_CHECK(std::isnan(minimum(with_nan, ones).to_vector()[0]));
+  BOOST_CHECK(std::isnan(maximum(ones, with_nan).to_vector()[0]));
+  check_error([&] { minimum(a, randn64({3}, 35)); }, {"minimum", "[3, 4]", "[3]"});
+}

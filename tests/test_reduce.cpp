@@ -47,3 +47,52 @@ BOOST_AUTO_TEST_CASE(reduction_errors) {
   check_error([&] { mean(x, {0, -2}); }, {"mean", "twice"});
   check_error([&] { max(Tensor::zeros({0, 3}), {0}); }, {"max", "empty", "[0, 3]"});
 }
+
+BOOST_AUTO_TEST_CASE(var_and_stddev) {
+  const Tensor x = randn64({3, 4, 5}, 41);
+  for (int correction : {0, 1}) {
+    check_gradients([correction](const Inputs& in) { return var(in[0], {1}, correction); }, {x});
+    check_gradients([correction](const Inputs& in) { return stddev(in[0], {0, 2}, correction, true); }, {x});
+    check_gradients([correction](const Inputs& in) { return var(in[0], correction); }, {x});
+    check_gradients([correction](const Inputs& in) { return stddev(in[0], correction); }, {x});
+  }
+  const Tensor v = Tensor::from_vector({1.0, 2.0, 3.0, 4.0}, {4}, DType::float64, true);
+  check_close(var(v).to_vector(), {5.0 / 3.0});
+  check_close(var(v, 0).to_vector(), {1.25});
+  check_close(stddev(v).to_vector(), {std::sqrt(5.0 / 3.0)});
+  BOOST_CHECK(var(x, {1}, 1, true).shape() == (Shape{3, 1, 5}));
+  // A constant group: stddev 0 with gradient 0, never NaN.
+  const Tensor flat = Tensor::full({3}, 2.0, DType::float64).requires_grad_();
+  stddev(flat).backward();
+  check_close(flat.grad().to_vector(), {0.0, 0.0, 0.0});
+  check_error([&] { var(Tensor::ones({1}, DType::float64)); }, {"var", "1 elements", "[1]", "correction 1"});
+  check_error([&] { stddev(x, {1}, 4); }, {"stddev", "4 elements", "degrees of freedom"});
+  check_error([&] { var(x, {1}, -1); }, {"var", "correction -1"});
+}
+
+BOOST_AUTO_TEST_CASE(cumsum_values_and_gradients) {
+  const Tensor x = randn64({3, 4, 2}, 42);
+  for (int axis : {0, 1, 2, -1}) check_gradients([axis](const Inputs& in) { return cumsum(in[0], axis); }, {x});
+  const Tensor v = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, DType::float64);
+  check_close(cumsum(v, 1).to_vector(), {1, 3, 6, 4, 9, 15});
+  check_close(cumsum(v, 0).to_vector(), {1, 2, 3, 5, 7, 9});
+  check_error([&] { cumsum(v, 2); }, {"cumsum", "axis 2", "[2, 3]"});
+  check_error([&] { cumsum(Tensor::scalar(1.0), 0); }, {"cumsum", "scalar"});
+}
+
+BOOST_AUTO_TEST_CASE(argmax_argmin_first_extreme_and_nan) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = Tensor::from_vector({1, 3, 3, -2, 0.5, nan, -1, 7}, {2, 4}, DType::float64);
+  BOOST_CHECK(argmax(x, 1).values == (std::vector<std::int64_t>{1, 1}));  // NaN counts as the largest
+  BOOST_CHECK(argmin(x, 1).values == (std::vector<std::int64_t>{3, 1}));  // ... and the smallest
+  BOOST_CHECK(argmax(x, 1).shape == (Shape{2}));
+  BOOST_CHECK(argmax(x, 0, true).shape == (Shape{1, 4}));
+  BOOST_CHECK(argmax(x, 0, true).values == (std::vector<std::int64_t>{0, 1, 0, 1}));
+  BOOST_CHECK(argmax(x).values == (std::vector<std::int64_t>{5}));
+  BOOST_CHECK(argmax(x).shape.empty());
+  const Tensor y = Tensor::from_vector({4, 9, 9, 1}, {4}, DType::float32);
+  BOOST_CHECK(argmax(y).values == (std::vector<std::int64_t>{1}));
+  BOOST_CHECK(argmin(y, 0).values == (std::vector<std::int64_t>{3}));
+  check_error([&] { argmax(Tensor::zeros({0, 3})); }, {"argmax", "empty", "[0, 3]"});
+  check_error([&] { argmin(x, -3); }, {"argmin", "axis -3"});
+}

@@ -89,3 +89,63 @@ BOOST_AUTO_TEST_CASE(expand_broadcasts_and_sums_back) {
   check_gradients([](const Inputs& in) { return expand(in[0], {2, 3, 4}); }, {x});
   check_error([&] { expand(x, {2, 4}); }, {"expand", "[3, 1]", "[2, 4]"});
 }
+
+BOOST_AUTO_TEST_CASE(pad_grows_and_crops) {
+  const Tensor x = randn64({2, 3, 4}, 51);
+  check_gradients([](const Inputs& in) { return pad(in[0], {1, 2}, 0.5); }, {x});
+  check_gradients([](const Inputs& in) { return pad(in[0], {1, -1, 2, 0}); }, {x});
+  check_gradients([](const Inputs& in) { return pad(in[0], {0, 1, 1, 0, 2, 1}, -3.0); }, {x});
+  const Tensor m = Tensor::from_vector({1, 2, 3, 4}, {2, 2}, DType::float64);
+  check_close(pad(m, {1, 0, 0, 1}, 9.0).to_vector(), {9, 1, 2, 9, 3, 4, 9, 9, 9});
+  BOOST_CHECK(pad(m, {-1, -1}).shape() == (Shape{2, 0}));
+  BOOST_CHECK(pad(m, {}).shape() == (Shape{2, 2}));
+  check_error([&] { pad(m, {1}); }, {"pad", "pairs", "[2, 2]"});
+  check_error([&] { pad(m, {1, 1, 1, 1, 1, 1}); }, {"pad", "2 axes"});
+  check_error([&] { pad(m, {-2, -1}); }, {"pad", "-1 elements"});
+}
+
+BOOST_AUTO_TEST_CASE(triu_and_tril) {
+  const Tensor x = randn64({2, 4, 5}, 52);
+  for (std::int64_t diagonal : {-5, -1, 0, 2, 7}) {
+    check_gradients([diagonal](const Inputs& in) { return triu(in[0], diagonal); }, {x});
+    check_gradients([diagonal](const Inputs& in) { return tril(in[0], diagonal); }, {x});
+  }
+  const Tensor m = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}, DType::float64);
+  check_close(triu(m).to_vector(), {1, 2, 3, 0, 5, 6, 0, 0, 9});
+  check_close(tril(m, -1).to_vector(), {0, 0, 0, 4, 0, 0, 7, 8, 0});
+  // triu(d) + tril(d - 1) is the whole matrix.
+  check_close(add(triu(x, 1), tril(x, 0)).to_vector(), x.to_vector());
+  check_error([&] { triu(Tensor::ones({3})); }, {"triu", "matrix", "[3]"});
+}
+
+BOOST_AUTO_TEST_CASE(gather_and_index_select) {
+  const Tensor x = randn64({3, 4, 5}, 53);
+  const Indices along1({0, 3, 3, 1, 2, 0, 1, 1, 2, 3, 0, 0, 1, 2, 3, 3, 2, 1}, {3, 2, 3});
+  check_gradients([&](const Inputs& in) { return gather(in[0], 1, along1); }, {x});
+  const Indices last({4, 0, 4, 4, 1, 2}, {1, 2, 3});
+  check_gradients([&](const Inputs& in) { return gather(in[0], -1, last); }, {x});
+  const Indices rows({2, 0, 2}, {3});
+  check_gradients([&](const Inputs& in) { return index_select(in[0], 0, rows); }, {x});
+  check_gradients([&](const Inputs& in) { return index_select(in[0], 2, Indices({4, 4, 1}, {3})); }, {x});
+  const Tensor m = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, DType::float64);
+  check_close(gather(m, 1, Indices({2, 0, 1, 1}, {2, 2})).to_vector(), {3, 1, 5, 5});
+  check_close(index_select(m, 1, Indices({2, 2, 0}, {3})).to_vector(), {3, 3, 1, 6, 6, 4});
+  BOOST_CHECK(index_select(m, 0, Indices({}, {0})).shape() == (Shape{0, 3}));
+  check_error([&] { gather(m, 1, Indices({3}, {1, 1})); }, {"gather", "index 3", "[0, 3)", "[2, 3]"});
+  check_error([&] { gather(m, 1, Indices({0, 1}, {2})); }, {"gather", "[2]", "as many axes"});
+  check_error([&] { gather(m, 1, Indices({0, 0, 0}, {3, 1})); }, {"gather", "larger", "axis 0"});
+  check_error([&] { index_select(m, 0, Indices({-1}, {1})); }, {"index_select", "index -1", "[0, 2)"});
+  check_error([&] { index_select(m, 0, Indices({0, 1}, {1, 2})); }, {"index_select", "1-D", "[1, 2]"});
+}
+
+BOOST_AUTO_TEST_CASE(indices_from_and_to_tensors) {
+  const Tensor t = Tensor::from_vector({3, 0, -2, 7}, {2, 2}, DType::float32);
+  const Indices ids = to_indices(t);
+  BOOST_CHECK(ids.values == (std::vector<std::int64_t>{3, 0, -2, 7}));
+  BOOST_CHECK(ids.shape == (Shape{2, 2}));
+  check_close(to_tensor(ids, DType::float64).to_vector(), {3, 0, -2, 7});
+  BOOST_CHECK(to_tensor(ids).dtype() == DType::float32);
+  check_error([] { to_indices(Tensor::from_vector({1.5}, {1})); }, {"to_indices", "1.5", "whole number"});
+  check_error([] { to_indices(Tensor::from_vector({1e300}, {1}, DType::float64)); }, {"to_indices", "2^53"});
+  check_error([] { to_tensor(Indices({(1 << 24) + 1}, {1}), DType::float32); }, {"to_tensor", "float32"});
+}

@@ -48,6 +48,41 @@ Tensor relu(const Tensor& x) {
       });
 }
 
+Tensor silu(const Tensor& x) {
+  return unary_op(
+      "silu", x,
+      [](const auto& v) {
+        using T = value_t<decltype(v)>;
+        return xt::xarray<T>(v / (T(1) + xt::exp(-v)));
+      },
+      [](const auto& g, const auto& v, const auto&) {  // s (1 + x (1 - s)), s = sigmoid(x)
+        using T = value_t<decltype(g)>;
+        const xt::xarray<T> s = T(1) / (T(1) + xt::exp(-v));
+        return xt::xarray<T>(g * s * (T(1) + v * (T(1) - s)));
+      });
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  XGRAD_CHECK(beta > 0.0 && std::isfinite(beta), "softplus", "beta ", beta, " must be finite and > 0");
+  XGRAD_CHECK(!std::isnan(threshold), "softplus", "threshold must not be NaN");
+  // log1p(exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch, which
+  // also avoids the overflow of exp there).
+  return unary_op(
+      "softplus", x,
+      [beta, threshold](const auto& v) {
+        using T = value_t<decltype(v)>;
+        const T b = static_cast<T>(beta), t = static_cast<T>(threshold);
+        const xt::xarray<T> scaled = v * b;
+        return xt::xarray<T>(xt::where(scaled > t, v, xt::log1p(xt::exp(scaled)) / b));
+      },
+      [beta, threshold](const auto& g, const auto& v, const auto&) {  // sigmoid(beta x)
+        using T = value_t<decltype(g)>;
+        const T b = static_cast<T>(beta), t = static_cast<T>(threshold);
+        const xt::xarray<T> scaled = v * b;
+        return xt::xarray<T>(xt::where(scaled > t, g, g / (T(1) + xt::exp(-scaled))));
+      });
+}
+
 namespace {
 
 // GELU's constants in the op's precision.

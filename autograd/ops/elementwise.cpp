@@ -1,6 +1,11 @@
 // Elementwise arithmetic, casts, comparisons and selection. Binary ops broadcast; each
 // gradient is computed at the broadcast shape and summed back to its input's shape.
 
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <optional>
+
 #include <xtensor/xmath.hpp>
 #include <xtensor/xoperation.hpp>
 
@@ -144,6 +149,76 @@ Tensor abs(const Tensor& x) {
       "abs", x, [](const auto& v) { return xt::abs(v); },
       [](const auto& g, const auto& v, const auto&) { return g * xt::sign(v); });
 }
+
+Tensor sin(const Tensor& x) {
+  return unary_op(
+      "sin", x, [](const auto& v) { return xt::sin(v); },
+      [](const auto& g, const auto& v, const auto&) { return g * xt::cos(v); });
+}
+
+Tensor cos(const Tensor& x) {
+  return unary_op(
+      "cos", x, [](const auto& v) { return xt::cos(v); },
+      [](const auto& g, const auto& v, const auto&) { return -g * xt::sin(v); });
+}
+
+Tensor erf(const Tensor& x) {
+  return unary_op(
+      "erf", x, [](const auto& v) { return xt::erf(v); },
+      [](const auto& g, const auto& v, const auto&) {  // 2 / sqrt(pi) * exp(-x^2)
+        using T = value_t<decltype(g)>;
+        return g * (T(2) / std::sqrt(std::numbers::pi_v<T>)) * xt::exp(-v * v);
+      });
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  XGRAD_CHECK(min || max, "clamp", "needs a min, a max or both");
+  XGRAD_CHECK(!(min && std::isnan(*min)) && !(max && std::isnan(*max)), "clamp", "bounds must not be NaN");
+  const double low = min.value_or(-std::numeric_limits<double>::infinity());
+  const double high = max.value_or(std::numeric_limits<double>::infinity());
+  // As torch.clamp: min is applied first, so min > max gives max everywhere; NaN stays
+  // NaN; the gradient passes where low <= x <= high (both ends included).
+  return unary_op(
+      "clamp", x,
+      [low, high](const auto& v) {
+        using T = value_t<decltype(v)>;
+        const T lo = static_cast<T>(low), hi = static_cast<T>(high);
+        const xt::xarray<T> raised = xt::where(v < lo, lo, v);
+        return xt::xarray<T>(xt::where(raised > hi, hi, raised));
+      },
+      [low, high](const auto& g, const auto& v, const auto&) {
+        using T = value_t<decltype(g)>;
+        const T lo = static_cast<T>(low), hi = static_cast<T>(high);
+        return xt::xarray<T>(xt::where(v >= lo && v <= hi, g, T(0)));
+      });
+}
+
+namespace {
+
+// minimum / maximum: the gradient goes to the operand that was chosen, half to each on a
+// tie (as PyTorch).
+template <bool kMaximum>
+Tensor extremum(const char* op, const Tensor& a, const Tensor& b) {
+  const auto share = [](const auto& g, const auto& mine, const auto& other, const auto&) {
+    using T = value_t<decltype(g)>;
+    const auto chosen = kMaximum ? xt::xarray<bool>(mine > other) : xt::xarray<bool>(mine < other);
+    return xt::xarray<T>(xt::where(chosen, g, xt::where(xt::equal(mine, other), g * T(0.5), T(0))));
+  };
+  return binary_op(
+      op, a, b,
+      [](const auto& x, const auto& y) {  // NaN in either operand gives NaN
+        using T = value_t<decltype(x)>;
+        const auto pick = kMaximum ? xt::xarray<bool>(x >= y) : xt::xarray<bool>(x <= y);
+        return xt::xarray<T>(
+            xt::where(xt::isnan(x) || xt::isnan(y), std::numeric_limits<T>::quiet_NaN(), xt::where(pick, x, y)));
+      },
+      share, [share](const auto& g, const auto& x, const auto& y, const auto& out) { return share(g, y, x, out); });
+}
+
+}  // namespace
+
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum<false>("minimum", a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum<true>("maximum", a, b); }
 
 // Tensor::to is this op.
 Tensor cast(const Tensor& x, DType target) {

@@ -1,8 +1,11 @@
-// Embedding lookup: gather rows by integer id; backward scatter-adds into those rows.
+// Picking elements by integer position: embedding lookup, gather, index_select (each
+// backward scatter-adds into the picked places), and Indices to and from tensors.
 
 #include <algorithm>
+#include <cmath>
 
 #include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/ops/shape_util.hpp"
 #include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
@@ -30,6 +33,110 @@ Tensor embedding(const Tensor& weight, const Indices& ids) {
         for (std::size_t j = 0; j < dim; ++j) dw[rows[i] * dim + j] += g[i * dim + j];
     });
   });
+}
+
+namespace {
+
+// Row-major strides of `shape`.
+Shape strides_of(const Shape& shape) {
+  Shape strides(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+// Checks every index lies in [0, size) along `axis` of `shape`.
+void check_positions(const char* op, const Indices& index, std::size_t size, const Shape& shape, std::size_t axis) {
+  for (std::size_t i = 0; i < index.numel(); ++i)
+    XGRAD_CHECK(index.values[i] >= 0 && static_cast<std::size_t>(index.values[i]) < size, op, "index ", index.values[i],
+                " at position ", i, " of index ", index.shape, " is outside [0, ", size, ") along axis ", axis, " of ",
+                shape);
+}
+
+// For each output element (in order), the offset of the input element it copies.
+template <class Offset>
+Tensor pick(const char* op, const Tensor& x, const Shape& out_shape, Offset offset_of) {
+  const std::size_t count = numel(out_shape);
+  std::vector<std::size_t> sources(count);
+  for (std::size_t i = 0; i < count; ++i) sources[i] = offset_of(i);
+  return dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* v = x.node()->values<T>().data();
+    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    for (std::size_t i = 0; i < count; ++i) out.data()[i] = v[sources[i]];
+    return record<T>(op, std::move(out), {x}, [sources = std::move(sources)](BackwardContext<T>& ctx) {
+      T* dx = ctx.grad_buffer(0).data();
+      const T* g = ctx.grad().data();
+      for (std::size_t i = 0; i < sources.size(); ++i) dx[sources[i]] += g[i];
+    });
+  });
+}
+
+}  // namespace
+
+Tensor gather(const Tensor& x, int axis, const Indices& index) {
+  check_defined("gather", x);
+  index.check("gather");
+  const Shape shape = x.shape();
+  XGRAD_CHECK(!shape.empty(), "gather", "needs at least one axis, got a scalar");
+  const std::size_t a = normalize_axis("gather", axis, shape.size(), shape);
+  XGRAD_CHECK(index.shape.size() == shape.size(), "gather", "index ", index.shape, " must have as many axes as x ",
+              shape);
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    XGRAD_CHECK(d == a || index.shape[d] <= shape[d], "gather", "index ", index.shape, " is larger than x ", shape,
+                " along axis ", d);
+  check_positions("gather", index, shape[a], shape, a);
+  const Shape x_strides = strides_of(shape), index_strides = strides_of(index.shape);
+  return pick("gather", x, index.shape, [&](std::size_t i) {
+    std::size_t offset = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      const std::size_t coordinate = i / index_strides[d] % index.shape[d];
+      offset += (d == a ? static_cast<std::size_t>(index.values[i]) : coordinate) * x_strides[d];
+    }
+    return offset;
+  });
+}
+
+Tensor index_select(const Tensor& x, int axis, const Indices& index) {
+  check_defined("index_select", x);
+  index.check("index_select");
+  const Shape shape = x.shape();
+  XGRAD_CHECK(!shape.empty(), "index_select", "needs at least one axis, got a scalar");
+  const std::size_t a = normalize_axis("index_select", axis, shape.size(), shape);
+  XGRAD_CHECK(index.shape.size() <= 1, "index_select", "index must be 1-D, got ", index.shape);
+  check_positions("index_select", index, shape[a], shape, a);
+  const AxisBlocks b = blocks_around(shape, a);
+  Shape out_shape = shape;
+  out_shape[a] = index.numel();
+  const std::size_t picked = index.numel();
+  return pick("index_select", x, out_shape, [&](std::size_t i) {
+    const std::size_t inner = i % b.inner, position = i / b.inner % picked, outer = i / (b.inner * picked);
+    return (outer * b.n + static_cast<std::size_t>(index.values[position])) * b.inner + inner;
+  });
+}
+
+Indices to_indices(const Tensor& t) {
+  check_defined("to_indices", t);
+  const std::vector<double> values = t.to_vector();
+  std::vector<std::int64_t> ids(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    // Whole numbers a float64 holds exactly, so the conversion loses nothing.
+    XGRAD_CHECK(values[i] == std::floor(values[i]) && std::abs(values[i]) <= 0x1p53, "to_indices", "element ", i,
+                " of ", t.shape(), " is ", values[i], ", not a whole number in [-2^53, 2^53]");
+    ids[i] = static_cast<std::int64_t>(values[i]);
+  }
+  return Indices(std::move(ids), t.shape());
+}
+
+Tensor to_tensor(const Indices& ids, DType dtype) {
+  ids.check("to_tensor");
+  const std::int64_t exact = dtype == DType::float32 ? (std::int64_t{1} << 24) : (std::int64_t{1} << 53);
+  std::vector<double> values(ids.numel());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    XGRAD_CHECK(ids.values[i] >= -exact && ids.values[i] <= exact, "to_tensor", "id ", ids.values[i], " at position ",
+                i, " is not exact in ", dtype_name(dtype));
+    values[i] = static_cast<double>(ids.values[i]);
+  }
+  return Tensor::from_vector(values, ids.shape, dtype);
 }
 
 }  // namespace xgrad

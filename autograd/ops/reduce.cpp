@@ -1,9 +1,13 @@
-// sum, mean and max over chosen axes, with or without keeping the reduced axes.
+// sum, mean, max, var and stddev over chosen axes, with or without keeping the reduced axes;
+// argmax/argmin and cumsum along one axis.
 
+#include <cmath>
 #include <memory>
+#include <optional>
 
 #include "xgrad/autograd/kernels/reduce.hpp"
 #include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/ops/shape_util.hpp"
 #include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
@@ -88,6 +92,141 @@ Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
       T* dx = ctx.grad_buffer(0).data();
       const T* g = ctx.grad().data();
       for (std::size_t i = 0; i < argmax.size(); ++i) dx[argmax[i]] += g[i];
+    });
+  });
+}
+
+namespace {
+
+// var (kStd false) or stddev over the planned groups: two passes per group (mean, then the
+// squared deviations), divided by n - correction.
+template <bool kStd>
+Tensor spread(const char* op, const Tensor& x, const std::vector<int>& axes, int correction, bool keepdim) {
+  const Reduction r = plan_reduction(op, x, axes, keepdim);
+  const auto dof = static_cast<std::int64_t>(r.group_size) - correction;
+  XGRAD_CHECK(correction >= 0, op, "correction ", correction, " must be >= 0");
+  XGRAD_CHECK(dof > 0, op, "groups of ", r.group_size, " elements of ", x.shape(), " with correction ", correction,
+              " leave no degrees of freedom (it would divide by ", dof, ")");
+  return dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* v = x.node()->values<T>().data();
+    const auto& plan = *r.plan;
+    const T count = static_cast<T>(r.group_size), divisor = static_cast<T>(dof);
+    std::vector<T> means(plan.kept.size());
+    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(r.out_shape));
+    for (std::size_t i = 0; i < plan.kept.size(); ++i) {
+      T total = 0;
+      for (std::size_t offset : plan.reduced) total += v[plan.kept[i] + offset];
+      means[i] = total / count;
+      T squares = 0;
+      for (std::size_t offset : plan.reduced) {
+        const T d = v[plan.kept[i] + offset] - means[i];
+        squares += d * d;
+      }
+      out.data()[i] = kStd ? std::sqrt(squares / divisor) : squares / divisor;
+    }
+    return record<T>(op, std::move(out), {x},
+                     [plan = r.plan, means = std::move(means), divisor](BackwardContext<T>& ctx) {
+                       // var: 2 (x - mean) / (n - c); stddev: (x - mean) / ((n - c) std),
+                       // 0 where std is 0 (a constant group: no direction is downhill).
+                       const T* v = ctx.input(0).data();
+                       const T* g = ctx.grad().data();
+                       const T* y = ctx.output().data();
+                       xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
+                       for (std::size_t i = 0; i < plan->kept.size(); ++i) {
+                         T scale = kStd ? (y[i] > T(0) ? g[i] / (divisor * y[i]) : T(0)) : T(2) * g[i] / divisor;
+                         for (std::size_t offset : plan->reduced) {
+                           const std::size_t at = plan->kept[i] + offset;
+                           dx.data()[at] = scale * (v[at] - means[i]);
+                         }
+                       }
+                       ctx.accumulate(0, std::move(dx));
+                     });
+  });
+}
+
+// The index of the first largest (kMax) or smallest element along `axis`; NaN counts as
+// the extreme, as in PyTorch.
+template <bool kMax>
+Indices arg_extreme(const char* op, const Tensor& x, std::optional<int> axis, bool keepdim) {
+  check_defined(op, x);
+  const Shape shape = x.shape();
+  XGRAD_CHECK(numel(shape) > 0, op, "of an empty tensor ", shape, " has no answer");
+  AxisBlocks b{1, numel(shape), 1};
+  Shape out_shape;
+  if (axis) {
+    XGRAD_CHECK(!shape.empty(), op, "axis ", *axis, " of a scalar");
+    const std::size_t a = normalize_axis(op, *axis, shape.size(), shape);
+    b = blocks_around(shape, a);
+    for (std::size_t i = 0; i < shape.size(); ++i)
+      if (i != a)
+        out_shape.push_back(shape[i]);
+      else if (keepdim)
+        out_shape.push_back(1);
+  } else if (keepdim) {
+    out_shape.assign(shape.size(), 1);
+  }
+  std::vector<std::int64_t> found(b.outer * b.inner);
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* v = x.node()->values<T>().data();
+    for (std::size_t o = 0; o < b.outer; ++o)
+      for (std::size_t in = 0; in < b.inner; ++in) {
+        const T* row = v + o * b.n * b.inner + in;
+        std::size_t best = 0;
+        for (std::size_t j = 1; j < b.n && !std::isnan(row[best * b.inner]); ++j) {
+          const T candidate = row[j * b.inner];
+          if (std::isnan(candidate) || (kMax ? candidate > row[best * b.inner] : candidate < row[best * b.inner]))
+            best = j;
+        }
+        found[o * b.inner + in] = static_cast<std::int64_t>(best);
+      }
+  });
+  return Indices(std::move(found), out_shape);
+}
+
+}  // namespace
+
+Tensor var(const Tensor& x, const std::vector<int>& axes, int correction, bool keepdim) {
+  return spread<false>("var", x, axes, correction, keepdim);
+}
+Tensor stddev(const Tensor& x, const std::vector<int>& axes, int correction, bool keepdim) {
+  return spread<true>("stddev", x, axes, correction, keepdim);
+}
+Tensor var(const Tensor& x, int correction) { return var(x, all_axes("var", x), correction); }
+Tensor stddev(const Tensor& x, int correction) { return stddev(x, all_axes("stddev", x), correction); }
+
+Indices argmax(const Tensor& x) { return arg_extreme<true>("argmax", x, std::nullopt, false); }
+Indices argmin(const Tensor& x) { return arg_extreme<false>("argmin", x, std::nullopt, false); }
+Indices argmax(const Tensor& x, int axis, bool keepdim) { return arg_extreme<true>("argmax", x, axis, keepdim); }
+Indices argmin(const Tensor& x, int axis, bool keepdim) { return arg_extreme<false>("argmin", x, axis, keepdim); }
+
+Tensor cumsum(const Tensor& x, int axis) {
+  check_defined("cumsum", x);
+  const Shape shape = x.shape();
+  XGRAD_CHECK(!shape.empty(), "cumsum", "needs at least one axis, got a scalar");
+  const AxisBlocks b = blocks_around(shape, normalize_axis("cumsum", axis, shape.size(), shape));
+  // Running sums along the axis, forwards (kReverse false) or backwards.
+  const auto running = [b]<class T>(const T* in, T* out, bool reverse) {
+    for (std::size_t o = 0; o < b.outer; ++o)
+      for (std::size_t i = 0; i < b.inner; ++i) {
+        T total = 0;
+        for (std::size_t step = 0; step < b.n; ++step) {
+          const std::size_t j = reverse ? b.n - 1 - step : step;
+          const std::size_t at = (o * b.n + j) * b.inner + i;
+          out[at] = total += in[at];
+        }
+      }
+  };
+  return dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(shape));
+    running(x.node()->values<T>().data(), out.data(), false);
+    return record<T>("cumsum", std::move(out), {x}, [running](BackwardContext<T>& ctx) {
+      // Element j feeds every output from j on: its gradient is the reversed running sum.
+      xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.grad().shape());
+      running(ctx.grad().data(), dx.data(), true);
+      ctx.accumulate(0, std::move(dx));
     });
   });
 }

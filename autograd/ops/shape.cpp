@@ -1,4 +1,5 @@
-// Shape ops: reshape, permute, slice, concat, split, unsqueeze/squeeze, expand.
+// Shape ops: reshape, permute, slice, concat, split, unsqueeze/squeeze, expand, pad,
+// triu/tril.
 // Each result owns its data (a contiguous copy); backward maps the gradient back.
 
 #include <numeric>
@@ -222,6 +223,94 @@ Tensor expand(const Tensor& x, const Shape& shape) {
       ctx.accumulate(0, unbroadcast<T>(ctx.grad(), to_shape(ctx.input(0).shape())));
     });
   });
+}
+
+namespace {
+constexpr std::size_t kPadding = static_cast<std::size_t>(-1);  // pad: no source element
+}  // namespace
+
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value) {
+  check_defined("pad", x);
+  const Shape shape = x.shape();
+  XGRAD_CHECK(pads.size() % 2 == 0 && pads.size() <= 2 * shape.size(), "pad", "pads ", pads,
+              " must be (before, after) pairs for at most the ", shape.size(), " axes of ", shape);
+  // before[d]: elements added (or, when negative, removed) in front of axis d.
+  std::vector<std::int64_t> before(shape.size(), 0);
+  Shape out_shape = shape;
+  for (std::size_t pair = 0; pair < pads.size() / 2; ++pair) {
+    const std::size_t d = shape.size() - 1 - pair;
+    const std::int64_t size = static_cast<std::int64_t>(shape[d]) + pads[2 * pair] + pads[2 * pair + 1];
+    XGRAD_CHECK(size >= 0, "pad", "pads ", pads, " leave axis ", d, " of ", shape, " with ", size, " elements");
+    before[d] = pads[2 * pair];
+    out_shape[d] = static_cast<std::size_t>(size);
+  }
+  // Each output element's source offset in x, or kPadding (it holds `value`).
+  const std::size_t count = numel(out_shape);
+  std::vector<std::size_t> sources(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::size_t rest = i, offset = 0, stride = 1;
+    bool inside = true;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      const auto source = static_cast<std::int64_t>(rest % out_shape[d]) - before[d];
+      rest /= out_shape[d];
+      inside = inside && source >= 0 && source < static_cast<std::int64_t>(shape[d]);
+      offset += static_cast<std::size_t>(source) * stride;
+      stride *= shape[d];
+    }
+    sources[i] = inside ? offset : kPadding;
+  }
+  return dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* v = x.node()->values<T>().data();
+    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    for (std::size_t i = 0; i < count; ++i)
+      out.data()[i] = sources[i] == kPadding ? static_cast<T>(value) : v[sources[i]];
+    return record<T>("pad", std::move(out), {x}, [sources = std::move(sources)](BackwardContext<T>& ctx) {
+      xt::xarray<T> dx = xt::zeros<T>(ctx.input(0).shape());
+      const T* g = ctx.grad().data();
+      for (std::size_t i = 0; i < sources.size(); ++i)
+        if (sources[i] != kPadding) dx.data()[sources[i]] = g[i];
+      ctx.accumulate(0, std::move(dx));
+    });
+  });
+}
+
+namespace {
+
+// Keeps element (i, j) of each matrix in the last two axes where keep(j - i) holds,
+// zeroes the rest; the gradient is masked the same way.
+template <class Keep>
+Tensor triangle(const char* op, const Tensor& x, Keep keep) {
+  check_defined(op, x);
+  const Shape shape = x.shape();
+  XGRAD_CHECK(shape.size() >= 2, op, "needs a matrix (at least 2 axes), got ", shape);
+  const std::size_t rows = shape[shape.size() - 2], cols = shape.back();
+  const auto apply = [rows, cols, keep]<class T>(const T* in, T* out, std::size_t n) {
+    for (std::size_t at = 0; at < n; ++at) {
+      const auto j = static_cast<std::int64_t>(at % cols), i = static_cast<std::int64_t>(at / cols % rows);
+      out[at] = keep(j - i) ? in[at] : T(0);
+    }
+  };
+  return dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(shape));
+    apply(x.node()->values<T>().data(), out.data(), out.size());
+    return record<T>(op, std::move(out), {x}, [apply](BackwardContext<T>& ctx) {
+      xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.grad().shape());
+      apply(ctx.grad().data(), dx.data(), dx.size());
+      ctx.accumulate(0, std::move(dx));
+    });
+  });
+}
+
+}  // namespace
+
+Tensor triu(const Tensor& x, std::int64_t diagonal) {
+  return triangle("triu", x, [diagonal](std::int64_t above) { return above >= diagonal; });
+}
+
+Tensor tril(const Tensor& x, std::int64_t diagonal) {
+  return triangle("tril", x, [diagonal](std::int64_t above) { return above <= diagonal; });
 }
 
 }  // namespace xgrad
