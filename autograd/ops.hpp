@@ -223,9 +223,29 @@ Indices to_indices(const Tensor& t);
 Tensor to_tensor(const Indices& ids, DType dtype = DType::float32);
 
 // ---- losses (ops/loss.cpp) ----
-// Mean cross-entropy of logits [..., C] (classes on the last axis) against integer
-// targets of shape [...]. Targets equal to ignore_index count neither in the sum nor
-// in the mean; if every target is ignored the loss is 0 with zero gradient.
+enum class Reduction { none, mean, sum };
+
+// PyTorch's cross_entropy options.
+struct CrossEntropyOptions {
+  // none: one loss per row, shaped as the targets; sum; mean: over the counted targets,
+  // weighted by their class weights when `weight` is given.
+  Reduction reduction = Reduction::mean;
+  Tensor weight = {};                // [C]: each class's weight (a constant), or none
+  std::int64_t ignore_index = -100;  // class targets equal to it count nowhere
+  double label_smoothing = 0.0;      // in [0, 1]: the target mixed with a uniform one
+  // The axis of the classes: the last by default ([..., C]); 1 for PyTorch's layout
+  // [N, C, d1, ...] (its targets [N, d1, ...]).
+  int class_axis = -1;
+};
+
+// Cross-entropy of logits against class targets (the logits' shape without the class
+// axis). Targets equal to ignore_index count neither in the sum nor in the mean; if
+// every target is ignored (or the counted weights sum to 0) the mean is 0 with zero
+// gradient.
 Tensor cross_entropy(const Tensor& logits, const Indices& targets, std::int64_t ignore_index = -100);
+Tensor cross_entropy(const Tensor& logits, const Indices& targets, const CrossEntropyOptions& options);
+// Against class probabilities ("soft" targets) of the logits' shape, which also receive a
+// gradient; mean divides by the number of rows; ignore_index does not apply.
+Tensor cross_entropy(const Tensor& logits, const Tensor& probabilities, const CrossEntropyOptions& options = {});
 
 }  // namespace xgrad

@@ -64,3 +64,77 @@ BOOST_AUTO_TEST_CASE(cross_entropy_errors) {
   check_error([&] { cross_entropy(logits, Indices({0, 3}, {2})); }, {"cross_entropy", "target 3", "[2, 3]"});
   check_error([&] { cross_entropy(logits, Indices({0, 1, 2}, {3})); }, {"cross_entropy", "[3]", "[2, 3]"});
 }
+
+BOOST_AUTO_TEST_CASE(cross_entropy_options_gradients) {
+  const Tensor logits = randn64({2, 3, 5}, 6);
+  const Indices targets({4, 0, -100, 2, 2, 1}, {2, 3});
+  const Tensor weight = add(uniform64({5}, 0.2, 1.5, 7, false), 0.0);
+  for (Reduction reduction : {Reduction::none, Reduction::sum, Reduction::mean})
+    for (double smoothing : {0.0, 0.3})
+      for (bool weighted : {false, true}) {
+        CrossEntropyOptions o;
+        o.reduction = reduction;
+        o.label_smoothing = smoothing;
+        if (weighted) o.weight = weight;
+        check_gradients([&](const Inputs& in) { return cross_entropy(in[0], targets, o); }, {logits});
+        // Soft targets: gradients for the logits and the probabilities.
+        const Tensor q = softmax(randn64({2, 3, 5}, 8, false)).requires_grad_();
+        check_gradients([&](const Inputs& in) { return cross_entropy(in[0], in[1], o); }, {logits, q});
+      }
+  // PyTorch's layout: classes on axis 1 is the same loss as moving them last.
+  CrossEntropyOptions axis1;
+  axis1.class_axis = 1;
+  axis1.reduction = Reduction::none;
+  const Tensor moved = permute(logits, {0, 2, 1});  // [2, 5, 3]: classes on axis 1
+  check_close(cross_entropy(moved, targets, axis1).to_vector(),
+              cross_entropy(logits, targets, CrossEntropyOptions{.reduction = Reduction::none}).to_vector());
+  BOOST_CHECK(cross_entropy(moved, targets, axis1).shape() == (Shape{2, 3}));
+  check_gradients([&](const Inputs& in) { return cross_entropy(in[0], targets, axis1); }, {moved});
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_option_values) {
+  // Full smoothing is the cross-entropy against the uniform distribution; a one-hot soft
+  // target equals the class target.
+  const Tensor x = randn64({4, 6}, 9, false);
+  const Indices t({1, 5, 0, 2}, {4});
+  CrossEntropyOptions uniform;
+  uniform.label_smoothing = 1.0;
+  const double expected = -mean(sum(log_softmax(x), {-1})).item() / 6.0;
+  BOOST_CHECK_CLOSE(cross_entropy(x, t, uniform).item(), expected, 1e-10);
+  std::vector<double> one_hot(24, 0.0);
+  for (std::size_t r = 0; r < 4; ++r) one_hot[r * 6 + static_cast<std::size_t>(t.values[r])] = 1.0;
+  const Tensor q = Tensor::from_vector(one_hot, {4, 6}, DType::float64);
+  BOOST_CHECK_CLOSE(cross_entropy(x, q).item(), cross_entropy(x, t).item(), 1e-10);
+  // sum = mean * count; weighted mean divides by the weights of the counted targets.
+  CrossEntropyOptions summed;
+  summed.reduction = Reduction::sum;
+  BOOST_CHECK_CLOSE(cross_entropy(x, t, summed).item(), 4 * cross_entropy(x, t).item(), 1e-10);
+  CrossEntropyOptions weighted;
+  weighted.weight = Tensor::from_vector({1, 2, 1, 1, 1, 3}, {6}, DType::float64);
+  weighted.reduction = Reduction::none;
+  const auto rows = cross_entropy(x, t, weighted).to_vector();
+  weighted.reduction = Reduction::mean;
+  BOOST_CHECK_CLOSE(cross_entropy(x, t, weighted).item(), (rows[0] + rows[1] + rows[2] + rows[3]) / 7.0, 1e-10);
+  // Weights of the counted targets summing to 0: 0, not NaN.
+  weighted.weight = Tensor::zeros({6}, DType::float64);
+  BOOST_CHECK_EQUAL(cross_entropy(x, t, weighted).item(), 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_option_errors) {
+  const Tensor logits = randn64({2, 3}, 10);
+  const Indices t({0, 1}, {2});
+  CrossEntropyOptions o;
+  o.label_smoothing = 1.5;
+  check_error([&] { cross_entropy(logits, t, o); }, {"cross_entropy", "label_smoothing 1.5"});
+  o = {};
+  o.weight = Tensor::ones({4}, DType::float64);
+  check_error([&] { cross_entropy(logits, t, o); }, {"cross_entropy", "weight", "[4]", "[3]"});
+  o.weight = Tensor::ones({3}, DType::float32);
+  check_error([&] { cross_entropy(logits, t, o); }, {"cross_entropy", "weight float32", "float64"});
+  o = {};
+  o.class_axis = 2;
+  check_error([&] { cross_entropy(logits, t, o); }, {"cross_entropy", "axis 2", "[2, 3]"});
+  o.class_axis = 0;
+  check_error([&] { cross_entropy(logits, t, o); }, {"cross_entropy", "[2]", "axis 0", "expected targets [3]"});
+  check_error([&] { cross_entropy(logits, randn64({3, 2}, 11)); }, {"cross_entropy", "probabilities", "[3, 2]"});
+}

@@ -309,3 +309,21 @@ BOOST_AUTO_TEST_CASE(readme_custom_layer) {
   BOOST_CHECK(names_of(affine.named_parameters()) == (std::vector<std::string>{"scale", "shift"}));
   check_module_gradients(affine, [&](const Inputs& in) { return affine(in[0]); }, {randn64({2, 3}, 14)});
 }
+
+BOOST_AUTO_TEST_CASE(cross_entropy_loss_module_holds_its_options) {
+  CrossEntropyOptions options;
+  options.weight = Tensor::from_vector({1.0, 2.0, 0.5}, {3});
+  options.label_smoothing = 0.1;
+  options.reduction = Reduction::sum;
+  nn::CrossEntropyLoss loss(options);
+  // The class weight is a buffer, as in PyTorch: saved, and converted by to().
+  BOOST_CHECK(loss.state_dict().count("weight") == 1);
+  loss.to(DType::float64);
+  BOOST_CHECK(loss.options.weight.dtype() == DType::float64);
+  const Tensor x = Tensor::from_vector({0.1, 0.9, -0.3, 1.2, 0.0, 0.4}, {2, 3}, DType::float64);
+  const Indices t({1, 2}, {2});
+  BOOST_CHECK_EQUAL(loss(x, t).item(), cross_entropy(x, t, loss.options).item());
+  BOOST_CHECK_EQUAL(loss.extra_repr(), "reduction=sum, label_smoothing=0.1");
+  const Tensor q = softmax(x);
+  BOOST_CHECK_EQUAL(loss(x, q).item(), cross_entropy(x, q, loss.options).item());
+}

@@ -14,13 +14,13 @@ namespace xgrad {
 
 namespace {
 
-struct Reduction {
+struct AxesPlan {
   Shape out_shape;
   std::shared_ptr<const kernels::ReducePlan> plan;  // shared with the backward closure
   std::size_t group_size = 1;                       // elements folded into each output
 };
 
-Reduction plan_reduction(const char* op, const Tensor& x, const std::vector<int>& axes, bool keepdim) {
+AxesPlan plan_reduction(const char* op, const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   check_defined(op, x);
   const Shape shape = x.shape();
   std::vector<bool> reduce(shape.size(), false);
@@ -29,7 +29,7 @@ Reduction plan_reduction(const char* op, const Tensor& x, const std::vector<int>
     XGRAD_CHECK(!reduce[a], op, "axis ", axis, " is listed twice for shape ", shape);
     reduce[a] = true;
   }
-  Reduction r;
+  AxesPlan r;
   for (std::size_t a = 0; a < shape.size(); ++a) {
     if (!reduce[a]) {
       r.out_shape.push_back(shape[a]);
@@ -50,7 +50,7 @@ std::vector<int> all_axes(const char* op, const Tensor& x) {
 }
 
 // sum(x) * scale over the planned axes; mean is the sum scaled by 1 / group_size.
-Tensor scaled_sum(const char* op, const Tensor& x, const Reduction& r, double scale) {
+Tensor scaled_sum(const char* op, const Tensor& x, const AxesPlan& r, double scale) {
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T s = static_cast<T>(scale);
@@ -75,13 +75,13 @@ Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
-  const Reduction r = plan_reduction("mean", x, axes, keepdim);
+  const AxesPlan r = plan_reduction("mean", x, axes, keepdim);
   XGRAD_CHECK(r.group_size != 0, "mean", "cannot average over an empty axis of shape ", x.shape());
   return scaled_sum("mean", x, r, 1.0 / static_cast<double>(r.group_size));
 }
 
 Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
-  const Reduction r = plan_reduction("max", x, axes, keepdim);
+  const AxesPlan r = plan_reduction("max", x, axes, keepdim);
   XGRAD_CHECK(r.group_size != 0, "max", "cannot reduce over an empty axis of shape ", x.shape());
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -102,7 +102,7 @@ namespace {
 // squared deviations), divided by n - correction.
 template <bool kStd>
 Tensor spread(const char* op, const Tensor& x, const std::vector<int>& axes, int correction, bool keepdim) {
-  const Reduction r = plan_reduction(op, x, axes, keepdim);
+  const AxesPlan r = plan_reduction(op, x, axes, keepdim);
   const auto dof = static_cast<std::int64_t>(r.group_size) - correction;
   XGRAD_CHECK(correction >= 0, op, "correction ", correction, " must be >= 0");
   XGRAD_CHECK(dof > 0, op, "groups of ", r.group_size, " elements of ", x.shape(), " with correction ", correction,

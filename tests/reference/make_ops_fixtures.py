@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes ops_fixtures.json: PyTorch's float64 results for the ops of issue 18 (silu,
 softplus, clamp, minimum/maximum, sin, cos, erf, cumsum, var/std, argmax/argmin, gather,
-index_select, pad, triu/tril), for tests/test_ops_parity.cpp. Run by hand with Debian's
+index_select, pad, triu/tril) and cross_entropy's options, for tests/test_ops_parity.cpp. Run by hand with Debian's
 python3-torch, from this folder:
 
     /usr/bin/python3 make_ops_fixtures.py
@@ -104,6 +104,36 @@ m = torch.randn(2, 4, 5)
 for diagonal in (0, 1, -2):
     case(f"triu_{diagonal}", "triu", lambda t: torch.triu(t, diagonal), [m], {"diagonal": diagonal})
     case(f"tril_{diagonal}", "tril", lambda t: torch.tril(t, diagonal), [m], {"diagonal": diagonal})
+
+# cross_entropy with PyTorch's options. Class targets travel as `index`; a class weight
+# in args; soft targets are a second input (they get a gradient too).
+def ce_case(name, logits, target, **options):
+    args = {k: v for k, v in options.items() if k != "weight"}
+    args["class_axis"] = 1 if logits.dim() > 2 else -1
+    if "weight" in options:
+        args["weight"] = pack(options["weight"])
+    fn_options = dict(options)
+    if target.is_floating_point():
+        case(name, "cross_entropy", lambda x, q: F.cross_entropy(x, q, **fn_options), [logits, target], args)
+    else:
+        case(name, "cross_entropy", lambda x: F.cross_entropy(x, target, **fn_options), [logits], args, target)
+
+
+weight = torch.rand(5) + 0.2
+hard = torch.tensor([4, 0, -100, 2, 2, 1])
+ce_case("ce_axis1_mean", torch.randn(2, 5, 3), torch.tensor([[4, 0, -100], [2, 2, 1]]))
+ce_case("ce_none_weight", torch.randn(6, 5), hard, weight=weight, reduction="none")
+ce_case("ce_sum_weight_smoothing", torch.randn(6, 5), hard, weight=weight, label_smoothing=0.2, reduction="sum")
+ce_case("ce_mean_weight_smoothing", torch.randn(6, 5), hard, weight=weight, label_smoothing=0.2)
+ce_case("ce_mean_smoothing", torch.randn(6, 5), hard, label_smoothing=0.1)
+ce_case("ce_axis1_none_smoothing", torch.randn(2, 5, 3), torch.tensor([[4, 0, 1], [2, -1, 1]]), ignore_index=-1,
+        label_smoothing=0.3, reduction="none")
+ce_case("ce_soft_mean", torch.randn(3, 5), torch.softmax(torch.randn(3, 5), -1))
+ce_case("ce_soft_sum_weight", torch.randn(3, 5), torch.softmax(torch.randn(3, 5), -1), weight=weight,
+        reduction="sum")
+ce_case("ce_soft_axis1_none", torch.randn(2, 5, 3), torch.softmax(torch.randn(2, 5, 3), 1), weight=weight,
+        label_smoothing=0.15, reduction="none")
+ce_case("ce_soft_mean_smoothing", torch.randn(4, 5), torch.softmax(torch.randn(4, 5), -1), label_smoothing=0.25)
 
 with open("ops_fixtures.json", "w") as f:
     json.dump({"torch_version": torch.__version__, "cases": cases}, f, indent=1)
