@@ -1,6 +1,7 @@
 #pragma once
 // Adam and AdamW, as torch.optim (t counts this parameter's updates):
-//   g = grad (+ weight_decay * p for Adam; AdamW instead first does p *= 1 - lr * wd)
+//   g = maximize ? -grad : grad
+//   g += weight_decay * p for Adam; AdamW instead first does p *= 1 - lr * weight_decay
 //   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
 //   v_hat = amsgrad ? max(v_hat, v) : v
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
@@ -15,6 +16,7 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;  // L2, added to the gradient
   bool amsgrad = false;
+  bool maximize = false;  // climb the gradient instead
 };
 
 struct AdamWOptions {
@@ -23,20 +25,22 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 0.01;  // decoupled: shrinks the parameter directly
   bool amsgrad = false;
+  bool maximize = false;  // climb the gradient instead
 };
 
 class Adam : public Optimizer {
  public:
   Adam(NamedParameters parameters, const AdamOptions& options = {});
   Adam(std::vector<ParamGroup> groups, const AdamOptions& options = {});
+  // A group's settings (AdamW's too: its weight_decay is then the decoupled one).
+  AdamOptions group_options(std::size_t group) const;
 
  protected:
   Adam(std::string type, std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled);
   void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
-  std::vector<std::string> buffer_names() const override;
+  std::vector<std::string> buffer_names(const std::vector<double>& settings) const override;
 
  private:
-  AdamOptions options_;
   bool decoupled_;  // AdamW's weight decay
 };
 

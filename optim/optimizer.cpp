@@ -1,37 +1,106 @@
 #include "xgrad/optim/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 
 namespace xgrad::optim {
 
-Optimizer::Optimizer(std::string type, std::vector<ParamGroup> groups, double lr, double weight_decay)
-    : type_(std::move(type)) {
+namespace {
+
+// The settings a group gives, by name (flags as 1 or 0; unset ones empty).
+std::vector<std::pair<const char*, std::optional<double>>> given_settings(const ParamGroup& g) {
+  const auto flag = [](const std::optional<bool>& b) {
+    return b ? std::optional<double>(*b ? 1.0 : 0.0) : std::nullopt;
+  };
+  return {{"lr", g.lr},
+          {"weight_decay", g.weight_decay},
+          {"momentum", g.momentum},
+          {"dampening", g.dampening},
+          {"nesterov", flag(g.nesterov)},
+          {"beta1", g.beta1},
+          {"beta2", g.beta2},
+          {"eps", g.eps},
+          {"amsgrad", flag(g.amsgrad)},
+          {"maximize", flag(g.maximize)}};
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::string type, std::vector<ParamGroup> groups, std::vector<Setting> settings, Check check)
+    : type_(std::move(type)), settings_(std::move(settings)), check_(check) {
+  XGRAD_CHECK(settings_.size() >= 2 && settings_[kLr].name == "lr" && settings_[kWeightDecay].name == "weight_decay",
+              type_, "an optimizer's settings must start with lr and weight_decay");
   XGRAD_CHECK(!groups.empty(), type_, "needs at least one parameter group");
+  std::vector<double> defaults;
+  for (const Setting& s : settings_) defaults.push_back(s.value);
+  // The options first: every group that leaves a bad option unset would repeat it.
+  const std::vector<std::string> bad_options = invalid(defaults);
+  if (!bad_options.empty()) fail(type_, listed(bad_options, "; "));
+  std::vector<std::string> bad_groups;
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    const double group_decay = groups[g].weight_decay.value_or(weight_decay);
-    XGRAD_CHECK(group_decay >= 0.0 && std::isfinite(group_decay), type_, "group ", g, ": weight_decay ", group_decay,
-                " must be finite and >= 0");
-    groups_.push_back({0.0, group_decay});
+    std::vector<double> values = defaults;
+    for (const auto& [name, value] : given_settings(groups[g])) {
+      if (!value) continue;
+      const auto it =
+          std::find_if(settings_.begin(), settings_.end(), [&](const Setting& s) { return s.name == name; });
+      XGRAD_CHECK(it != settings_.end(), type_, "group ", g, " sets ", name, ", which ", type_, " does not have");
+      values[it - settings_.begin()] = *value;
+    }
+    for (const std::string& problem : invalid(values)) bad_groups.push_back(str("group ", g, ": ", problem));
+    groups_.push_back(std::move(values));
     for (auto& named : groups[g].parameters) {
       parameters_.push_back(std::move(named));
       group_of_.push_back(g);
     }
   }
+  if (!bad_groups.empty()) fail(type_, listed(bad_groups, "; "));
   state_.resize(parameters_.size());
   std::set<std::string> names;
   std::map<const void*, std::string> tensors;  // each parameter's node, to catch one tensor given twice
   for (const auto& [name, p] : parameters_) {
-    XGRAD_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), type_, "parameter '", name,
-                "' must be a defined leaf that requires grad");
+    XGRAD_CHECK(p.defined(), type_, "parameter '", name, "' is undefined");
+    // An op's output: updating it would not reach the leaves it was computed from.
+    // Leaves that do not require grad are frozen parameters, kept but not updated.
+    XGRAD_CHECK(p.is_leaf(), type_, "parameter '", name, "' must be a leaf, not the output of an op");
     const bool first_time = names.insert(name).second;
     XGRAD_CHECK(first_time, type_, "parameter name '", name, "' appears twice");
     const auto [it, new_tensor] = tensors.emplace(p.node().get(), name);
     XGRAD_CHECK(new_tensor, type_, "parameters '", it->second, "' and '", name,
                 "' are the same tensor (it would be updated twice per step)");
   }
-  for (std::size_t g = 0; g < groups.size(); ++g) set_group_lr(g, groups[g].lr.value_or(lr));
+}
+
+std::vector<std::string> Optimizer::invalid(const std::vector<double>& v) const {
+  std::vector<std::string> found;
+  if (!(v[kLr] >= 0.0) || !std::isfinite(v[kLr]))
+    found.push_back(str("learning rate ", v[kLr], " must be finite and >= 0"));
+  if (!(v[kWeightDecay] >= 0.0) || !std::isfinite(v[kWeightDecay]))
+    found.push_back(str("weight_decay ", v[kWeightDecay], " must be finite and >= 0"));
+  for (std::size_t s = 0; s < settings_.size(); ++s)
+    if (settings_[s].flag && v[s] != 0.0 && v[s] != 1.0)
+      found.push_back(str(settings_[s].name, " ", v[s], " must be 0 or 1"));
+  for (std::string& problem : check_(v)) found.push_back(std::move(problem));
+  return found;
+}
+
+const std::vector<double>& Optimizer::group_settings(std::size_t group) const {
+  XGRAD_CHECK(group < groups_.size(), type_, "group ", group, " does not exist (", groups_.size(), " groups)");
+  return groups_[group];
+}
+
+double Optimizer::group_setting(std::size_t group, const std::string& name) const {
+  const std::vector<double>& values = group_settings(group);
+  for (std::size_t s = 0; s < settings_.size(); ++s)
+    if (settings_[s].name == name) return values[s];
+  fail(type_, "has no setting '", name, "' (it has ", listed(setting_names()), ")");
+}
+
+std::vector<std::string> Optimizer::setting_names() const {
+  std::vector<std::string> names;
+  for (const Setting& s : settings_) names.push_back(s.name);
+  return names;
 }
 
 void Optimizer::set_lr(double lr) {
@@ -41,7 +110,7 @@ void Optimizer::set_lr(double lr) {
 void Optimizer::set_group_lr(std::size_t group, double lr) {
   XGRAD_CHECK(group < groups_.size(), type_, "group ", group, " does not exist (", groups_.size(), " groups)");
   XGRAD_CHECK(lr >= 0.0 && std::isfinite(lr), type_, "learning rate ", lr, " must be finite and >= 0");
-  groups_[group].lr = lr;
+  groups_[group][kLr] = lr;
 }
 
 void Optimizer::zero_grad() {
@@ -52,7 +121,9 @@ void Optimizer::step() {
   NoGradGuard no_grad;
   ++steps_;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    const Tensor grad = parameters_[i].second.grad();
+    const Tensor& param = parameters_[i].second;
+    if (!param.requires_grad()) continue;  // frozen, even if it kept a gradient from before
+    const Tensor grad = param.grad();
     if (!grad.defined()) continue;
     check_state(i, grad);
     update(i, grad, ++state_[i].updates);
@@ -84,9 +155,9 @@ Tensor& Optimizer::buffer(std::size_t i, const std::string& name, bool* created)
 
 StateDict Optimizer::state_dict() const {
   StateDict state;
-  state["lr"] = Tensor::scalar(groups_[0].lr, DType::float64);
-  for (std::size_t g = 1; g < groups_.size(); ++g)
-    state[str("group.", g, ".lr")] = Tensor::scalar(groups_[g].lr, DType::float64);
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    for (std::size_t s = 0; s < settings_.size(); ++s)
+      state[str("group.", g, ".", settings_[s].name)] = Tensor::scalar(groups_[g][s], DType::float64);
   state["step"] = Tensor::scalar(static_cast<double>(steps_), DType::float64);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     if (state_[i].updates == 0) continue;
@@ -105,52 +176,99 @@ bool all_finite(const Tensor& t) {
   return true;
 }
 
+// g from "group.<g>.<setting>" (a number without leading zeros), and the setting.
+std::optional<std::pair<std::size_t, std::string>> group_key(const std::string& key) {
+  if (key.rfind("group.", 0) != 0) return std::nullopt;
+  const std::size_t dot = key.find('.', 6);
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string index = key.substr(6, dot - 6);
+  const bool number = !index.empty() && index.size() < 7 &&
+                      index.find_first_not_of("0123456789") == std::string::npos && (index == "0" || index[0] != '0');
+  if (!number) return std::nullopt;
+  return std::pair{static_cast<std::size_t>(std::stoul(index)), key.substr(dot + 1)};
+}
+
 }  // namespace
 
 void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   std::vector<std::string> problems;
-  const auto scalar = [&](const std::string& key) -> double {
-    const auto it = state.find(key);
-    if (it == state.end()) {
-      problems.push_back("missing: " + key);
-      return 0;
-    }
-    if (!it->second.defined() || it->second.numel() != 1) {
+  const auto number = [&](const std::string& key, const Tensor& t, double& value) {
+    if (!t.defined() || t.numel() != 1) {
       problems.push_back(key + " must hold one number");
-      return 0;
+      return false;
     }
-    return it->second.item();
+    value = t.item();
+    return true;
   };
   // Counts are stored as float64, as PyTorch does; they must be whole numbers a double
   // holds exactly.
   const auto is_count = [](double v, double least) { return v >= least && v <= 0x1p53 && v == std::floor(v); };
-  std::vector<double> lrs{scalar("lr")};
-  for (std::size_t g = 1; g < groups_.size(); ++g) lrs.push_back(scalar(str("group.", g, ".lr")));
-  const double steps = scalar("step");
-  for (const double lr : lrs)
-    if (!(lr >= 0.0) || !std::isfinite(lr)) problems.push_back(str("lr ", lr, " must be finite and >= 0"));
-  if (!is_count(steps, 0)) problems.push_back(str("step ", steps, " must be a whole number in [0, 2^53]"));
-  std::map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < parameters_.size(); ++i) index[parameters_[i].first] = i;
-  const std::vector<std::string> buffer_list = buffer_names();
-  const std::set<std::string> known(buffer_list.begin(), buffer_list.end());
+  double steps = 0;
+  if (!state.count("step"))
+    problems.push_back("missing: step");
+  else if (number("step", state.at("step"), steps) && !is_count(steps, 0))
+    problems.push_back(str("step ", steps, " must be a whole number in [0, 2^53]"));
 
-  std::vector<ParamState> loaded(parameters_.size());
+  // The groups' settings. Older checkpoints hold only rates, group 0's as "lr": their
+  // other settings stay as they are.
+  const bool legacy = state.count("lr") > 0;
+  std::size_t state_groups = legacy ? 1 : 0;
+  std::set<std::pair<std::size_t, std::size_t>> present;  // (group, setting)
+  std::map<std::pair<std::size_t, std::size_t>, double> given;
   for (const auto& [key, tensor] : state) {
-    if (key == "lr" || key == "step") continue;
-    const bool group_lr = key.rfind("group.", 0) == 0 && key.size() > 9 && key.substr(key.size() - 3) == ".lr";
-    if (group_lr) {
-      const std::string index = key.substr(6, key.size() - 9);
-      const bool known_group = !index.empty() && index.find_first_not_of("0123456789") == std::string::npos &&
-                               index.size() < 6 && std::stoul(index) >= 1 && std::stoul(index) < groups_.size();
-      if (!known_group && strict) problems.push_back("unexpected: " + key);
+    std::optional<std::pair<std::size_t, std::string>> parsed = group_key(key);
+    if (key == "lr") parsed = std::pair{std::size_t{0}, std::string("lr")};
+    if (!parsed) continue;
+    const auto& [g, name] = *parsed;
+    const auto it = std::find_if(settings_.begin(), settings_.end(), [&](const Setting& s) { return s.name == name; });
+    if (it == settings_.end()) {
+      if (strict) problems.push_back("unexpected: " + key);
       continue;
     }
+    const std::size_t s = it - settings_.begin();
+    state_groups = std::max(state_groups, g + 1);
+    if (legacy && key == "group.0.lr") {
+      problems.push_back("lr and group.0.lr both give group 0's rate");
+      continue;
+    }
+    present.insert({g, s});
+    double value = 0;
+    if (number(key, tensor, value)) given[{g, s}] = value;
+  }
+  if (state_groups == 0)
+    problems.push_back("missing: the groups' settings (group.0.lr, ...)");
+  else if (strict && state_groups != groups_.size())
+    problems.push_back(str("the state holds ", state_groups,
+                           state_groups == 1 ? " parameter group" : " parameter groups", ", this optimizer ",
+                           groups_.size()));
+  // Without strict, groups the state lacks keep their settings and extra ones are ignored.
+  std::vector<std::vector<double>> groups = groups_;
+  for (std::size_t g = 0; g < std::min(state_groups, groups.size()); ++g) {
+    for (std::size_t s = 0; s < settings_.size(); ++s) {
+      if (given.count({g, s})) groups[g][s] = given.at({g, s});
+      if (!present.count({g, s}) && (!legacy || s == kLr))
+        problems.push_back("missing: " +
+                           (legacy && g == 0 ? std::string("lr") : str("group.", g, ".", settings_[s].name)));
+    }
+    for (const std::string& problem : invalid(groups[g])) problems.push_back(str("group ", g, ": ", problem));
+  }
+
+  // Per parameter, the buffers its group's settings (as loaded) use.
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) index[parameters_[i].first] = i;
+  std::vector<std::set<std::string>> known;
+  for (const auto& values : groups) {
+    const std::vector<std::string> names = buffer_names(values);
+    known.emplace_back(names.begin(), names.end());
+  }
+  std::vector<ParamState> loaded(parameters_.size());
+  for (const auto& [key, tensor] : state) {
+    if (key == "lr" || key == "step" || group_key(key)) continue;
     const std::size_t dot = key.rfind('.');
     const bool per_param = key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6;
     const auto found = per_param ? index.find(key.substr(6, dot - 6)) : index.end();
     const std::string field = per_param ? key.substr(dot + 1) : "";
-    if (found == index.end() || (field != "step" && !known.count(field))) {
+    if (found == index.end() || (field != "step" && !known[group_of_[found->second]].count(field))) {
       if (strict) problems.push_back("unexpected: " + key);
       continue;
     }
@@ -177,7 +295,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   if (!problems.empty()) {
     fail(type_, "load_state_dict: ", listed(problems, "; "));
   }
-  for (std::size_t g = 0; g < groups_.size(); ++g) groups_[g].lr = lrs[g];
+  groups_ = std::move(groups);
   steps_ = static_cast<std::int64_t>(steps);
   state_ = std::move(loaded);
 }

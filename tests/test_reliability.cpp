@@ -210,7 +210,8 @@ BOOST_AUTO_TEST_CASE(optimizer_checkpoint_state_is_checked_before_it_is_trusted)
       {with("state.w.step", Tensor::scalar(0, DType::float64)), "state.w.step"},
       {with("state.w.exp_avg", Tensor::from_vector({1, kNaN, 2}, {3})), "NaN or Inf"},
       {with("state.w.exp_avg_sq", Tensor::from_vector({1, kInf, 2}, {3})), "NaN or Inf"},
-      {with("lr", Tensor::scalar(kNaN, DType::float64)), "lr"},
+      {with("group.0.lr", Tensor::scalar(kNaN, DType::float64)), "group 0: learning rate"},
+      {with("group.0.eps", Tensor::scalar(-1, DType::float64)), "group 0: eps"},
   };
   for (const auto& [state, what] : damaged) {
     BOOST_TEST_CONTEXT(what) {

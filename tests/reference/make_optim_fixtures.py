@@ -7,7 +7,7 @@ python3-torch, from this folder:
 
 Problem: w [3, 4], b [4]; loss = mean((tanh(x @ w + b) - y)^2) with fixed x [5, 3] and
 y [5, 4]. Each step: zero_grad, loss, backward, step; the parameters after every step
-are recorded.
+are recorded. Frozen parameters (a case's "frozen" names) do not require grad.
 """
 import json
 
@@ -29,6 +29,10 @@ CONFIGS = {
     "adam_amsgrad": ("Adam", dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6, amsgrad=True)),
     "adamw": ("AdamW", dict(lr=0.01, weight_decay=0.1)),
     "adamw_amsgrad": ("AdamW", dict(lr=0.01, amsgrad=True)),
+    "sgd_maximize": ("SGD", dict(lr=0.05, momentum=0.9, weight_decay=0.01, maximize=True)),
+    "sgd_nesterov_maximize": ("SGD", dict(lr=0.05, momentum=0.8, nesterov=True, maximize=True)),
+    "adam_maximize": ("Adam", dict(lr=0.01, weight_decay=0.01, maximize=True)),
+    "adamw_maximize": ("AdamW", dict(lr=0.01, weight_decay=0.1, amsgrad=True, maximize=True)),
 }
 # Parameter groups: per group "params" (names) and its own options; the rest as above.
 GROUPS = {
@@ -36,6 +40,25 @@ GROUPS = {
                          [{"params": ["w"], "weight_decay": 0.1}, {"params": ["b"], "weight_decay": 0.0, "lr": 0.02}]),
     "sgd_two_groups": ("SGD", dict(lr=0.1, momentum=0.9, weight_decay=0.01),
                        [{"params": ["b"], "lr": 0.05}, {"params": ["w"], "weight_decay": 0.0}]),
+    # Groups differing in every other setting.
+    "sgd_groups_momentum_nesterov": ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01),
+                                     [{"params": ["w"], "momentum": 0.5, "dampening": 0.0, "nesterov": True},
+                                      {"params": ["b"], "momentum": 0.0, "maximize": True}]),
+    "sgd_groups_dampening": ("SGD", dict(lr=0.05),
+                             [{"params": ["w"], "momentum": 0.9, "dampening": 0.5},
+                              {"params": ["b"], "momentum": 0.7, "nesterov": True, "weight_decay": 0.1}]),
+    "adam_groups_betas_eps_amsgrad": ("Adam", dict(lr=0.01, weight_decay=0.01),
+                                      [{"params": ["w"], "betas": (0.8, 0.95), "amsgrad": True},
+                                       {"params": ["b"], "eps": 1e-3, "lr": 0.05, "maximize": True}]),
+    "adamw_groups_betas_eps_amsgrad": ("AdamW", dict(lr=0.01, betas=(0.85, 0.99), eps=1e-6, amsgrad=True),
+                                       [{"params": ["w"], "amsgrad": False, "eps": 1e-4},
+                                        {"params": ["b"], "betas": (0.5, 0.9), "weight_decay": 0.0}]),
+}
+# Frozen parameters: kept in the optimizer, requires_grad False, never updated.
+FROZEN = {
+    "sgd_frozen_b": ("SGD", dict(lr=0.1, momentum=0.9), None, ["b"]),
+    "adamw_frozen_w": ("AdamW", dict(lr=0.01, weight_decay=0.1), [{"params": ["w"]}, {"params": ["b"], "lr": 0.02}],
+                       ["w"]),
 }
 
 
@@ -43,11 +66,12 @@ def pack(t):
     return t.detach().reshape(-1).tolist()
 
 
-def run(kind, options, groups=None):
+def run(kind, options, groups=None, frozen=()):
     """20 steps of torch.optim.<kind> from w0, b0; groups name their tensors ("w", "b")."""
-    w = w0.clone().requires_grad_(True)
-    b = b0.clone().requires_grad_(True)
-    tensors = {"w": w, "b": b}
+    tensors = {"w": w0.clone().requires_grad_(True), "b": b0.clone().requires_grad_(True)}
+    for name in frozen:
+        tensors[name].requires_grad_(False)
+    w, b = tensors["w"], tensors["b"]
     params = [w, b] if groups is None else [
         dict({k: v for k, v in g.items() if k != "params"}, params=[tensors[n] for n in g["params"]])
         for g in groups]
@@ -63,11 +87,14 @@ def run(kind, options, groups=None):
             "trajectory": trajectory}
     if groups is not None:
         case["groups"] = groups
+    if frozen:
+        case["frozen"] = list(frozen)
     return case
 
 
 cases = {name: run(kind, options) for name, (kind, options) in CONFIGS.items()}
 cases.update({name: run(kind, options, groups) for name, (kind, options, groups) in GROUPS.items()})
+cases.update({name: run(kind, options, groups, frozen) for name, (kind, options, groups, frozen) in FROZEN.items()})
 
 with open("optim_fixtures.json", "w") as f:
     json.dump({"torch_version": torch.__version__,
