@@ -151,7 +151,8 @@ struct AttentionOptions {
   double dropout_p = 0.0;
   Generator* generator = nullptr;
   // Also return the probabilities [..., Lq, Lk] (after dropout, as applied to v). Only
-  // then is a map of that size materialised; it carries no gradient.
+  // then is a map of that size materialised. A loss through them backpropagates into q
+  // and k (attention supervision, entropy penalties).
   bool need_weights = false;
 };
 

@@ -233,6 +233,31 @@ void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* w
   }
 }
 
+// Entry b's share of attention_weights_backward.
+template <class T>
+void weights_backward_one(const AttentionProblem<T>& p, std::size_t b, const T* probs, const T* dweights, T* dq,
+                          T* dk) {
+  const std::size_t lq = p.lq, lk = p.lk;
+  const T* prob = probs + b * lq * lk;
+  const T* dw = dweights + b * lq * lk;
+  // dS = P (dP - rowsum(P dP)) * scale, with dP = dW times the dropout factor.
+  std::vector<T> ds(lq * lk);
+  for (std::size_t i = 0; i < lq; ++i) {
+    T* row = ds.data() + i * lk;
+    T d = 0;
+    for (std::size_t j = 0; j < lk; ++j) {
+      row[j] = dw[i * lk + j] * dropout_factor(p, b, i, j);
+      d += prob[i * lk + j] * row[j];
+    }
+    for (std::size_t j = 0; j < lk; ++j) row[j] = prob[i * lk + j] * (row[j] - d) * p.scale;
+  }
+  // dq += dS K, dk += dS^T Q, at the entry's rows.
+  gemm(false, false, lq, p.dk, lk, T(1), ds.data(), lk, p.k + p.k_rows.at(b, 0), p.k_rows.stride, T(1),
+       dq + p.dq_rows.at(b, 0), p.dq_rows.stride);
+  gemm(true, false, lk, p.dk, lq, T(1), ds.data(), lk, p.q + p.q_rows.at(b, 0), p.q_rows.stride, T(1),
+       dk + p.dk_rows.at(b, 0), p.dk_rows.stride);
+}
+
 }  // namespace
 
 BatchRows BatchRows::dense(std::size_t batches, std::size_t rows, std::size_t width) {
@@ -263,10 +288,16 @@ void attention_weights(const AttentionProblem<T>& p, const T* lse, T* weights) {
   parallel_for(p.batches, work_of(p), [&](std::size_t b) { weights_one(p, b, lse, weights); });
 }
 
+template <class T>
+void attention_weights_backward(const AttentionProblem<T>& p, const T* probs, const T* dweights, T* dq, T* dk) {
+  parallel_for(p.batches, work_of(p), [&](std::size_t b) { weights_backward_one(p, b, probs, dweights, dq, dk); });
+}
+
 #define XGRAD_INSTANTIATE(T)                                                                                 \
   template void attention_forward<T>(const AttentionProblem<T>&, T*, T*);                                    \
   template void attention_backward<T>(const AttentionProblem<T>&, const T*, const T*, const T*, T*, T*, T*); \
-  template void attention_weights<T>(const AttentionProblem<T>&, const T*, T*);
+  template void attention_weights<T>(const AttentionProblem<T>&, const T*, T*);                              \
+  template void attention_weights_backward<T>(const AttentionProblem<T>&, const T*, const T*, T*, T*);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)
 #undef XGRAD_INSTANTIATE

@@ -67,4 +67,10 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
 template <class T>
 void attention_weights(const AttentionProblem<T>& p, const T* lse, T* weights);
 
+// Given the gradient of those weights, adds its share into dq and dk (at dq_rows and
+// dk_rows; entries' rows must not overlap). probs are the probabilities before dropout
+// ([batches, lq, lk], attention_weights with dropout_p = 0); masks and bias get none.
+template <class T>
+void attention_weights_backward(const AttentionProblem<T>& p, const T* probs, const T* dweights, T* dq, T* dk);
+
 }  // namespace xgrad::kernels

@@ -71,6 +71,54 @@ struct Layout {
   std::array<Range, 3> columns;  // of q, k, v in their tensors (in place only)
 };
 
+// The probabilities applied to v, [batch..., Lq, Lk], differentiable: their gradient
+// flows into q and k (at the rows they were read from), never into the masks.
+template <class T>
+Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernels::AttentionProblem<T>>& problem,
+                  const Layout& layout, const std::vector<T>& lse) {
+  const kernels::AttentionProblem<T>& p = *problem;
+  xt::xarray<T> weights = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(layout.batch, p.lq, p.lk)));
+  kernels::attention_weights(p, lse.data(), weights.data());
+  const bool needs_graph = grad_enabled() && (q.requires_grad() || k.requires_grad());
+  // Backward needs the probabilities before dropout: the weights themselves without it.
+  std::shared_ptr<const xt::xarray<T>> probs;
+  if (needs_graph && p.dropout_p > 0) {
+    kernels::AttentionProblem<T> undropped = p;
+    undropped.dropout_p = 0;
+    auto before = std::make_shared<xt::xarray<T>>(xt::xarray<T>::from_shape(weights.shape()));
+    kernels::attention_weights(undropped, lse.data(), before->data());
+    probs = std::move(before);
+  }
+  return record<T>("attention_weights", std::move(weights), {q, k},
+                   [problem, probs, in_place = layout.grads_in_place](BackwardContext<T>& ctx) {
+                     kernels::AttentionProblem<T> p = *problem;
+                     p.q = ctx.input(0).data();
+                     p.k = ctx.input(1).data();
+                     const T* before = probs ? probs->data() : ctx.output().data();
+                     if (in_place) {
+                       // Gradients where q and k were read; one buffer when they are one tensor.
+                       const bool shared = &ctx.input_node(0) == &ctx.input_node(1);
+                       xt::xarray<T> dq = xt::zeros<T>(ctx.input(0).shape());
+                       xt::xarray<T> dk = shared ? xt::xarray<T>() : xt::xarray<T>(xt::zeros<T>(ctx.input(1).shape()));
+                       p.dq_rows = p.q_rows, p.dk_rows = p.k_rows;
+                       kernels::attention_weights_backward(p, before, ctx.grad().data(), dq.data(),
+                                                           shared ? dq.data() : dk.data());
+                       ctx.accumulate(0, std::move(dq));
+                       if (!shared) ctx.accumulate(1, std::move(dk));
+                       return;
+                     }
+                     const Shape out_shape = to_shape(ctx.output().shape());
+                     const Shape full(out_shape.begin(), out_shape.end() - 2);
+                     xt::xarray<T> dq = xt::zeros<T>(to_xshape<T>(with_matrix(full, p.lq, p.dk)));
+                     xt::xarray<T> dk = xt::zeros<T>(to_xshape<T>(with_matrix(full, p.lk, p.dk)));
+                     p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
+                     p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
+                     kernels::attention_weights_backward(p, before, ctx.grad().data(), dq.data(), dk.data());
+                     ctx.accumulate(0, unbroadcast<T>(std::move(dq), to_shape(ctx.input(0).shape())));
+                     ctx.accumulate(1, unbroadcast<T>(std::move(dk), to_shape(ctx.input(1).shape())));
+                   });
+}
+
 // Masks, dropout and need_weights checked and converted; the kernel run; the backward
 // recorded. q, k, v are given as tensors (possibly the same one, at different columns).
 AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const Layout& layout,
@@ -125,11 +173,7 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     kernels::attention_forward(p, out.data(), lse.data());
 
     AttentionOutput result;
-    if (options.need_weights) {
-      xt::xarray<T> weights = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(batch, lq, lk)));
-      kernels::attention_weights(p, lse.data(), weights.data());
-      result.weights = make_leaf(std::move(weights));
-    }
+    if (options.need_weights) result.weights = weights_of(q, k, problem, layout, lse);
     result.output =
         record<T>(kOp, std::move(out), {q, k, v},
                   [problem, keep, bias, lse = std::move(lse), in_place = layout.grads_in_place,
