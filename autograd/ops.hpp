@@ -129,9 +129,21 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- normalization (ops/normalization.cpp) ----
-// (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as
-// PyTorch); weight and bias are [d], either may be an undefined Tensor for none.
+// (x - mean) / sqrt(var + eps) * weight + bias over the trailing axes `normalized_shape`
+// (x's shape must end in it), as one row per leading index: biased variance, as
+// torch.nn.functional.layer_norm. weight and bias have the normalized shape; either may
+// be an undefined Tensor for none.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// The same with the normalized shape read from weight (else bias; the last axis without
+// either).
 Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
+// x / sqrt(mean(x^2) + eps) * weight over the trailing axes `normalized_shape`, as
+// torch.nn.functional.rms_norm (PyTorch 2.4+); weight has the normalized shape or is
+// undefined. No eps means the machine epsilon of x's dtype (torch.finfo(dtype).eps, as
+// PyTorch's eps=None). One fused kernel.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
 
 // ---- attention (ops/attention.cpp) ----
 struct AttentionOptions {
@@ -212,8 +224,21 @@ Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
 Tensor tril(const Tensor& x, std::int64_t diagonal = 0);
 
 // ---- indexing (ops/indexing.cpp) ----
+// The options of torch.nn.functional.embedding.
+struct EmbeddingOptions {
+  // Ids equal to it pass no gradient to their row (negative: counted from the end).
+  std::optional<std::int64_t> padding_idx = std::nullopt;
+  // Before the lookup, each row looked up whose norm_type-norm exceeds max_norm is scaled
+  // in place by max_norm / (norm + 1e-7), as torch.embedding_renorm_: it changes weight
+  // itself, outside the graph (no gradient through the renorm), so look up before any
+  // other use of weight in the same graph. norm_type > 0 or inf.
+  std::optional<double> max_norm = std::nullopt;
+  double norm_type = 2.0;
+  // Each row's gradient divided by how many times its id appears in ids.
+  bool scale_grad_by_freq = false;
+};
 // Rows of weight [num, d] picked by ids of any shape: result ids.shape + [d].
-Tensor embedding(const Tensor& weight, const Indices& ids);
+Tensor embedding(const Tensor& weight, const Indices& ids, const EmbeddingOptions& options = {});
 // out[i][j][k] = x[index[i][j][k]][j][k] for axis 0 (and so on), as torch.gather: index
 // has x's number of axes, no larger than x except along `axis`; the result has its shape.
 Tensor gather(const Tensor& x, int axis, const Indices& index);

@@ -37,13 +37,123 @@ void check_utf8(const std::string& text, const char* what) {
 
 std::size_t item_size(DType dtype) { return dtype == DType::float32 ? 4 : 8; }
 
+// The dtypes read, and the xgrad dtype each becomes: float32 where every value of the
+// type is exact in it (F16 and BF16 widen exactly; BOOL and the 8- and 16-bit integers
+// fit), float64 for the wider integers (I64 and U64 values past 2^53 are checked).
+struct FileDType {
+  const char* name;
+  std::size_t size;
+  DType dtype;
+  bool integer;  // BOOL included: exactness matters when it goes into float32 state
+};
+constexpr FileDType kFileDTypes[] = {
+    {"F32", 4, DType::float32, false},  {"F64", 8, DType::float64, false}, {"F16", 2, DType::float32, false},
+    {"BF16", 2, DType::float32, false}, {"BOOL", 1, DType::float32, true}, {"U8", 1, DType::float32, true},
+    {"I8", 1, DType::float32, true},    {"I16", 2, DType::float32, true},  {"U16", 2, DType::float32, true},
+    {"I32", 4, DType::float64, true},   {"U32", 4, DType::float64, true},  {"I64", 8, DType::float64, true},
+    {"U64", 8, DType::float64, true},
+};
+
+const FileDType* find_dtype(const std::string& name) {
+  for (const FileDType& d : kFileDTypes)
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+std::string dtype_list() {
+  std::string names;
+  for (const FileDType& d : kFileDTypes) names += std::string(names.empty() ? "" : ", ") + d.name;
+  return names;
+}
+
+// IEEE half to float: every half is a float exactly.
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));  // inf, NaN
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));           // rebias 15 -> 127
+}
+
+// bfloat16 is the top half of a float.
+float bfloat16_to_float(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+
+template <class Source>
+Source load_le(const char* bytes) {
+  Source v;
+  std::memcpy(&v, bytes, sizeof v);  // the data need not be aligned
+  return v;
+}
+
+// Whether an integer survives the trip through double (with 2^63 and 2^64, which double
+// holds, outside the integer types).
+template <class Int>
+bool exact_in_double(Int v) {
+  const double d = static_cast<double>(v);
+  return d < std::ldexp(1.0, std::numeric_limits<Int>::digits) && static_cast<Int>(d) == v;
+}
+
 // An entry of the header, checked: where its bytes are and what they hold.
 struct Entry {
   std::string name;
-  DType dtype;
+  const FileDType* file_dtype;
   Shape shape;
   std::uint64_t begin, end;
 };
+
+// The entry's bytes as a tensor of its xgrad dtype. Throws for a value that dtype cannot
+// hold exactly (an I64 past 2^53) and for a BOOL byte other than 0 or 1.
+Tensor convert(const std::string& source, const Entry& e, const char* bytes) {
+  Tensor t = Tensor::zeros(e.shape, e.file_dtype->dtype);
+  const std::size_t count = t.numel();
+  if (count == 0) return t;  // an empty tensor has no buffer
+  const std::string type = e.file_dtype->name;
+  const std::string where = "tensor '" + e.name + "': " + type + " value ";
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* out = t.data<T>();
+    const auto each = [&]<class Source>(Source, auto to_value) {
+      for (std::size_t i = 0; i < count; ++i) out[i] = to_value(load_le<Source>(bytes + i * sizeof(Source)), i);
+    };
+    const auto integer = [&](auto v, std::size_t i) {
+      XGRAD_CHECK(exact_in_double(v), in_file(source), where, +v, " at element ", i,
+                  " cannot be represented exactly in float64 (beyond 2^53)");
+      return static_cast<T>(v);
+    };
+    if (type == "F32" || type == "F64") {
+      std::memcpy(out, bytes, count * sizeof(T));
+    } else if (type == "F16") {
+      each(std::uint16_t{}, [](std::uint16_t h, std::size_t) { return static_cast<T>(half_to_float(h)); });
+    } else if (type == "BF16") {
+      each(std::uint16_t{}, [](std::uint16_t h, std::size_t) { return static_cast<T>(bfloat16_to_float(h)); });
+    } else if (type == "BOOL") {
+      each(std::uint8_t{}, [&](std::uint8_t b, std::size_t i) {
+        XGRAD_CHECK(b <= 1, in_file(source), where, +b, " at element ", i, " is neither 0 nor 1");
+        return static_cast<T>(b);
+      });
+    } else if (type == "U8") {
+      each(std::uint8_t{}, integer);
+    } else if (type == "I8") {
+      each(std::int8_t{}, integer);
+    } else if (type == "I16") {
+      each(std::int16_t{}, integer);
+    } else if (type == "U16") {
+      each(std::uint16_t{}, integer);
+    } else if (type == "I32") {
+      each(std::int32_t{}, integer);
+    } else if (type == "U32") {
+      each(std::uint32_t{}, integer);
+    } else if (type == "I64") {
+      each(std::int64_t{}, integer);
+    } else {
+      each(std::uint64_t{}, integer);
+    }
+  });
+  return t;
+}
 
 Entry parse_entry(const std::string& source, const std::string& name, const json& info) {
   const auto where = "tensor '" + name + "'";
@@ -52,13 +162,9 @@ Entry parse_entry(const std::string& source, const std::string& name, const json
               in_file(source), where, " must have exactly dtype, shape and data_offsets");
   const json& dtype = info["dtype"];
   XGRAD_CHECK(dtype.is_string(), in_file(source), where, ": dtype is not a string");
-  Entry e{name, DType::float32, {}, 0, 0};
-  if (dtype == "F32")
-    e.dtype = DType::float32;
-  else if (dtype == "F64")
-    e.dtype = DType::float64;
-  else
-    fail(in_file(source), where, ": unsupported dtype ", dtype.dump(), " (xgrad reads F32 and F64)");
+  Entry e{name, find_dtype(dtype.get<std::string>()), {}, 0, 0};
+  XGRAD_CHECK(e.file_dtype, in_file(source), where, ": unsupported dtype ", dtype.dump(), " (xgrad reads ",
+              dtype_list(), ")");
   const json& shape = info["shape"];
   XGRAD_CHECK(shape.is_array(), in_file(source), where, ": shape is not a list");
   std::uint64_t count = 1;
@@ -77,10 +183,41 @@ Entry parse_entry(const std::string& source, const std::string& name, const json
       in_file(source), where, ": data_offsets must be two natural numbers, got ", offsets.dump());
   e.begin = offsets[0].get<std::uint64_t>();
   e.end = offsets[1].get<std::uint64_t>();
-  XGRAD_CHECK(e.end >= e.begin && e.end - e.begin == count * item_size(e.dtype), in_file(source), where,
+  XGRAD_CHECK(e.end >= e.begin && e.end - e.begin == count * e.file_dtype->size, in_file(source), where,
               ": data_offsets ", offsets.dump(), " do not hold ", count, " ", dtype.get<std::string>(),
               " values of shape ", shape.dump());
   return e;
+}
+
+// The wide integers (I32 and up) were read into float64 exactly; those bound for float32
+// state (as most models are) must be exact there too, or the load would round them
+// silently.
+void check_integers_fit(const SafetensorsContents& contents, const Stateful& model, const Stateful* optimizer,
+                        const std::string& path) {
+  std::map<std::string, DType> targets;
+  for (const auto& [name, tensor] : model.state_dict()) targets.emplace(name, tensor.dtype());
+  if (optimizer)
+    for (const auto& [name, tensor] : optimizer->state_dict()) targets.emplace(kOptimizerPrefix + name, tensor.dtype());
+  const std::string buffers = std::string(kOptimizerPrefix) + "state.";
+  for (const auto& [name, tensor] : contents.tensors) {
+    const auto file_dtype = contents.dtypes.find(name);
+    if (file_dtype == contents.dtypes.end() || !find_dtype(file_dtype->second) ||
+        !find_dtype(file_dtype->second)->integer || tensor.dtype() != DType::float64)
+      continue;
+    auto target = targets.find(name);
+    // An optimizer's buffers it has not made yet ("optimizer.state.<param>.exp_avg") take
+    // their parameter's dtype; its step counts are read as float64.
+    const std::size_t dot = name.rfind('.');
+    if (target == targets.end() && name.rfind(buffers, 0) == 0 && dot > buffers.size() &&
+        name.substr(dot + 1) != "step")
+      target = targets.find(name.substr(buffers.size(), dot - buffers.size()));
+    if (target == targets.end() || target->second != DType::float32) continue;
+    const double* values = tensor.data<double>();
+    for (std::size_t i = 0; i < tensor.numel(); ++i)
+      XGRAD_CHECK(static_cast<double>(static_cast<float>(values[i])) == values[i], in_file(path), "tensor '", name,
+                  "': ", file_dtype->second, " value ", static_cast<std::int64_t>(values[i]), " at element ", i,
+                  " cannot be represented exactly in the model's float32 (beyond 2^24)");
+  }
 }
 
 }  // namespace
@@ -189,11 +326,8 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
 
   const char* data = bytes.data() + 8 + length;
   for (const Entry& e : entries) {
-    Tensor t = Tensor::zeros(e.shape, e.dtype);
-    char* target = e.dtype == DType::float32 ? reinterpret_cast<char*>(t.data<float>())
-                                             : reinterpret_cast<char*>(t.data<double>());
-    if (e.end > e.begin) std::memcpy(target, data + e.begin, e.end - e.begin);  // an empty tensor has no buffer
-    contents.tensors.emplace(e.name, std::move(t));
+    contents.tensors.emplace(e.name, convert(source, e, data + e.begin));
+    contents.dtypes.emplace(e.name, e.file_dtype->name);
   }
   return contents;
 }
@@ -230,6 +364,7 @@ Metadata load(const SafetensorsContents& contents, Stateful& model, Stateful* op
       model_state.emplace(name, tensor);
   }
   XGRAD_CHECK(!optimizer || !optimizer_state.empty(), in_file(path), "holds no optimizer state");
+  check_integers_fit(contents, model, optimizer, path);
 
   // Each load_state_dict checks before it changes anything; if the optimizer's fails
   // after the model's succeeded, put the model back.

@@ -5,6 +5,12 @@
 //                    "__metadata__": {"<key>": "<value>", ...}}  (space-padded to 8 bytes)
 //   the rest  raw little-endian tensor data; offsets count from its start
 //
+// xgrad writes F32 and F64 (its tensors' dtypes). It reads those and what PyTorch and
+// numpy write for weights and masks, converted exactly: F16 and BF16 to float32; BOOL,
+// U8, I8, I16 and U16 to float32; I32, U32, I64 and U64 to float64 (a value past 2^53
+// that float64 cannot hold is an error). Loading into a model converts to each tensor's
+// dtype there, and an integer that float32 cannot hold exactly (past 2^24) is an error.
+//
 // Files are written to a temporary file in the same folder, flushed to disk, then renamed
 // over the target: a crash at any moment leaves the old checkpoint or the new one, never
 // a broken one. Reading validates everything and throws an Error naming the file and the
@@ -25,6 +31,9 @@ using Metadata = std::map<std::string, std::string>;
 struct SafetensorsContents {
   StateDict tensors;
   Metadata metadata;
+  // Each tensor's dtype in the file ("F32", "BF16", "I64", ...), which load() checks
+  // integers against. Left empty, every tensor counts as a float.
+  std::map<std::string, std::string> dtypes;
 };
 
 std::string encode_safetensors(const StateDict& tensors, const Metadata& metadata = {});

@@ -1,5 +1,6 @@
 #include "xgrad/nn/embedding.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "xgrad/autograd/ops.hpp"
@@ -24,14 +25,40 @@ Tensor add_positions(const char* layer, const Tensor& x, const Tensor& table, bo
 
 }  // namespace
 
-Embedding::Embedding(std::size_t num, std::size_t dim) : num_embeddings(num), embedding_dim(dim) {
+Embedding::Embedding(std::size_t num, std::size_t dim, const EmbeddingOptions& embedding_options)
+    : num_embeddings(num), embedding_dim(dim), options(embedding_options) {
+  const auto signed_num = static_cast<std::int64_t>(num);
+  if (options.padding_idx) {
+    const std::int64_t padding = *options.padding_idx;
+    XGRAD_CHECK(padding >= -signed_num && padding < signed_num, "Embedding", "padding_idx ", padding, " is outside [-",
+                num, ", ", num, ") for ", num, " embeddings");
+    if (padding < 0) options.padding_idx = padding + signed_num;
+  }
+  if (options.max_norm)
+    XGRAD_CHECK(*options.max_norm >= 0.0 && std::isfinite(*options.max_norm), "Embedding",
+                "max_norm must be finite and >= 0, got ", *options.max_norm);
+  XGRAD_CHECK(options.norm_type > 0.0, "Embedding", "norm_type must be positive (or inf), got ", options.norm_type);
   weight = register_parameter("weight", Tensor::zeros({num, dim}));
   init::normal_(weight, 0.0, 1.0);
+  if (options.padding_idx) {  // as PyTorch's reset_parameters
+    const std::size_t row = static_cast<std::size_t>(*options.padding_idx);
+    dispatch(weight.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      std::fill_n(weight.data<T>() + row * dim, dim, T(0));
+    });
+  }
 }
 
-Tensor Embedding::forward(const Indices& ids) { return embedding(weight, ids); }
+Tensor Embedding::forward(const Indices& ids) { return embedding(weight, ids, options); }
 
-std::string Embedding::extra_repr() const { return str(num_embeddings, ", ", embedding_dim); }
+std::string Embedding::extra_repr() const {
+  std::string repr = str(num_embeddings, ", ", embedding_dim);
+  if (options.padding_idx) repr += str(", padding_idx=", *options.padding_idx);
+  if (options.max_norm) repr += str(", max_norm=", *options.max_norm);
+  if (options.norm_type != 2.0) repr += str(", norm_type=", options.norm_type);
+  if (options.scale_grad_by_freq) repr += ", scale_grad_by_freq=true";
+  return repr;
+}
 
 PositionalEncoding::PositionalEncoding(std::size_t d, std::size_t max_len, double dropout_p, bool batch_first)
     : d_model(d), max_len(max_len), batch_first(batch_first) {

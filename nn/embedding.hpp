@@ -1,21 +1,26 @@
 #pragma once
 // Token embeddings and position information.
 
+#include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/random.hpp"
 #include "xgrad/nn/activation.hpp"
 #include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
 
-// Embedding(num, d): a lookup table [num, d], initialized N(0, 1) as in PyTorch.
+// Embedding(num, d, options): a lookup table [num, d], initialized N(0, 1) as in PyTorch,
+// with torch.nn.Embedding's padding_idx, max_norm, norm_type and scale_grad_by_freq
+// (EmbeddingOptions, autograd/ops.hpp). The padding row starts at zeros and gets no
+// gradient; with max_norm, every forward renormalises the rows it looks up in place.
 class Embedding : public Module {
  public:
-  Embedding(std::size_t num_embeddings, std::size_t embedding_dim);
+  Embedding(std::size_t num_embeddings, std::size_t embedding_dim, const EmbeddingOptions& options = {});
   Tensor forward(const Indices& ids);  // ids [...] -> [..., d]
   Tensor operator()(const Indices& ids) { return forward(ids); }
   std::string extra_repr() const override;
 
   std::size_t num_embeddings, embedding_dim;
+  EmbeddingOptions options;  // padding_idx counted from the start (a negative one converted)
   Tensor weight;
 };
 

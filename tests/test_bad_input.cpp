@@ -71,6 +71,11 @@ std::vector<Case> cases() {
       {"linear bias", [](World&) { linear(Tensor::zeros({2, 4}), Tensor::zeros({5, 4}), Tensor::zeros({3})); }, {"linear", "bias", "[3]"}},
       {"layer_norm weight", [](World& w) { layer_norm(w.a, w.b); }, {"layer_norm", "weight", "[4, 5]", "[2, 3]"}},
       {"layer_norm eps", [](World& w) { layer_norm(w.a, Tensor(), Tensor(), -1.0); }, {"layer_norm", "eps"}},
+      {"layer_norm trailing axes", [](World& w) { layer_norm(w.a, {3, 2}); }, {"layer_norm", "[2, 3]", "[3, 2]"}},
+      {"layer_norm bias shape", [](World& w) { layer_norm(w.a, {3}, Tensor(), w.a); }, {"layer_norm", "bias", "[2, 3]", "[3]"}},
+      {"rms_norm trailing axes", [](World& w) { rms_norm(w.a, {2}); }, {"rms_norm", "[2, 3]", "[2]"}},
+      {"rms_norm weight", [](World& w) { rms_norm(w.a, {3}, randn64({4}, 9)); }, {"rms_norm", "weight", "[4]", "[3]"}},
+      {"rms_norm eps", [nan](World& w) { rms_norm(w.a, {3}, w.v, nan); }, {"rms_norm", "eps", "nan"}},
       {"softmax axis", [](World& w) { softmax(w.a, 2); }, {"softmax", "axis 2", "[2, 3]"}},
       {"log_softmax scalar", [](World&) { log_softmax(Tensor::scalar(1.0)); }, {"log_softmax", "scalar"}},
       {"sum axis", [](World& w) { sum(w.a, {-3}); }, {"sum", "axis -3", "[2, 3]"}},
@@ -91,6 +96,9 @@ std::vector<Case> cases() {
       {"matmul dtype mix", [](World& w) { matmul(w.a32, transpose(w.a, 0, 1)); }, {"matmul", "float32", "float64"}},
       {"embedding id", [](World&) { embedding(Tensor::zeros({4, 2}), Indices({1, 7}, {2})); }, {"embedding", "id 7", "[4, 2]"}},
       {"embedding negative id", [](World&) { embedding(Tensor::zeros({4, 2}), Indices({-1}, {1})); }, {"embedding", "id -1"}},
+      {"embedding padding_idx", [](World&) { embedding(Tensor::zeros({4, 2}), Indices({1}, {1}), {.padding_idx = 4}); }, {"embedding", "padding_idx 4", "[4, 2]"}},
+      {"embedding max_norm", [](World&) { embedding(Tensor::zeros({4, 2}), Indices({1}, {1}), {.max_norm = -1.0}); }, {"embedding", "max_norm", "-1.0"}},
+      {"embedding norm_type", [](World&) { embedding(Tensor::zeros({4, 2}), Indices({1}, {1}), {.max_norm = 1.0, .norm_type = 0.0}); }, {"embedding", "norm_type"}},
       {"cross_entropy target", [](World& w) { cross_entropy(w.a, Indices({0, 3}, {2})); }, {"cross_entropy", "target 3", "[2, 3]"}},
       {"cross_entropy shapes", [](World& w) { cross_entropy(w.a, Indices({0}, {1})); }, {"cross_entropy", "[1]", "[2, 3]"}},
       {"dropout p = 1", [](World& w) { dropout(w.a, 1.0, true, default_generator()); }, {"dropout", "1.0", "[0, 1)"}},
@@ -156,6 +164,10 @@ std::vector<Case> cases() {
       {"Dropout layer p", [](World&) { nn::Dropout(1.5); }, {"Dropout", "1.5"}},
       {"LayerNorm width", [](World& w) { w.model(Tensor::zeros({2, 4})); }, {"linear", "[2, 4]", "[8, 8]"}},
       {"LayerNorm alone", [](World&) { nn::LayerNorm(5)(Tensor::zeros({2, 4})); }, {"LayerNorm", "[2, 4]", "5"}},
+      {"LayerNorm axes", [](World&) { nn::LayerNorm(Shape{4, 5})(Tensor::zeros({2, 5, 4})); }, {"LayerNorm", "[2, 5, 4]", "[4, 5]"}},
+      {"RMSNorm alone", [](World&) { nn::RMSNorm(5)(Tensor::zeros({2, 4})); }, {"RMSNorm", "[2, 4]", "[5]"}},
+      {"RMSNorm eps", [](World&) { nn::RMSNorm(5, -1.0); }, {"RMSNorm", "eps", "-1.0"}},
+      {"Embedding padding_idx", [](World&) { nn::Embedding(3, 2, {.padding_idx = -4}); }, {"Embedding", "padding_idx -4", "3 embeddings"}},
       {"positions too long", [](World&) { nn::PositionalEncoding(4, 8)(Tensor::zeros({1, 9, 4})); }, {"PositionalEncoding", "9", "max_len 8"}},
       {"load another model", [](World& w) { w.model.load_state_dict(nn::Linear(3, 3).state_dict()); }, {"load_state_dict", "missing", "unexpected"}},
       {"load wrong shape", [](World& w) {
@@ -196,6 +208,27 @@ std::vector<Case> cases() {
          nn::MultiHeadAttention other(4, 2);
          nn::load(w.checkpoint, other);
        }, {"xgrad-bad-input.safetensors", "load_state_dict", "missing"}},
+      {"checkpoint dtype", [](World& w) {
+         std::string header = R"({"0.bias":{"dtype":"C64","shape":[8],"data_offsets":[0,64]}})";
+         header.append((8 - header.size() % 8) % 8, ' ');
+         const std::uint64_t n = header.size();
+         std::string bytes(reinterpret_cast<const char*>(&n), 8);
+         const std::string path = w.checkpoint + ".c64";
+         std::ofstream(path, std::ios::binary) << bytes + header + std::string(64, '\0');
+         nn::load(path, w.model);
+       }, {".c64", "tensor '0.bias'", "unsupported dtype \"C64\""}},
+      {"checkpoint integer past float32", [](World& w) {
+         std::string header = R"({"0.bias":{"dtype":"I32","shape":[8],"data_offsets":[0,32]}})";
+         header.append((8 - header.size() % 8) % 8, ' ');
+         const std::uint64_t n = header.size();
+         std::string bytes(reinterpret_cast<const char*>(&n), 8);
+         std::vector<std::int32_t> values(8, 1);
+         values[3] = (1 << 24) + 1;
+         bytes += header + std::string(reinterpret_cast<const char*>(values.data()), 32);
+         const std::string path = w.checkpoint + ".i32";
+         std::ofstream(path, std::ios::binary) << bytes;
+         nn::load(path, w.model);
+       }, {".i32", "tensor '0.bias'", "I32", "16777217", "element 3", "float32"}},
       {"foreign file", [](World&) {
          const std::string path = (std::filesystem::temp_directory_path() / "xgrad-foreign.txt").string();
          std::ofstream(path) << "these are not the tensors you are looking for";

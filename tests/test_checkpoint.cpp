@@ -1,9 +1,13 @@
 #define BOOST_TEST_MODULE checkpoint
 #include "helpers.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/optim/optim.hpp"
@@ -79,6 +83,23 @@ std::string read_bytes(const fs::path& p) {
 }
 
 void write_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+// A safetensors file from a header given as JSON text and a data region.
+std::string safetensors_bytes(std::string header, const std::string& data) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  const std::uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  return bytes + header + data;
+}
+
+// Little-endian bytes of the given values.
+template <class T>
+std::string raw_bytes(std::initializer_list<T> values) {
+  std::string bytes(values.size() * sizeof(T), '\0');
+  std::memcpy(bytes.data(), std::data(values), bytes.size());
+  return bytes;
+}
 
 }  // namespace
 
@@ -184,7 +205,7 @@ BOOST_AUTO_TEST_CASE(every_damaged_file_is_rejected_and_changes_nothing) {
   std::memcpy(huge.data(), &too_long, 8);
   expect_rejected(huge, "header length past the end");
   expect_rejected(with_header(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,1600]}})"), "offsets past the end");
-  expect_rejected(with_header(R"({"x":{"dtype":"I8","shape":[16],"data_offsets":[0,16]}})"), "unsupported dtype");
+  expect_rejected(with_header(R"({"x":{"dtype":"F8_E4M3","shape":[16],"data_offsets":[0,16]}})"), "unsupported dtype");
   expect_rejected(with_header(R"({"x":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})"),
                   "shape and offsets disagree");
   expect_rejected(
@@ -275,4 +296,166 @@ BOOST_AUTO_TEST_CASE(written_for_numpy) {
                          {"column", Tensor::from_vector({1.0, -2.5, 1e-300}, {3, 1}, DType::float64)}},
                         {{"step", "42"}, {"task", "sort"}});
   BOOST_CHECK(fs::exists(XGRAD_TEST_OUTPUT_DIR "/written_by_xgrad.safetensors"));
+}
+
+// One tensor per dtype that PyTorch and numpy write (make_safetensors_fixture.py), read
+// exactly as torch converts it to float64: F16 and BF16 become float32 (infinities, NaN,
+// signed zeros and subnormals included), integers and BOOL their values.
+BOOST_AUTO_TEST_CASE(reads_every_dtype_torch_and_numpy_write) {
+  const nn::SafetensorsContents c = nn::read_safetensors(XGRAD_REFERENCE_DIR "/dtypes_written.safetensors");
+  std::ifstream in(XGRAD_REFERENCE_DIR "/dtypes_expected.json");
+  const auto expected = nlohmann::json::parse(in).at("tensors");
+  BOOST_CHECK_EQUAL(c.tensors.size(), expected.size());
+  const std::set<std::string> wide = {"I32", "U32", "I64", "U64", "F64"};  // read as float64
+  for (const auto& [name, want] : expected.items()) {
+    BOOST_TEST_CONTEXT(name) {
+      const std::string dtype = want.at("dtype");
+      BOOST_REQUIRE(c.tensors.count(name));
+      const Tensor& t = c.tensors.at(name);
+      BOOST_CHECK_EQUAL(c.dtypes.at(name), dtype);
+      BOOST_CHECK(t.dtype() == (wide.count(dtype) ? DType::float64 : DType::float32));
+      BOOST_CHECK(t.shape() == want.at("shape").get<Shape>());
+      const std::vector<double> got = t.to_vector();
+      BOOST_REQUIRE_EQUAL(got.size(), want.at("values").size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const auto& v = want.at("values")[i];
+        if (v.is_string()) {
+          const std::string special = v;
+          BOOST_CHECK_MESSAGE(special == "nan" ? std::isnan(got[i]) : got[i] == (special == "inf" ? 1 : -1) * INFINITY,
+                              name << "[" << i << "] is " << got[i] << ", torch has " << special);
+        } else {  // bit for bit, the sign of zero included
+          BOOST_CHECK_MESSAGE(got[i] == v.get<double>() && std::signbit(got[i]) == std::signbit(v.get<double>()),
+                              name << "[" << i << "] is " << got[i] << ", torch has " << v.get<double>());
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// A float32 model whose state has the fixture's names: a bf16 weight, a BOOL mask, I64
+// ids and an I64 step count as buffers.
+class Mixed : public nn::Module {
+ public:
+  Mixed() {
+    weight = register_parameter("bf16", Tensor::zeros({12}));
+    mask = register_buffer("mask", Tensor::zeros({2, 3}));
+    ids = register_buffer("ids", Tensor::zeros({2, 3}));
+    step = register_buffer("step", Tensor::scalar(0.0));
+  }
+  Tensor weight, mask, ids, step;
+};
+
+// The fixture's I32 tensor, whose values run past 2^24.
+class Wide : public nn::Module {
+ public:
+  Wide() { values = register_buffer("i32", Tensor::zeros({7})); }
+  Tensor values;
+};
+
+nn::SafetensorsContents only(const nn::SafetensorsContents& all, std::initializer_list<const char*> names) {
+  nn::SafetensorsContents some;
+  for (const char* name : names) {
+    some.tensors.emplace(name, all.tensors.at(name));
+    some.dtypes.emplace(name, all.dtypes.at(name));
+  }
+  return some;
+}
+
+// Equal element by element, NaN equal to NaN.
+bool same_values(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(integers_halves_and_masks_load_into_a_model) {
+  const std::string path = XGRAD_REFERENCE_DIR "/dtypes_written.safetensors";
+  const nn::SafetensorsContents c = nn::read_safetensors(path);
+  Mixed model;
+  nn::load(only(c, {"bf16", "mask", "ids", "step"}), model, nullptr, path);
+  BOOST_CHECK(model.weight.dtype() == DType::float32 && model.ids.dtype() == DType::float32);
+  BOOST_CHECK(same_values(model.weight.to_vector(), c.tensors.at("bf16").to_vector()));
+  check_close(model.mask.to_vector(), {1, 0, 1, 0, 0, 1});
+  check_close(model.ids.to_vector(), {3, 0, 2, 1, 1, 4});
+  BOOST_CHECK_EQUAL(model.step.item(), 1200.0);
+  // I32 values past 2^24 do not fit a float32 buffer: refused, naming file, tensor and
+  // dtype, and nothing changes.
+  Wide wide;
+  check_error([&] { nn::load(only(c, {"i32"}), wide, nullptr, path); },
+              {path, "tensor 'i32'", "I32", "-16777217", "element 1", "float32"});
+  BOOST_CHECK(wide.values.to_vector() == std::vector<double>(7, 0.0));
+  // In float64 they are exact.
+  wide.to(DType::float64);
+  nn::load(only(c, {"i32"}), wide, nullptr, path);
+  BOOST_CHECK(wide.values.to_vector() == c.tensors.at("i32").to_vector());
+  BOOST_CHECK_EQUAL(wide.values.to_vector()[5], 16777217.0);
+
+  // An optimizer buffer it has not made yet takes its parameter's float32; its step
+  // count is read as float64.
+  optim::Adam adam(model.named_parameters());
+  nn::SafetensorsContents with_adam = only(c, {"bf16", "mask", "ids", "step"});
+  const auto add = [&](const std::string& name, const Tensor& t, const std::string& dtype) {
+    with_adam.tensors.emplace(name, t);
+    with_adam.dtypes.emplace(name, dtype);
+  };
+  add("optimizer.lr", Tensor::scalar(1e-3, DType::float64), "F64");
+  add("optimizer.step", Tensor::scalar(16777217.0, DType::float64), "I64");
+  add("optimizer.state.bf16.step", Tensor::scalar(16777217.0, DType::float64), "I64");
+  add("optimizer.state.bf16.exp_avg_sq", Tensor::zeros({12}), "F32");
+  add("optimizer.state.bf16.exp_avg", Tensor::full({12}, 16777217.0, DType::float64), "I32");
+  check_error([&] { nn::load(with_adam, model, &adam, path); },
+              {path, "optimizer.state.bf16.exp_avg", "I32", "16777217", "float32"});
+  with_adam.tensors["optimizer.state.bf16.exp_avg"] = Tensor::full({12}, 16777216.0, DType::float64);
+  nn::load(with_adam, model, &adam, path);
+  BOOST_CHECK_EQUAL(adam.step_count(), 16777217);
+}
+
+BOOST_AUTO_TEST_CASE(dtypes_sizes_and_inexact_integers_are_refused) {
+  const fs::path path = scratch("dtypes.safetensors");
+  const auto refused = [&](const std::string& header, const std::string& data,
+                           std::initializer_list<std::string> parts) {
+    write_bytes(path, safetensors_bytes(header, data));
+    check_error([&] { nn::read_safetensors(path); }, parts);
+    check_error([&] { nn::read_safetensors(path); }, {path.string()});
+  };
+  // The byte size follows each dtype's element size (1, 2, 4 or 8).
+  refused(R"({"x":{"dtype":"I64","shape":[3],"data_offsets":[0,20]}})", std::string(20, '\0'),
+          {"tensor 'x'", "do not hold 3 I64 values"});
+  refused(R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'), {"tensor 'x'", "3 BF16"});
+  refused(R"({"x":{"dtype":"F16","shape":[2,2],"data_offsets":[0,4]}})", std::string(4, '\0'), {"4 F16"});
+  refused(R"({"x":{"dtype":"BOOL","shape":[4],"data_offsets":[0,8]}})", std::string(8, '\0'), {"4 BOOL"});
+  refused(R"({"x":{"dtype":"I32","shape":[2],"data_offsets":[0,16]}})", std::string(16, '\0'), {"2 I32"});
+  refused(R"({"x":{"dtype":"U8","shape":[3],"data_offsets":[0,4]}})", std::string(4, '\0'), {"3 U8"});
+  // Dtypes xgrad does not read: named, with the list of those it does.
+  for (const std::string unknown : {"F8_E4M3", "F8_E5M2", "C64", "bool", "float32", ""})
+    refused(R"({"x":{"dtype":")" + unknown + R"(","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0'),
+            {"tensor 'x'", "unsupported dtype \"" + unknown + "\"", "BF16", "I64"});
+  // Integers no xgrad dtype holds exactly, and a BOOL byte that is no bool.
+  refused(R"({"big":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})",
+          raw_bytes<std::int64_t>({1, (std::int64_t{1} << 53) + 1}),
+          {"tensor 'big'", "I64", "9007199254740993", "element 1", "float64"});
+  refused(R"({"big":{"dtype":"U64","shape":[1],"data_offsets":[0,8]}})", raw_bytes<std::uint64_t>({~std::uint64_t{0}}),
+          {"tensor 'big'", "U64", "18446744073709551615", "float64"});
+  refused(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", raw_bytes<std::uint8_t>({0, 1, 2}),
+          {"tensor 'm'", "BOOL", "2 at element 2", "neither 0 nor 1"});
+  // At 2^53 exactly (and 2^53 + 2, a float64) the same dtype reads.
+  write_bytes(path, safetensors_bytes(R"({"ok":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})",
+                                      raw_bytes<std::int64_t>({std::int64_t{1} << 53, (std::int64_t{1} << 53) + 2})));
+  BOOST_CHECK(nn::read_safetensors(path).tensors.at("ok").to_vector() == (std::vector<double>{0x1p53, 0x1p53 + 2}));
+}
+
+// xgrad writes its own dtypes, F32 and F64, whatever the file it read held.
+BOOST_AUTO_TEST_CASE(what_was_read_is_written_as_f32_and_f64) {
+  const nn::SafetensorsContents c = nn::read_safetensors(XGRAD_REFERENCE_DIR "/dtypes_written.safetensors");
+  const std::string bytes = nn::encode_safetensors(c.tensors);
+  const nn::SafetensorsContents back = nn::decode_safetensors(bytes);
+  for (const auto& [name, dtype] : back.dtypes) {
+    BOOST_CHECK_MESSAGE(dtype == "F32" || dtype == "F64", name << " written as " << dtype);
+    BOOST_CHECK(back.tensors.at(name).dtype() == c.tensors.at(name).dtype());
+  }
 }

@@ -59,6 +59,8 @@ BOOST_AUTO_TEST_CASE(float32_forward_matches_float64) {
       {"matmul_t", [](const Inputs& in) { return matmul(in[0], in[1], true, true); }, {any({16, 8}, 26), any({4, 16}, 27)}},
       {"linear", [](const Inputs& in) { return linear(in[0], in[1], in[2]); }, {any({2, 3, 16}, 36), any({8, 16}, 37), any({8}, 38)}},
       {"layer_norm", [](const Inputs& in) { return layer_norm(in[0], in[1], in[2]); }, {any({4, 16}, 39), any({16}, 40), any({16}, 41)}},
+      {"layer_norm 2 axes", [](const Inputs& in) { return layer_norm(in[0], in[1], in[2]); }, {any({3, 4, 8}, 60), any({4, 8}, 61), any({4, 8}, 62)}},
+      {"rms_norm", [](const Inputs& in) { return rms_norm(in[0], {4, 8}, in[1], 1e-6); }, {any({3, 4, 8}, 63), any({4, 8}, 64)}},
       {"reshape", [](const Inputs& in) { return reshape(in[0], {-1, 2}); }, {any({3, 4}, 28)}},
       {"permute", [](const Inputs& in) { return permute(in[0], {2, 0, 1}); }, {any({2, 3, 4}, 29)}},
       {"slice", [](const Inputs& in) { return slice(in[0], 1, 1, 4, 2); }, {any({2, 5}, 30)}},

@@ -310,6 +310,200 @@ BOOST_AUTO_TEST_CASE(readme_custom_layer) {
   check_module_gradients(affine, [&](const Inputs& in) { return affine(in[0]); }, {randn64({2, 3}, 14)});
 }
 
+// ---- Embedding's options (the op and the layer) ----
+
+namespace {
+
+// 1 where the id is not `padding`, [..., 1]: how a model masks its padded positions.
+Tensor keep_mask(const Indices& ids, std::int64_t padding) {
+  std::vector<double> keep;
+  for (const std::int64_t id : ids.values) keep.push_back(id != padding);
+  Shape shape = ids.shape;
+  shape.push_back(1);
+  return Tensor::from_vector(keep, shape, DType::float64);
+}
+
+// Row r of a [rows, d] tensor's values.
+std::vector<double> row_of(const Tensor& t, std::size_t r) {
+  const std::size_t d = t.shape()[1];
+  const auto v = t.to_vector();
+  return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(r * d),
+                             v.begin() + static_cast<std::ptrdiff_t>((r + 1) * d));
+}
+
+std::vector<double> scaled(std::vector<double> v, double s) {
+  for (double& x : v) x *= s;
+  return v;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(embedding_padding_idx_passes_no_gradient) {
+  const Tensor w = randn64({5, 3}, 30);
+  const Indices ids({1, 4, 2, 4, 0, 1}, {2, 3});
+  const Tensor out = embedding(w, ids, {.padding_idx = 4});
+  check_close(row_of(reshape(out, {6, 3}), 1), row_of(w, 4));  // the forward still reads the row
+  out.backward(Tensor::ones(out.shape(), DType::float64));
+  check_close(row_of(w.grad(), 4), {0, 0, 0});
+  check_close(row_of(w.grad(), 1), {2, 2, 2});
+  // Exact wherever the padded positions are masked out, as a model masks them; -1 is row 4.
+  const Tensor keep = keep_mask(ids, 4);
+  for (const std::int64_t padding : {4, -1})
+    check_gradients([&](const Inputs& in) { return embedding(in[0], ids, {.padding_idx = padding}) * keep; }, {w});
+}
+
+BOOST_AUTO_TEST_CASE(embedding_max_norm_renormalises_the_rows_looked_up_in_place) {
+  // Rows of L2 norm 5, 0.5, 0.5, 2, 1.5 and 2; max_norm 1 with ids 0, 2 and 5.
+  const std::vector<double> table = {3, 4, 0, 0, 0.3, 0.4, 0, 0, 0, 0, 0.3, -0.4,
+                                     1, 1, 1, 1, 1.5, 0,   0, 0, 0, 0, -2,  0};
+  const Indices ids({0, 2, 2, 5}, {2, 2});
+  Tensor w = Tensor::from_vector(table, {6, 4}, DType::float64, true);
+  const Tensor out = embedding(w, ids, {.max_norm = 1.0});
+  const Tensor before = Tensor::from_vector(table, {6, 4}, DType::float64);
+  check_close(row_of(w, 0), scaled(row_of(before, 0), 1.0 / (5.0 + 1e-7)));  // as torch.embedding_renorm_
+  check_close(row_of(w, 5), scaled(row_of(before, 5), 1.0 / (2.0 + 1e-7)));
+  BOOST_CHECK(row_of(w, 2) == row_of(before, 2));  // within max_norm
+  BOOST_CHECK(row_of(w, 3) == row_of(before, 3));  // not looked up
+  check_close(row_of(reshape(out, {4, 4}), 0), row_of(w, 0));
+  // The gradient is the lookup's on the new table: none flows through the renorm.
+  const Tensor g = randn64({2, 2, 4}, 31, false);
+  out.backward(g);
+  Tensor plain_w = w.detach().clone().requires_grad_();
+  embedding(plain_w, ids).backward(g);
+  BOOST_CHECK(w.grad().to_vector() == plain_w.grad().to_vector());
+  // Gradcheck on the renormalised table: its rows sit 1e-7 / norm inside max_norm, so
+  // steps of 1e-9 leave them alone, and the op is the lookup there.
+  GradcheckOptions small_steps;
+  small_steps.eps = 1e-9;
+  try {
+    BOOST_CHECK(
+        gradcheck([&](const Inputs& in) { return embedding(in[0], ids, {.max_norm = 1.0}); }, {plain_w}, small_steps));
+  } catch (const Error& e) {
+    BOOST_ERROR(e.what());
+  }
+  // Other norms: the largest magnitude (inf) and the sum of magnitudes (1).
+  Tensor w_inf = Tensor::from_vector(table, {6, 4}, DType::float64);
+  embedding(w_inf, ids, {.max_norm = 1.0, .norm_type = INFINITY});
+  check_close(row_of(w_inf, 0), scaled(row_of(before, 0), 1.0 / (4.0 + 1e-7)));
+  Tensor w_l1 = Tensor::from_vector(table, {6, 4}, DType::float64);
+  embedding(w_l1, ids, {.max_norm = 1.0, .norm_type = 1.0});
+  check_close(row_of(w_l1, 0), scaled(row_of(before, 0), 1.0 / (7.0 + 1e-7)));
+  BOOST_CHECK(row_of(w_l1, 2) == row_of(before, 2));  // L1 norm 0.7
+  // In float32 too.
+  Tensor w32 = Tensor::from_vector(table, {6, 4});
+  embedding(w32, ids, {.max_norm = 1.0});
+  check_close(row_of(w32, 0), scaled(row_of(before, 0), 1.0 / (5.0 + 1e-7)), 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(embedding_scale_grad_by_freq_divides_by_the_count) {
+  const Tensor w = randn64({5, 3}, 32);
+  // Each id once: the option changes nothing and the gradient is exact.
+  const Indices distinct({3, 0, 4, 1}, {2, 2});
+  check_gradients([&](const Inputs& in) { return embedding(in[0], distinct, {.scale_grad_by_freq = true}); }, {w});
+  // Repeated ids: each row's gradient is the plain lookup's (gradchecked) over its count.
+  // That is not the derivative of the forward (it is meant not to be), so it is checked
+  // against the exact gradient instead of finite differences.
+  const Indices ids({1, 3, 1, 1, 0, 3}, {2, 3});
+  check_gradients([&](const Inputs& in) { return embedding(in[0], ids); }, {w});
+  const Tensor g = randn64({2, 3, 3}, 33, false);
+  Tensor plain = w.detach().clone().requires_grad_(), by_freq = w.detach().clone().requires_grad_();
+  embedding(plain, ids).backward(g);
+  embedding(by_freq, ids, {.scale_grad_by_freq = true}).backward(g);
+  const double counts[] = {1, 3, 0, 2, 0};
+  for (std::size_t r = 0; r < 5; ++r)
+    check_close(row_of(by_freq.grad(), r), scaled(row_of(plain.grad(), r), counts[r] ? 1.0 / counts[r] : 0.0));
+  // With a padding id as well: it gets nothing, the others as before.
+  Tensor padded = w.detach().clone().requires_grad_();
+  embedding(padded, ids, {.padding_idx = 3, .scale_grad_by_freq = true}).backward(g);
+  check_close(row_of(padded.grad(), 3), {0, 0, 0});
+  check_close(row_of(padded.grad(), 1), row_of(by_freq.grad(), 1));
+}
+
+BOOST_AUTO_TEST_CASE(embedding_option_errors) {
+  const Tensor w = randn64({4, 2}, 34);
+  const Indices ids({1, 2}, {2});
+  check_error([&] { embedding(w, ids, {.padding_idx = 4}); }, {"embedding", "padding_idx 4", "[-4, 4)", "[4, 2]"});
+  check_error([&] { embedding(w, ids, {.padding_idx = -5}); }, {"embedding", "padding_idx -5"});
+  check_error([&] { embedding(w, ids, {.max_norm = -1.0}); }, {"embedding", "max_norm", "-1.0"});
+  check_error([&] { embedding(w, ids, {.max_norm = NAN}); }, {"embedding", "max_norm", "nan"});
+  check_error([&] { embedding(w, ids, {.max_norm = 1.0, .norm_type = 0.0}); }, {"embedding", "norm_type", "0.0"});
+  check_error([&] { embedding(w, Indices({4}, {1}), {.max_norm = 1.0}); }, {"embedding", "id 4"});
+  check_error([] { nn::Embedding(3, 2, {.padding_idx = 3}); }, {"Embedding", "padding_idx 3", "3 embeddings"});
+  check_error([] { nn::Embedding(3, 2, {.max_norm = -2.0}); }, {"Embedding", "max_norm", "-2.0"});
+  check_error([] { nn::Embedding(3, 2, {.norm_type = -1.0}); }, {"Embedding", "norm_type"});
+}
+
+BOOST_AUTO_TEST_CASE(embedding_layer_with_options) {
+  manual_seed(3);
+  nn::Embedding table(5, 3, {.padding_idx = -1});
+  BOOST_CHECK_EQUAL(*table.options.padding_idx, 4);
+  check_close(row_of(table.weight, 4), {0, 0, 0});  // as PyTorch initialises it
+  for (double v : row_of(table.weight, 0)) BOOST_CHECK(v != 0.0);
+  BOOST_CHECK_EQUAL(table.extra_repr(), "5, 3, padding_idx=4");
+  nn::Embedding all(6, 2, {.padding_idx = 0, .max_norm = 1.5, .norm_type = 1.0, .scale_grad_by_freq = true});
+  BOOST_CHECK_EQUAL(all.extra_repr(), "6, 2, padding_idx=0, max_norm=1.5, norm_type=1.0, scale_grad_by_freq=true");
+  BOOST_CHECK_EQUAL(nn::Embedding(6, 2).extra_repr(), "6, 2");
+  // Through the module API, padded positions masked out as a model does.
+  const Indices ids({0, 2, 4, 4, 1, 2}, {2, 3});
+  const Tensor keep = keep_mask(ids, 4);
+  check_module_gradients(table, [&](const Inputs&) { return table(ids) * keep; }, {});
+  // max_norm: one forward renormalises, then the lookup's gradient (steps of 1e-9 as above).
+  nn::Embedding bounded(5, 3, {.max_norm = 0.5});
+  bounded.to(DType::float64);
+  bounded(ids);
+  for (std::size_t r : {0, 1, 2, 4}) {
+    double norm = 0;
+    for (double v : row_of(bounded.weight, r)) norm += v * v;
+    BOOST_CHECK_LE(std::sqrt(norm), 0.5);
+  }
+  GradcheckOptions small_steps;
+  small_steps.eps = 1e-9;
+  try {
+    BOOST_CHECK(nn::gradcheck(
+        bounded, [&](const Inputs&) { return bounded(ids); }, {}, small_steps));
+  } catch (const Error& e) {
+    BOOST_ERROR(e.what());
+  }
+}
+
+// ---- LayerNorm over several axes, RMSNorm ----
+
+BOOST_AUTO_TEST_CASE(layer_norm_and_rms_norm_layers_over_several_axes) {
+  const Tensor x = randn64({2, 3, 4}, 35);
+  nn::LayerNorm norm(Shape{3, 4});
+  BOOST_CHECK(norm.weight.shape() == (Shape{3, 4}) && norm.bias.shape() == (Shape{3, 4}));
+  check_close(norm.weight.to_vector(), std::vector<double>(12, 1.0));
+  check_close(norm.bias.to_vector(), std::vector<double>(12, 0.0));
+  BOOST_CHECK_EQUAL(norm.extra_repr(), "[3, 4], eps=1e-05, elementwise_affine=true");
+  BOOST_CHECK_EQUAL(nn::LayerNorm(4).extra_repr(), "4, eps=1e-05, elementwise_affine=true");
+  nn::init::normal_(norm.weight, 1.0, 0.5);
+  nn::init::normal_(norm.bias, 0.0, 0.5);
+  check_module_gradients(norm, [&](const Inputs& in) { return norm(in[0]); }, {x});
+  check_close(norm(x).to_vector(), layer_norm(x, norm.weight, norm.bias).to_vector());
+  nn::LayerNorm plain({2, 3, 4}, 1e-3, false);
+  BOOST_CHECK(plain.named_parameters().empty());
+  check_module_gradients(plain, [&](const Inputs& in) { return plain(in[0]); }, {x});
+
+  nn::RMSNorm rms(Shape{3, 4});
+  BOOST_CHECK(names_of(rms.named_parameters()) == std::vector<std::string>{"weight"});
+  check_close(rms.weight.to_vector(), std::vector<double>(12, 1.0));
+  BOOST_CHECK(!rms.eps);
+  BOOST_CHECK_EQUAL(rms.extra_repr(), "[3, 4], eps=None, elementwise_affine=true");
+  nn::init::normal_(rms.weight, 1.0, 0.5);
+  check_module_gradients(rms, [&](const Inputs& in) { return rms(in[0]); }, {x});
+  check_close(rms(x).to_vector(), rms_norm(x, {3, 4}, rms.weight).to_vector());
+  nn::RMSNorm rms_plain(4, 1e-6, false);
+  BOOST_CHECK_EQUAL(rms_plain.extra_repr(), "4, eps=1e-06, elementwise_affine=false");
+  BOOST_CHECK(rms_plain.named_parameters().empty());
+  check_module_gradients(rms_plain, [&](const Inputs& in) { return rms_plain(in[0]); }, {x});
+
+  check_error([&] { norm(Tensor::zeros({2, 4, 3}, DType::float64)); }, {"LayerNorm", "[2, 4, 3]", "[3, 4]"});
+  check_error([&] { rms(Tensor::zeros({4}, DType::float64)); }, {"RMSNorm", "[4]", "[3, 4]"});
+  check_error([] { nn::LayerNorm(Shape{}); }, {"LayerNorm", "normalized_shape"});
+  check_error([] { nn::RMSNorm(Shape{}); }, {"RMSNorm", "normalized_shape"});
+  check_error([] { nn::RMSNorm(4, 0.0); }, {"RMSNorm", "eps"});
+}
+
 BOOST_AUTO_TEST_CASE(cross_entropy_loss_module_holds_its_options) {
   CrossEntropyOptions options;
   options.weight = Tensor::from_vector({1.0, 2.0, 0.5}, {3});

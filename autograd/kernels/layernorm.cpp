@@ -68,6 +68,47 @@ void backward_rows(const T* dy, const T* x, const T* weight, const T* mean, cons
   }
 }
 
+template <class T>
+void rms_forward_rows(const T* x, const T* weight, T* y, T* rstd, std::size_t first, std::size_t last, std::size_t d,
+                      T eps) {
+  const T inv_d = T(1) / static_cast<T>(d);
+  for (std::size_t r = first; r < last; ++r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    T squares = 0;
+    for (std::size_t j = 0; j < d; ++j) squares += xr[j] * xr[j];
+    const T inv_rms = T(1) / std::sqrt(squares * inv_d + eps);
+    for (std::size_t j = 0; j < d; ++j) yr[j] = weight ? xr[j] * inv_rms * weight[j] : xr[j] * inv_rms;
+    rstd[r] = inv_rms;
+  }
+}
+
+template <class T>
+void rms_backward_rows(const T* dy, const T* x, const T* weight, const T* rstd, T* dx, T* dweight, std::size_t first,
+                       std::size_t last, std::size_t d) {
+  const T inv_d = T(1) / static_cast<T>(d);
+  for (std::size_t r = first; r < last; ++r) {
+    const T* xr = x + r * d;
+    const T* dyr = dy + r * d;
+    T* dxr = dx + r * d;
+    // With xhat = x * rstd and g = dy * weight (no mean to subtract, unlike LayerNorm):
+    //   dx = rstd * (g - xhat * mean(g * xhat))
+    T g_xhat_sum = 0;
+    for (std::size_t j = 0; j < d; ++j) {
+      const T xhat = xr[j] * rstd[r];
+      const T g = weight ? dyr[j] * weight[j] : dyr[j];
+      g_xhat_sum += g * xhat;
+      if (dweight) dweight[j] += dyr[j] * xhat;
+    }
+    const T g_xhat_mean = g_xhat_sum * inv_d;
+    for (std::size_t j = 0; j < d; ++j) {
+      const T xhat = xr[j] * rstd[r];
+      const T g = weight ? dyr[j] * weight[j] : dyr[j];
+      dxr[j] = rstd[r] * (g - xhat * g_xhat_mean);
+    }
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -96,10 +137,34 @@ void layer_norm_backward(const T* dy, const T* x, const T* weight, const T* mean
     }
 }
 
+template <class T>
+void rms_norm_forward(const T* x, const T* weight, T* y, T* rstd, std::size_t rows, std::size_t d, T eps) {
+  parallel_for(chunks_of(rows), 6.0 * kRowsPerChunk * d, [&](std::size_t c) {
+    rms_forward_rows(x, weight, y, rstd, c * kRowsPerChunk, std::min(rows, (c + 1) * kRowsPerChunk), d, eps);
+  });
+}
+
+template <class T>
+void rms_norm_backward(const T* dy, const T* x, const T* weight, const T* rstd, T* dx, T* dweight, std::size_t rows,
+                       std::size_t d) {
+  // Per-chunk weight gradients added in chunk order, as layer_norm_backward.
+  const std::size_t chunks = chunks_of(rows);
+  std::vector<T> partial_w(dweight ? chunks * d : 0, T(0));
+  parallel_for(chunks, 10.0 * kRowsPerChunk * d, [&](std::size_t c) {
+    rms_backward_rows(dy, x, weight, rstd, dx, dweight ? partial_w.data() + c * d : nullptr, c * kRowsPerChunk,
+                      std::min(rows, (c + 1) * kRowsPerChunk), d);
+  });
+  if (dweight)
+    for (std::size_t c = 0; c < chunks; ++c)
+      for (std::size_t j = 0; j < d; ++j) dweight[j] += partial_w[c * d + j];
+}
+
 #define XGRAD_INSTANTIATE(T)                                                                                      \
   template void layer_norm_forward<T>(const T*, const T*, const T*, T*, T*, T*, std::size_t, std::size_t, T);     \
   template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, std::size_t, \
-                                       std::size_t);
+                                       std::size_t);                                                              \
+  template void rms_norm_forward<T>(const T*, const T*, T*, T*, std::size_t, std::size_t, T);                     \
+  template void rms_norm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, std::size_t, std::size_t);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)
 #undef XGRAD_INSTANTIATE

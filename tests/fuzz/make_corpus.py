@@ -29,6 +29,15 @@ for name in ("0.weight", "0.bias", "1.weight", "1.bias"):
     state["optimizer.state." + name + ".exp_avg"] = np.full(shape, 0.1, np.float32)
     state["optimizer.state." + name + ".exp_avg_sq"] = np.full(shape, 0.01, np.float32)
 safetensors_numpy.write(os.path.join(out, "model_and_adam.safetensors"), state, {"step": "1"})
+# The integer, bool and half dtypes PyTorch and numpy write, named like the target's
+# model: loads reach the exactness checks (2^24 + 1 does not fit its float32).
+safetensors_numpy.write(os.path.join(out, "other_dtypes.safetensors"),
+                        {"0.weight": np.array([[1, 0], [0, 1], [1, 1]], dtype=np.bool_),
+                         "0.bias": np.array([1, 2**24 + 1, -3], dtype=np.int32),
+                         "1.weight": np.array([1.0, 0.5, -2.0], dtype=np.float16),
+                         "1.bias": np.array([0x3F80, 0, 0xBF80], dtype=np.uint16),  # BF16 bits: 1, 0, -1
+                         "ids": np.array([[3, -1], [2**53, 7]], dtype=np.int64), "mask": np.arange(4, dtype=np.uint8)},
+                        {"step": "0"}, {"1.bias": "BF16"})
 # A large header: 3000 entries.
 safetensors_numpy.write(os.path.join(out, "many_tensors.safetensors"),
                         {"t%04d" % i: np.full(i % 3, i, np.float32) for i in range(3000)})

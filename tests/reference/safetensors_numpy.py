@@ -6,7 +6,18 @@ import struct
 
 import numpy as np
 
-DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
+# Every dtype numpy has; BF16 (which it lacks) is read as float32 and written from the
+# raw uint16 bits (see write's `dtypes`).
+DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BOOL": np.dtype("?"),
+          "U8": np.dtype("u1"), "I8": np.dtype("i1"), "I16": np.dtype("<i2"), "U16": np.dtype("<u2"),
+          "I32": np.dtype("<i4"), "U32": np.dtype("<u4"), "I64": np.dtype("<i8"), "U64": np.dtype("<u8")}
+
+
+def _kind(dtype):
+    for name, known in DTYPES.items():
+        if known == dtype.newbyteorder("<"):
+            return name
+    raise ValueError("no safetensors dtype for %s" % dtype)
 
 
 def read(path):
@@ -20,17 +31,25 @@ def read(path):
     arrays = {}
     for name, info in header.items():
         begin, end = info["data_offsets"]
-        arrays[name] = np.frombuffer(data[start + begin:start + end], dtype=DTYPES[info["dtype"]]).reshape(info["shape"])
+        raw = data[start + begin:start + end]
+        if info["dtype"] == "BF16":  # the top half of a float32
+            a = (np.frombuffer(raw, dtype="<u2").astype("<u4") << 16).view("<f4")
+        else:
+            a = np.frombuffer(raw, dtype=DTYPES[info["dtype"]])
+        arrays[name] = a.reshape(info["shape"])
     return arrays, metadata
 
 
-def write(path, arrays, metadata=None):
+def write(path, arrays, metadata=None, dtypes=None):
+    """dtypes: {name: safetensors dtype} for arrays whose bytes numpy has no type for
+    (BF16 given as its uint16 bits); the others are named after their numpy dtype."""
+    dtypes = dtypes or {}
     names = sorted(arrays, key=lambda n: (-arrays[n].dtype.itemsize, n))  # wider types first: aligned
     header, blobs, offset = {}, [], 0
     for name in names:
         # (not ascontiguousarray: it turns a 0-d array into a 1-d one)
         a = np.asarray(arrays[name], dtype=arrays[name].dtype.newbyteorder("<")).copy(order="C")
-        kind = {4: "F32", 8: "F64"}[a.dtype.itemsize]
+        kind = dtypes.get(name) or _kind(a.dtype)
         blob = a.tobytes()
         header[name] = {"dtype": kind, "shape": list(a.shape), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
