@@ -151,7 +151,7 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& query, const Tensor& ke
   const AttentionOutput r = multi_head_attention(q, k, v, options_.num_heads, batch_first, o);
   AttentionOutput out;
   out.output = out_proj ? out_proj->forward(r.output) : r.output;
-  if (options_.keep_attention) last_attention_ = r.weights;
+  if (options_.keep_attention) last_attention_ = r.weights.detach();  // not the graph behind it
   if (args.need_weights) out.weights = args.average_weights ? mean(r.weights, {1}) : r.weights;
   return out;
 }

@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(weights_are_the_probabilities) {
   const Tensor q = randn64({2, 5, 4}, 17), k = randn64({2, 7, 4}, 18), v = randn64({2, 7, 3}, 19);
   const AttentionOutput r = scaled_dot_product_attention(q, k, v, o);
   BOOST_CHECK(r.weights.shape() == (Shape{2, 5, 7}));
-  BOOST_CHECK(!r.weights.requires_grad());
+  BOOST_CHECK(r.weights.requires_grad());  // a loss may go through them
   check_close(matmul(r.weights, v).to_vector(), r.output.to_vector(), 1e-12);
   const auto w = r.weights.to_vector(), keep = o.mask.to_vector();
   for (std::size_t row = 0; row < 10; ++row) {
@@ -398,4 +398,81 @@ BOOST_AUTO_TEST_CASE(readme_heads_in_place_example) {
   Tensor y = linear(r.output, out_proj_weight, out_proj_bias);  // r.output [N, L, E]
 
   check_close(y.to_vector(), attn(x).to_vector());
+}
+
+// need_weights: a loss through the returned map backpropagates into q and k.
+BOOST_AUTO_TEST_CASE(weights_carry_a_gradient) {
+  for (const Case& c : cases()) {
+    BOOST_TEST_CONTEXT(c.name) {
+      AttentionOptions options = c.options;
+      options.need_weights = true;
+      check_gradients(
+          [options](const Inputs& in) { return scaled_dot_product_attention(in[0], in[1], in[2], options).weights; },
+          {randn64(c.q, 7), randn64(c.k, 8), randn64(c.v, 9)});
+      // Both outputs in one loss (an attention penalty beside the task's loss).
+      check_gradients(
+          [options](const Inputs& in) {
+            const AttentionOutput r = scaled_dot_product_attention(in[0], in[1], in[2], options);
+            return sum(r.output) + sum(r.weights * r.weights);
+          },
+          {randn64(c.q, 10), randn64(c.k, 11), randn64(c.v, 12)});
+    }
+  }
+  // The composed reference's map, gradient for gradient.
+  AttentionOptions o;
+  o.mask = random_keep({2, 5, 7}, 13, 0.6);
+  o.need_weights = true;
+  const Tensor q = randn64({2, 5, 4}, 14), k = randn64({2, 7, 4}, 15), v = randn64({2, 7, 3}, 16);
+  const Tensor c = randn64({2, 5, 7}, 17, false);
+  sum(scaled_dot_product_attention(q, k, v, o).weights * c).backward();
+  const Tensor rq = q.detach().requires_grad_(), rk = k.detach().requires_grad_();
+  Tensor scores = matmul(rq, rk, false, true) * 0.5;
+  sum(softmax(masked_fill(scores, eq(o.mask, 0.0), -inf)) * c).backward();
+  check_close(q.grad().to_vector(), rq.grad().to_vector(), 1e-12);
+  check_close(k.grad().to_vector(), rk.grad().to_vector(), 1e-12);
+  BOOST_CHECK(!v.grad().defined() || v.grad().to_vector() == std::vector<double>(v.numel(), 0.0));
+}
+
+BOOST_AUTO_TEST_CASE(weights_gradient_with_dropout_and_heads_in_place) {
+  const auto dropped = [](double p) {
+    AttentionOptions o;
+    o.need_weights = true;
+    o.dropout_p = p;
+    return o;
+  };
+  check_gradients(
+      [&](const Inputs& in) {
+        Generator fixed(3);
+        AttentionOptions o = dropped(0.3);
+        o.generator = &fixed;
+        return scaled_dot_product_attention(in[0], in[1], in[2], o).weights;
+      },
+      {randn64({2, 5, 4}, 18), randn64({2, 6, 4}, 19), randn64({2, 6, 3}, 20)});
+  for (bool batch_first : {true, false}) {
+    BOOST_TEST_CONTEXT("batch_first " << batch_first) {
+      const Tensor qkv = randn64(batch_first ? Shape{2, 5, 12} : Shape{5, 2, 12}, 21);
+      for (double p : {0.0, 0.25})
+        check_gradients(
+            [&](const Inputs& in) {
+              Generator fixed(4);
+              AttentionOptions o = dropped(p);
+              o.generator = &fixed;
+              o.is_causal = true;
+              return multi_head_attention({in[0], 0, 4}, {in[0], 4, 4}, {in[0], 8, 4}, 2, batch_first, o).weights;
+            },
+            {qkv});
+      // q and k overlapping columns of one tensor, and three separate tensors.
+      check_gradients(
+          [&](const Inputs& in) {
+            return multi_head_attention({in[0], 0, 4}, {in[0], 2, 4}, {in[0]}, 2, batch_first, dropped(0)).weights;
+          },
+          {qkv});
+      const Tensor tq = randn64(batch_first ? Shape{2, 3, 4} : Shape{3, 2, 4}, 22);
+      check_gradients(
+          [&](const Inputs& in) {
+            return multi_head_attention({in[0]}, {in[1], 2, 4}, {in[1], 6, 6}, 2, batch_first, dropped(0)).weights;
+          },
+          {tq, qkv});
+    }
+  }
 }

@@ -373,3 +373,16 @@ BOOST_AUTO_TEST_CASE(transformer_encoder_layer) {
     BOOST_CHECK(layer(x).to_vector() == layer(x).to_vector());
   }
 }
+
+BOOST_AUTO_TEST_CASE(attention_weights_returned_by_the_module_carry_a_gradient) {
+  nn::MultiHeadAttention attn(8, 2);
+  attn.to(DType::float64);
+  for (bool average : {true, false}) {
+    nn::AttentionArgs args;
+    args.need_weights = true;
+    args.average_weights = average;
+    args.is_causal = true;
+    check_module_gradients(attn, [&](const Inputs& in) { return attn.attend(in[0], in[0], in[0], args).weights; },
+                           {randn64({2, 5, 8}, 61)});
+  }
+}

@@ -90,14 +90,16 @@ Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernel
     probs = std::move(before);
   }
   return record<T>("attention_weights", std::move(weights), {q, k},
-                   [problem, probs, in_place = layout.grads_in_place](BackwardContext<T>& ctx) {
+                   [problem, probs, in_place = layout.grads_in_place,
+                    overlap = layout.columns[0].overlaps(layout.columns[1])](BackwardContext<T>& ctx) {
                      kernels::AttentionProblem<T> p = *problem;
                      p.q = ctx.input(0).data();
                      p.k = ctx.input(1).data();
                      const T* before = probs ? probs->data() : ctx.output().data();
                      if (in_place) {
-                       // Gradients where q and k were read; one buffer when they are one tensor.
-                       const bool shared = &ctx.input_node(0) == &ctx.input_node(1);
+                       // Gradients where q and k were read; one buffer when they are disjoint
+                       // columns of one tensor (entries then never write the same element).
+                       const bool shared = &ctx.input_node(0) == &ctx.input_node(1) && !overlap;
                        xt::xarray<T> dq = xt::zeros<T>(ctx.input(0).shape());
                        xt::xarray<T> dk = shared ? xt::xarray<T>() : xt::xarray<T>(xt::zeros<T>(ctx.input(1).shape()));
                        p.dq_rows = p.q_rows, p.dk_rows = p.k_rows;
