@@ -8,21 +8,22 @@ namespace xgrad::nn {
 
 namespace {
 
-// An attn_mask / attn_bias of shape [L, S], [N, L, S] or [N, H, L, S] as [N, H, L, S]
+// A mask of shape [L, S], [N, L, S] (when batch_3d) or [N, H, L, S] as [N, H, L, S]
 // (each axis either its full size or 1).
-Tensor as_four_axes(const char* what, const Tensor& mask, const Shape& full) {
+Tensor as_four_axes(const char* what, const Tensor& mask, const Shape& full, bool batch_3d) {
   const Shape m = mask.shape();
   Shape four;
   if (m.size() == 2)
     four = {1, 1, m[0], m[1]};
-  else if (m.size() == 3)
+  else if (m.size() == 3 && batch_3d)
     four = {m[0], 1, m[1], m[2]};
   else if (m.size() == 4)
     four = m;
   for (std::size_t a = 0; a < four.size(); ++a)
     if (four[a] != 1 && four[a] != full[a]) four.clear();
   XGRAD_CHECK(!four.empty(), "MultiHeadAttention", what, " of shape ", m, " does not fit [N, H, L, S] = ", full,
-              " (give [L, S], [N, L, S] or [N, H, L, S]; 1 broadcasts)");
+              (batch_3d ? " (give [L, S], [N, L, S] or [N, H, L, S]; 1 broadcasts)"
+                        : " (give [L, S], [N * H, L, S] or [N, H, L, S]; 1 broadcasts)"));
   return reshape(mask, four);
 }
 
@@ -62,6 +63,11 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options)
     for (Tensor* w : {&q_proj_weight, &k_proj_weight, &v_proj_weight}) init::xavier_uniform_(*w);
   }
   if (o.bias) in_proj_bias = register_parameter("in_proj_bias", Tensor::zeros({packed}));
+  if (o.add_bias_kv) {
+    bias_k = register_parameter("bias_k", Tensor::zeros({1, 1, o.dim_k}));
+    bias_v = register_parameter("bias_v", Tensor::zeros({1, 1, o.dim_v}));
+    for (Tensor* b : {&bias_k, &bias_v}) init::xavier_normal_(*b);
+  }
   if (o.output_projection) {
     out_proj = register_module("out_proj", std::make_shared<Linear>(o.dim_v, o.embed_dim, o.bias));
     if (o.bias) init::zeros_(out_proj->bias);  // as PyTorch
@@ -87,29 +93,98 @@ std::array<Columns, 3> MultiHeadAttention::project(const Tensor& query, const Te
           Columns{linear(value, slice(in_proj_weight, 0, 2 * dk, 2 * dk + dv), bias_rows(2 * dk, 2 * dk + dv))}};
 }
 
-AttentionOptions MultiHeadAttention::op_options(const AttentionArgs& args, std::size_t n, std::size_t l,
-                                                std::size_t s) {
-  const Shape full = {n, options_.num_heads, l, s};
-  Tensor keep;  // the product of every keep mask given, as [N|1, H|1, L|1, S|1]
-  const auto require = [&keep](const Tensor& mask) { keep = keep.defined() ? keep * truth(mask) : truth(mask); };
-  if (args.key_mask.defined()) {
-    const Shape expected{n, s};
-    XGRAD_CHECK(args.key_mask.shape() == expected, "MultiHeadAttention", "key_mask of shape ", args.key_mask.shape(),
-                " is not [N, S] = ", expected);
-    require(reshape(args.key_mask, Shape{n, 1, 1, s}));
+std::array<Columns, 2> MultiHeadAttention::extra_keys(const Columns& k, const Columns& v, std::size_t n) const {
+  const int seq_axis = options_.batch_first ? 1 : 0;
+  // One key row per batch entry, shaped like a key at one position.
+  const auto row = [&](const Tensor& values, std::size_t width) {
+    const Shape shape = options_.batch_first ? Shape{n, 1, width} : Shape{1, n, width};
+    return values.defined() ? expand(values, shape) : Tensor::zeros(shape, k.tensor.dtype());
+  };
+  const auto extended = [&](const Columns& c, const Tensor& bias, std::size_t width) {
+    const bool whole = c.begin == 0 && (c.width == 0 || c.width == c.tensor.size(-1));
+    std::vector<Tensor> parts{whole ? c.tensor : slice(c.tensor, -1, c.begin, c.begin + width)};
+    if (options_.add_bias_kv) parts.push_back(row(bias, width));
+    if (options_.add_zero_attn) parts.push_back(row(Tensor(), width));
+    return Columns{concat(parts, seq_axis)};
+  };
+  return {extended(k, bias_k, options_.dim_k), extended(v, bias_v, options_.dim_v)};
+}
+
+namespace {
+
+// A PyTorch-polarity mask must be boolean: 0 and 1 only (see AttentionArgs).
+void check_boolean(const char* what, const char* bias_name, const Tensor& mask) {
+  for (double x : mask.to_vector())
+    XGRAD_CHECK(x == 0.0 || x == 1.0, "MultiHeadAttention", what, " holds ", x,
+                ": it is PyTorch's boolean form (nonzero = hidden), 0 and 1 only; a float mask to add to the scores "
+                "goes in ",
+                bias_name);
+}
+
+}  // namespace
+
+AttentionOptions MultiHeadAttention::op_options(const AttentionArgs& args, std::size_t n, std::size_t l, std::size_t s,
+                                                std::size_t extra) {
+  const std::size_t heads = options_.num_heads;
+  const Shape full = {n, heads, l, s};
+  Tensor keep;  // the product of every mask as 1 = may attend, [N|1, H|1, L|1, S|1]
+  Tensor bias;  // the sum of the additive ones
+  const auto allow = [&keep](const Tensor& ones_allowed) {
+    keep = keep.defined() ? keep * ones_allowed : ones_allowed;
+  };
+  const auto add = [&bias](const Tensor& given) {  // in float64, whatever each one's dtype
+    const Tensor added = given.to(DType::float64);
+    bias = bias.defined() ? bias + added : added;
+  };
+  const auto key_shaped = [&](const char* what, const Tensor& mask) {
+    XGRAD_CHECK(mask.shape() == (Shape{n, s}), "MultiHeadAttention", what, " of shape ", mask.shape(),
+                " is not [N, S] = [", n, ", ", s, "]");
+    return reshape(mask, Shape{n, 1, 1, s});
+  };
+  // PyTorch's 3-D attn_mask is [N * H, L, S], batch-major.
+  const auto torch_shaped = [&](const char* what, const Tensor& mask) {
+    const Shape m = mask.shape();
+    if (m.size() == 3) {
+      XGRAD_CHECK(m[0] == n * heads && m[1] == l && m[2] == s, "MultiHeadAttention", what, " of shape ", m,
+                  " is not [N * H, L, S] = [", n * heads, ", ", l, ", ", s,
+                  "] (PyTorch's 3-D form; [N, 1, L, S] gives one mask per batch entry)");
+      return reshape(mask, full);
+    }
+    return as_four_axes(what, mask, full, false);
+  };
+  if (args.key_padding_mask.defined()) {
+    check_boolean("key_padding_mask", "key_padding_bias", args.key_padding_mask);
+    allow(truth(eq(key_shaped("key_padding_mask", args.key_padding_mask), 0.0)));
   }
-  if (args.attn_mask.defined()) require(as_four_axes("attn_mask", args.attn_mask, full));
-  if (args.seq_first_mask.defined()) {
-    const Shape m = args.seq_first_mask.shape();
+  if (args.attn_mask.defined()) {
+    check_boolean("attn_mask", "attn_bias", args.attn_mask);
+    allow(truth(eq(torch_shaped("attn_mask", args.attn_mask), 0.0)));
+  }
+  if (args.key_padding_bias.defined()) add(key_shaped("key_padding_bias", args.key_padding_bias));
+  if (args.attn_bias.defined()) add(torch_shaped("attn_bias", args.attn_bias));
+  if (args.keep_mask.defined()) allow(truth(as_four_axes("keep_mask", args.keep_mask, full, true)));
+  if (args.seq_first_keep_mask.defined()) {
+    const Shape m = args.seq_first_keep_mask.shape();
     XGRAD_CHECK(m.size() == 3 && (m[0] == 1 || m[0] == l) && m[1] == s && (m[2] == 1 || m[2] == n),
-                "MultiHeadAttention", "seq_first_mask of shape ", m, " is not [L or 1, S, N or 1] = [", l, ", ", s,
+                "MultiHeadAttention", "seq_first_keep_mask of shape ", m, " is not [L or 1, S, N or 1] = [", l, ", ", s,
                 ", ", n, "]");
-    require(unsqueeze(permute(args.seq_first_mask, {2, 0, 1}), 1));
+    allow(truth(unsqueeze(permute(args.seq_first_keep_mask, {2, 0, 1}), 1)));
   }
   AttentionOptions o;
-  o.mask = keep;
-  if (args.attn_bias.defined()) o.additive_mask = as_four_axes("attn_bias", args.attn_bias, full);
   o.is_causal = args.is_causal;
+  if (extra > 0) {
+    // The appended keys are visible to every query (PyTorch pads its masks with "allowed"):
+    // causality becomes a mask over the S given keys, and the masks grow by `extra` columns.
+    if (args.is_causal) allow(reshape(tril(Tensor::ones({l, s})), Shape{1, 1, l, s}));
+    o.is_causal = false;
+    const auto widen = [&](const Tensor& mask, double value) {
+      return mask.defined() && mask.size(-1) == s ? pad(mask, {0, static_cast<std::int64_t>(extra)}, value) : mask;
+    };
+    keep = widen(keep, 1.0);
+    bias = widen(bias, 0.0);
+  }
+  o.mask = keep;
+  o.additive_mask = bias;
   o.scale = options_.scale;
   o.dropout_p = is_training() ? options_.dropout : 0.0;
   return o;
@@ -124,7 +199,8 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& query, const Tensor& ke
     // Unbatched [L, E]: run as a batch of one.
     const int batch_axis = batch_first ? 0 : 1;
     AttentionArgs batched = args;
-    if (args.key_mask.defined() && args.key_mask.dim() == 1) batched.key_mask = unsqueeze(args.key_mask, 0);
+    for (Tensor* key_mask : {&batched.key_padding_mask, &batched.key_padding_bias})
+      if (key_mask->defined() && key_mask->dim() == 1) *key_mask = unsqueeze(*key_mask, 0);
     AttentionOutput out =
         attend(unsqueeze(query, batch_axis), unsqueeze(key, batch_axis), unsqueeze(value, batch_axis), batched);
     out.output = squeeze(out.output, batch_axis);
@@ -145,8 +221,14 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& query, const Tensor& ke
   XGRAD_CHECK(ks[0] == vs[0] && ks[1] == vs[1] && (batch_first ? ks[0] : ks[1]) == n, "MultiHeadAttention",
               "batch or key length disagree: ", describe());
 
-  const auto [q, k, v] = project(query, key, value);
-  AttentionOptions o = op_options(args, n, l, s);
+  auto [q, k, v] = project(query, key, value);
+  const std::size_t extra = std::size_t{options_.add_bias_kv} + std::size_t{options_.add_zero_attn};
+  if (extra > 0) {  // the heads can no longer be read in place from one projection
+    const std::array<Columns, 2> extended = extra_keys(k, v, n);
+    k = extended[0];
+    v = extended[1];
+  }
+  AttentionOptions o = op_options(args, n, l, s, extra);
   o.need_weights = args.need_weights || options_.keep_attention;
   const AttentionOutput r = multi_head_attention(q, k, v, options_.num_heads, batch_first, o);
   AttentionOutput out;
@@ -179,6 +261,8 @@ std::string MultiHeadAttention::extra_repr() const {
   if (!o.bias) os << ", bias=false";
   if (o.dropout > 0) os << ", dropout=" << o.dropout;
   if (!o.batch_first) os << ", batch_first=false";
+  if (o.add_bias_kv) os << ", add_bias_kv=true";
+  if (o.add_zero_attn) os << ", add_zero_attn=true";
   return os.str();
 }
 

@@ -49,6 +49,11 @@ void xavier_uniform_(Tensor& t, double gain, Generator& gen) {
   uniform_(t, -bound, bound, gen);
 }
 
+void xavier_normal_(Tensor& t, double gain, Generator& gen) {
+  const Fans f = fans(t.shape());
+  normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(f.in + f.out)), gen);
+}
+
 void kaiming_uniform_(Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity, Generator& gen) {
   const Fans f = fans(t.shape());
   if (t.numel() == 0) return;  // nothing to draw (as PyTorch: a no-op); its fan may be 0

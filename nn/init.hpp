@@ -25,6 +25,8 @@ void zeros_(Tensor& t);
 void ones_(Tensor& t);
 // U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio).
 void xavier_uniform_(Tensor& t, double gain = 1.0, Generator& gen = default_generator());
+// N(0, s^2) with s = gain * sqrt(2 / (fan_in + fan_out)).
+void xavier_normal_(Tensor& t, double gain = 1.0, Generator& gen = default_generator());
 // U(-b, b) with b = gain * sqrt(3 / fan) (He et al.); `a` is leaky_relu's slope.
 void kaiming_uniform_(Tensor& t, double a = 0.0, FanMode mode = FanMode::fan_in,
                       Nonlinearity nonlinearity = Nonlinearity::leaky_relu, Generator& gen = default_generator());

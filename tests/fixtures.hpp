@@ -23,9 +23,12 @@ inline json load_fixture(const std::string& file) {
 
 inline json load_cases(const std::string& file) { return load_fixture(file).at("cases"); }
 
+// Values are numbers, or the strings "inf" / "-inf" (JSON has no infinities).
 inline Tensor tensor_of(const json& j, bool requires_grad = false) {
-  return Tensor::from_vector(j.at("values").get<std::vector<double>>(), j.at("shape").get<Shape>(), DType::float64,
-                             requires_grad);
+  std::vector<double> values;
+  for (const json& v : j.at("values"))
+    values.push_back(v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>());
+  return Tensor::from_vector(values, j.at("shape").get<Shape>(), DType::float64, requires_grad);
 }
 
 inline Indices indices_of(const json& j) {

@@ -143,18 +143,30 @@ std::vector<Case> cases() {
       // ---- nn ----
       {"heads not dividing", [](World&) { nn::MultiHeadAttention(10, 3); }, {"MultiHeadAttention", "num_heads 3", "dim_k 10"}},
       {"attention input width", [](World& w) { w.attention(Tensor::zeros({2, 3, 6})); }, {"MultiHeadAttention", "embed_dim 8", "[2, 3, 6]"}},
-      {"key_mask shape", [](World& w) {
+      {"key_padding_mask shape", [](World& w) {
          nn::AttentionArgs args;
-         args.key_mask = Tensor::ones({2, 5});
+         args.key_padding_mask = Tensor::zeros({2, 5});
          const Tensor x = Tensor::zeros({2, 3, 8});
          w.attention.forward(x, x, x, args);
-       }, {"MultiHeadAttention", "key_mask of shape [2, 5]", "[2, 3]"}},
+       }, {"MultiHeadAttention", "key_padding_mask of shape [2, 5]", "[2, 3]"}},
       {"attn_mask shape", [](World& w) {
          nn::AttentionArgs args;
          args.attn_mask = Tensor::ones({4, 4});
          const Tensor x = Tensor::zeros({2, 3, 8});
          w.attention.forward(x, x, x, args);
        }, {"MultiHeadAttention", "attn_mask of shape [4, 4]"}},
+      {"float mask given as PyTorch's boolean attn_mask", [](World& w) {
+         nn::AttentionArgs args;
+         args.attn_mask = masked_fill(Tensor::zeros({3, 3}), triu(Tensor::ones({3, 3}), 1), -INFINITY);
+         const Tensor x = Tensor::zeros({2, 3, 8});
+         w.attention.forward(x, x, x, args);
+       }, {"MultiHeadAttention", "attn_mask holds -inf", "attn_bias"}},
+      {"key_padding_mask not boolean", [](World& w) {
+         nn::AttentionArgs args;
+         args.key_padding_mask = Tensor::full({2, 3}, 0.5);
+         const Tensor x = Tensor::zeros({2, 3, 8});
+         w.attention.forward(x, x, x, args);
+       }, {"MultiHeadAttention", "key_padding_mask holds 0.5", "key_padding_bias"}},
       {"attention mask dtype and rank", [](World& w) {
          nn::AttentionArgs args;
          args.attn_bias = Tensor::ones({1, 1, 1, 1, 3});

@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(annotated_transformer_configuration) {
   // Its src_mask [N, 1, S]: the last two positions are padding.
   const Tensor src_mask = Tensor::from_vector({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {1, 1, 10}, DType::float64);
   nn::AttentionArgs args;
-  args.attn_mask = src_mask;
+  args.keep_mask = src_mask;
   const Tensor y = attn.forward(x, x, x, args);
   BOOST_CHECK(y.shape() == (Shape{1, 10, 512}));
   check_close(y.to_vector(), reference(attn, x, x, x, unsqueeze(src_mask, 1)).to_vector(), 1e-10);
@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(fused_qkv_configuration) {
   keep[3 * 8 * 2 * 2 - 1] = 0.0;
   const Tensor mask = Tensor::from_vector(keep, {3, 8, 2, 2}, DType::float64);
   nn::AttentionArgs args;
-  args.attn_mask = mask;
+  args.keep_mask = mask;
   const Tensor y = attn.forward(x, x, x, args);
   for (double v : y.to_vector()) BOOST_CHECK(std::isfinite(v));
   check_close(y.to_vector(), reference(attn, x, x, x, mask).to_vector(), 1e-10);
@@ -146,16 +146,17 @@ BOOST_AUTO_TEST_CASE(sequence_first_configuration) {
   const Tensor x = randn64({10, 32, 512}, 4, false).to(DType::float32);
   const Tensor mask = random_keep({1, 10, 32}, 5, 0.8);  // [1, S, N]
   nn::AttentionArgs args;
-  args.seq_first_mask = mask;
+  args.seq_first_keep_mask = mask;
   const Tensor y = seq_first(x);
   const Tensor y_masked = seq_first.forward(x, x, x, args);
   BOOST_CHECK(y_masked.shape() == (Shape{10, 32, 512}));
   BOOST_CHECK(seq_first.last_attention().shape() == (Shape{32, 8, 10, 10}));
 
-  // The same computation batch-first, with the mask as a key mask [N, S].
+  // The same computation batch-first, with the mask as PyTorch's key_padding_mask [N, S]
+  // (1 = padding).
   const Tensor xb = transpose(x, 0, 1);
   nn::AttentionArgs key_args;
-  key_args.key_mask = transpose(squeeze(mask, 0), 0, 1);
+  key_args.key_padding_mask = eq(transpose(squeeze(mask, 0), 0, 1), 0.0);
   const auto expected = transpose(batch_first.forward(xb, xb, xb, key_args), 0, 1).to_vector();
   const auto got = y_masked.to_vector();
   double worst = 0;
@@ -237,16 +238,16 @@ BOOST_AUTO_TEST_CASE(gradients_with_every_kind_of_argument) {
   o.dim_v = 8;
   nn::MultiHeadAttention attn(o);
   const Tensor q = randn64({2, 3, 6}, 12), kv = randn64({2, 4, 6}, 13);
-  std::vector<std::pair<std::string, nn::AttentionArgs>> variants(9);
+  std::vector<std::pair<std::string, nn::AttentionArgs>> variants(14);
   variants[0].first = "no mask";
-  variants[1] = {"key_mask", {}};
-  variants[1].second.key_mask = Tensor::from_vector({1, 1, 0, 1, 1, 0, 1, 1}, {2, 4}, DType::float32);
-  variants[2] = {"attn_mask [L, S]", {}};
-  variants[2].second.attn_mask = random_keep({3, 4}, 14, 0.7);
-  variants[3] = {"attn_mask [N, L, S]", {}};
-  variants[3].second.attn_mask = random_keep({2, 3, 4}, 15, 0.7);
-  variants[4] = {"attn_mask [N, H, L, S] with a hidden row", {}};
-  variants[4].second.attn_mask = masked_fill(random_keep({2, 2, 3, 4}, 16, 0.7),
+  variants[1] = {"key_padding_mask", {}};
+  variants[1].second.key_padding_mask = Tensor::from_vector({0, 0, 1, 0, 0, 1, 0, 0}, {2, 4}, DType::float32);
+  variants[2] = {"keep_mask [L, S]", {}};
+  variants[2].second.keep_mask = random_keep({3, 4}, 14, 0.7);
+  variants[3] = {"keep_mask [N, L, S]", {}};
+  variants[3].second.keep_mask = random_keep({2, 3, 4}, 15, 0.7);
+  variants[4] = {"keep_mask [N, H, L, S] with a hidden row", {}};
+  variants[4].second.keep_mask = masked_fill(random_keep({2, 2, 3, 4}, 16, 0.7),
                                              Tensor::from_vector({0, 1, 0}, {1, 1, 3, 1}, DType::float64), 0.0);
   variants[5] = {"attn_bias", {}};
   variants[5].second.attn_bias = uniform64({3, 4}, -1, 1, 17, false);
@@ -255,9 +256,21 @@ BOOST_AUTO_TEST_CASE(gradients_with_every_kind_of_argument) {
   variants[7] = {"need_weights per head", {}};
   variants[7].second.need_weights = true;
   variants[7].second.average_weights = false;
-  variants[8] = {"key_mask and causal", {}};
-  variants[8].second.key_mask = Tensor::from_vector({1, 0, 1, 1, 1, 1, 0, 1}, {2, 4}, DType::float64);
+  variants[8] = {"key_padding_mask and causal", {}};
+  variants[8].second.key_padding_mask = Tensor::from_vector({0, 1, 0, 0, 0, 0, 1, 0}, {2, 4}, DType::float64);
   variants[8].second.is_causal = true;
+  variants[9] = {"attn_mask [L, S] (1 = hidden)", {}};
+  variants[9].second.attn_mask = random_keep({3, 4}, 21, 0.3);
+  variants[10] = {"attn_mask [N * H, L, S]", {}};
+  variants[10].second.attn_mask = random_keep({4, 3, 4}, 22, 0.3);
+  variants[11] = {"attn_bias [N * H, L, S] and key_padding_bias", {}};
+  variants[11].second.attn_bias = uniform64({4, 3, 4}, -1, 1, 23, false);
+  variants[11].second.key_padding_bias = uniform64({2, 4}, -2, 0, 24, false);
+  variants[12] = {"attn_mask [N, H, L, S] and keep_mask [N, L, S] together", {}};
+  variants[12].second.attn_mask = random_keep({2, 1, 3, 4}, 25, 0.2);
+  variants[12].second.keep_mask = random_keep({2, 3, 4}, 26, 0.8);
+  variants[13] = {"seq-first keep mask layout, batch-first data", {}};
+  variants[13].second.keep_mask = random_keep({2, 1, 4}, 27, 0.7);
   for (const auto& [name, args] : variants) {
     BOOST_TEST_CONTEXT(name) {
       check_module_gradients(
@@ -274,7 +287,7 @@ BOOST_AUTO_TEST_CASE(gradients_sequence_first_and_dropout) {
   o.dropout = 0.25;
   nn::MultiHeadAttention attn(o);
   nn::AttentionArgs args;
-  args.seq_first_mask = random_keep({1, 5, 2}, 18, 0.8);
+  args.seq_first_keep_mask = random_keep({1, 5, 2}, 18, 0.8);
   check_module_gradients(attn,
                          [&](const Inputs& in) {
                            manual_seed(19);  // the same dropout mask on every call
@@ -313,26 +326,26 @@ BOOST_AUTO_TEST_CASE(bad_configuration_and_input) {
       },
       {"MultiHeadAttention", "key [2, 4, 8]", "value [2, 5, 8]"});
   nn::AttentionArgs args;
-  args.key_mask = Tensor::ones({2, 5});
+  args.key_padding_mask = Tensor::zeros({2, 5});
   check_error(
       [&] {
         attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 4, 8}), args);
       },
-      {"key_mask of shape [2, 5]", "[2, 4]"});
+      {"key_padding_mask of shape [2, 5]", "[2, 4]"});
   args = {};
   args.attn_mask = Tensor::ones({3, 3, 4});
   check_error(
       [&] {
         attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 4, 8}), args);
       },
-      {"attn_mask of shape [3, 3, 4]", "[2, 2, 3, 4]"});
+      {"attn_mask of shape [3, 3, 4]", "[N * H, L, S] = [4, 3, 4]"});
   args = {};
-  args.seq_first_mask = Tensor::ones({1, 4, 3});
+  args.seq_first_keep_mask = Tensor::ones({1, 4, 3});
   check_error(
       [&] {
         attn.forward(Tensor::zeros({2, 3, 8}), Tensor::zeros({2, 4, 8}), Tensor::zeros({2, 4, 8}), args);
       },
-      {"seq_first_mask of shape [1, 4, 3]"});
+      {"seq_first_keep_mask of shape [1, 4, 3]"});
   check_error([&] { attn.last_attention(); }, {"keep_attention"});
 }
 
@@ -384,5 +397,74 @@ BOOST_AUTO_TEST_CASE(attention_weights_returned_by_the_module_carry_a_gradient) 
     args.is_causal = true;
     check_module_gradients(attn, [&](const Inputs& in) { return attn.attend(in[0], in[0], in[0], args).weights; },
                            {randn64({2, 5, 8}, 61)});
+  }
+}
+
+// The PyTorch-polarity forms are the keep forms negated; PyTorch's 3-D attn_mask is
+// [N * H, L, S], batch-major.
+BOOST_AUTO_TEST_CASE(mask_forms_agree) {
+  nn::MultiHeadAttention attn(8, 2);
+  attn.to(DType::float64);
+  const Tensor q = randn64({2, 3, 8}, 71, false), kv = randn64({2, 4, 8}, 72, false);
+  const auto run = [&](const nn::AttentionArgs& args) { return attn.forward(q, kv, kv, args).to_vector(); };
+  const Tensor hidden = random_keep({2, 2, 3, 4}, 73, 0.3);  // 1 = hidden
+  nn::AttentionArgs torch_form, keep_form, flat_form;
+  torch_form.attn_mask = hidden;
+  keep_form.keep_mask = eq(hidden, 0.0);
+  flat_form.attn_mask = reshape(hidden, {4, 3, 4});
+  check_close(run(torch_form), run(keep_form));
+  check_close(run(torch_form), run(flat_form));
+  const Tensor padding = Tensor::from_vector({0, 0, 1, 1, 0, 1, 0, 0}, {2, 4}, DType::float64);
+  nn::AttentionArgs padded, kept, biased;
+  padded.key_padding_mask = padding;
+  kept.keep_mask = reshape(eq(padding, 0.0), {2, 1, 4});
+  biased.key_padding_bias = masked_fill(Tensor::zeros({2, 4}, DType::float64), padding, -INFINITY);
+  check_close(run(padded), run(kept));
+  check_close(run(padded), run(biased));
+  // Unbatched: key_padding_mask [S], attn_mask [H, L, S].
+  const Tensor q1 = randn64({3, 8}, 74, false), kv1 = randn64({4, 8}, 75, false);
+  nn::AttentionArgs one;
+  one.key_padding_mask = Tensor::from_vector({0, 1, 0, 0}, {4}, DType::float64);
+  one.attn_mask = random_keep({2, 3, 4}, 76, 0.2);
+  nn::AttentionArgs batched;
+  batched.key_padding_mask = unsqueeze(one.key_padding_mask, 0);
+  batched.attn_mask = one.attn_mask;
+  check_close(attn.forward(q1, kv1, kv1, one).to_vector(),
+              squeeze(attn.forward(unsqueeze(q1, 0), unsqueeze(kv1, 0), unsqueeze(kv1, 0), batched), 0).to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(bias_kv_and_zero_attn) {
+  for (bool batch_first : {true, false}) {
+    nn::MultiHeadAttentionOptions o;
+    o.embed_dim = 6;
+    o.num_heads = 2;
+    o.dim_v = 4;
+    o.add_bias_kv = true;
+    o.add_zero_attn = true;
+    o.batch_first = batch_first;
+    nn::MultiHeadAttention attn(o);
+    attn.to(DType::float64);
+    BOOST_CHECK(attn.bias_k.shape() == (Shape{1, 1, 6}) && attn.bias_v.shape() == (Shape{1, 1, 4}));
+    const auto names = attn.state_dict();
+    BOOST_CHECK(names.count("bias_k") == 1 && names.count("bias_v") == 1);
+    BOOST_CHECK(attn.to_string().find("add_bias_kv=true, add_zero_attn=true") != std::string::npos);
+    const Tensor x = randn64(batch_first ? Shape{2, 3, 6} : Shape{3, 2, 6}, 77);
+    nn::AttentionArgs args;
+    args.need_weights = true;
+    args.average_weights = false;
+    // Two more keys, which every query sees: the weights have S + 2 columns.
+    BOOST_CHECK(attn.attend(x, x, x, args).weights.shape() == (Shape{2, 2, 3, 5}));
+    args.key_padding_mask = Tensor::from_vector({0, 0, 1, 1, 1, 1}, {2, 3}, DType::float64);  // a row all padding
+    args.is_causal = true;
+    for (bool weights : {false, true})
+      check_module_gradients(attn,
+                             [&](const Inputs& in) {
+                               const AttentionOutput r = attn.attend(in[0], in[0], in[0], args);
+                               return weights ? r.weights : r.output;
+                             },
+                             {x});
+    // Every query attends to the extra keys, even one whose own keys are all padding.
+    const auto w = attn.attend(x, x, x, args).weights.to_vector();
+    for (std::size_t row = 0; row < 12; ++row) BOOST_CHECK_GT(w[row * 5 + 3] + w[row * 5 + 4], 0.0);
   }
 }
