@@ -1,16 +1,54 @@
 #include "xgrad/nn/transformer.hpp"
 
+#include "xgrad/nn/init.hpp"
+
 namespace xgrad::nn {
 
+namespace {
+
+TransformerLayerOptions sized(std::size_t d_model, std::size_t nhead) {
+  TransformerLayerOptions o;
+  o.d_model = d_model;
+  o.nhead = nhead;
+  return o;
+}
+
+std::shared_ptr<MultiHeadAttention> attention(const TransformerLayerOptions& o) {
+  MultiHeadAttentionOptions a;
+  a.embed_dim = o.d_model;
+  a.num_heads = o.nhead;
+  a.dropout = o.dropout;
+  a.bias = o.bias;
+  a.batch_first = o.batch_first;
+  a.keep_attention = o.keep_attention;
+  return std::make_shared<MultiHeadAttention>(a);
+}
+
+// linear2(dropout(activation(linear1(x)))), the block both layers end with.
+Tensor feed_forward(Linear& linear1, Dropout& dropout, Linear& linear2, Activation activation, const Tensor& x) {
+  const Tensor hidden = linear1.forward(x);
+  return linear2.forward(dropout.forward(activation == Activation::gelu ? gelu(hidden) : relu(hidden)));
+}
+
+// x + block(norm(x)) (pre-LN) or norm(x + block(x)) (post-LN).
+template <class Block>
+Tensor residual(bool norm_first, LayerNorm& norm, const Tensor& x, Block block) {
+  return norm_first ? x + block(norm.forward(x)) : norm.forward(x + block(x));
+}
+
+std::string layer_repr(const TransformerLayerOptions& o) {
+  return str("d_model=", o.d_model, ", nhead=", o.nhead, ", dim_feedforward=", o.dim_feedforward,
+             o.activation == Activation::gelu ? ", gelu" : ", relu", o.norm_first ? ", norm_first" : ", post-LN");
+}
+
+}  // namespace
+
+TransformerEncoderLayer::TransformerEncoderLayer(std::size_t d_model, std::size_t nhead)
+    : TransformerEncoderLayer(sized(d_model, nhead)) {}
+
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& o) : options_(o) {
-  MultiHeadAttentionOptions attention;
-  attention.embed_dim = o.d_model;
-  attention.num_heads = o.nhead;
-  attention.dropout = o.dropout;
-  attention.bias = o.bias;
-  attention.batch_first = o.batch_first;
-  attention.keep_attention = o.keep_attention;
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention));
+  XGRAD_CHECK(o.d_model != 0, "TransformerEncoderLayer", "d_model must be positive");
+  self_attn = register_module("self_attn", attention(o));
   linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
   linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias));
@@ -20,19 +58,120 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOp
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
 }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& x) { return forward(x, AttentionArgs{}); }
+Tensor TransformerEncoderLayer::forward(const Tensor& src) { return forward(src, AttentionArgs{}); }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& x, const AttentionArgs& args) {
-  const Tensor normed = norm1->forward(x);
-  const Tensor h = x + dropout1->forward(self_attn->forward(normed, normed, normed, args));
-  const Tensor hidden = linear1->forward(norm2->forward(h));
-  const Tensor activated = options_.gelu ? gelu(hidden) : relu(hidden);
-  return h + dropout2->forward(linear2->forward(dropout->forward(activated)));
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const AttentionArgs& args) {
+  const Tensor h = residual(options_.norm_first, *norm1, src,
+                            [&](const Tensor& x) { return dropout1->forward(self_attn->forward(x, x, x, args)); });
+  return residual(options_.norm_first, *norm2, h, [&](const Tensor& x) {
+    return dropout2->forward(feed_forward(*linear1, *dropout, *linear2, options_.activation, x));
+  });
 }
 
-std::string TransformerEncoderLayer::extra_repr() const {
-  return str("d_model=", options_.d_model, ", nhead=", options_.nhead, ", dim_feedforward=", options_.dim_feedforward,
-             options_.gelu ? ", gelu" : ", relu");
+std::string TransformerEncoderLayer::extra_repr() const { return layer_repr(options_); }
+
+TransformerDecoderLayer::TransformerDecoderLayer(std::size_t d_model, std::size_t nhead)
+    : TransformerDecoderLayer(sized(d_model, nhead)) {}
+
+TransformerDecoderLayer::TransformerDecoderLayer(const TransformerDecoderLayerOptions& o) : options_(o) {
+  XGRAD_CHECK(o.d_model != 0, "TransformerDecoderLayer", "d_model must be positive");
+  self_attn = register_module("self_attn", attention(o));
+  multihead_attn = register_module("multihead_attn", attention(o));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(o.dropout));
+}
+
+Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const AttentionArgs& tgt_args,
+                                        const AttentionArgs& memory_args) {
+  const bool pre = options_.norm_first;
+  const Tensor h1 = residual(pre, *norm1, tgt,
+                             [&](const Tensor& x) { return dropout1->forward(self_attn->forward(x, x, x, tgt_args)); });
+  const Tensor h2 = residual(pre, *norm2, h1, [&](const Tensor& x) {
+    return dropout2->forward(multihead_attn->forward(x, memory, memory, memory_args));
+  });
+  return residual(pre, *norm3, h2, [&](const Tensor& x) {
+    return dropout3->forward(feed_forward(*linear1, *dropout, *linear2, options_.activation, x));
+  });
+}
+
+Tensor TransformerDecoderLayer::forward(const Tensor&) {
+  fail("TransformerDecoderLayer", "needs a memory: call forward(tgt, memory, tgt_args, memory_args)");
+}
+
+std::string TransformerDecoderLayer::extra_repr() const { return layer_repr(options_); }
+
+TransformerEncoder::TransformerEncoder(const TransformerEncoderLayerOptions& o, std::size_t num_layers,
+                                       bool final_norm) {
+  layers = register_module("layers", std::make_shared<Sequential>());
+  for (std::size_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(o));
+  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src) { return forward(src, AttentionArgs{}); }
+
+Tensor TransformerEncoder::forward(const Tensor& src, const AttentionArgs& args) {
+  Tensor x = src;
+  for (std::size_t i = 0; i < num_layers(); ++i) x = layer(i).forward(x, args);
+  return norm ? norm->forward(x) : x;
+}
+
+TransformerEncoderLayer& TransformerEncoder::layer(std::size_t i) const {
+  return dynamic_cast<TransformerEncoderLayer&>((*layers)[i]);
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerDecoderLayerOptions& o, std::size_t num_layers,
+                                       bool final_norm) {
+  layers = register_module("layers", std::make_shared<Sequential>());
+  for (std::size_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerDecoderLayer>(o));
+  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const AttentionArgs& tgt_args,
+                                   const AttentionArgs& memory_args) {
+  Tensor x = tgt;
+  for (std::size_t i = 0; i < num_layers(); ++i) x = layer(i).forward(x, memory, tgt_args, memory_args);
+  return norm ? norm->forward(x) : x;
+}
+
+Tensor TransformerDecoder::forward(const Tensor&) {
+  fail("TransformerDecoder", "needs a memory: call forward(tgt, memory, tgt_args, memory_args)");
+}
+
+TransformerDecoderLayer& TransformerDecoder::layer(std::size_t i) const {
+  return dynamic_cast<TransformerDecoderLayer&>((*layers)[i]);
+}
+
+Transformer::Transformer(const TransformerOptions& o) : options_(o) {
+  TransformerLayerOptions layer;
+  layer.d_model = o.d_model;
+  layer.nhead = o.nhead;
+  layer.dim_feedforward = o.dim_feedforward;
+  layer.dropout = o.dropout;
+  layer.activation = o.activation;
+  layer.layer_norm_eps = o.layer_norm_eps;
+  layer.batch_first = o.batch_first;
+  layer.norm_first = o.norm_first;
+  layer.bias = o.bias;
+  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(layer, o.num_encoder_layers, true));
+  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(layer, o.num_decoder_layers, true));
+  for (auto& [name, p] : named_parameters())
+    if (p.dim() > 1) init::xavier_uniform_(p);  // as nn.Transformer._reset_parameters
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const AttentionArgs& src_args,
+                            const AttentionArgs& tgt_args, const AttentionArgs& memory_args) {
+  return decoder->forward(tgt, encoder->forward(src, src_args), tgt_args, memory_args);
+}
+
+Tensor Transformer::forward(const Tensor&) {
+  fail("Transformer", "needs src and tgt: call forward(src, tgt, src_args, tgt_args, memory_args)");
 }
 
 }  // namespace xgrad::nn

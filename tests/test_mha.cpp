@@ -356,7 +356,8 @@ BOOST_AUTO_TEST_CASE(transformer_encoder_layer) {
     o.nhead = 2;
     o.dim_feedforward = 16;
     o.dropout = 0.1;
-    o.gelu = use_gelu;
+    o.activation = use_gelu ? nn::Activation::gelu : nn::Activation::relu;
+    o.norm_first = use_gelu;  // both layouts
     nn::TransformerEncoderLayer layer(o);
     const std::vector<std::string> expected = {"self_attn.in_proj_weight",
                                                "self_attn.in_proj_bias",
@@ -467,4 +468,91 @@ BOOST_AUTO_TEST_CASE(bias_kv_and_zero_attn) {
     const auto w = attn.attend(x, x, x, args).weights.to_vector();
     for (std::size_t row = 0; row < 12; ++row) BOOST_CHECK_GT(w[row * 5 + 3] + w[row * 5 + 4], 0.0);
   }
+}
+
+BOOST_AUTO_TEST_CASE(decoder_layer_and_stacks_gradients) {
+  nn::TransformerLayerOptions o;
+  o.d_model = 8;
+  o.nhead = 2;
+  o.dim_feedforward = 12;
+  o.dropout = 0.1;
+  nn::AttentionArgs causal, padded;
+  causal.is_causal = true;
+  padded.key_padding_mask = Tensor::from_vector({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5}, DType::float64);
+  for (bool norm_first : {false, true}) {
+    BOOST_TEST_CONTEXT("norm_first " << norm_first) {
+      o.norm_first = norm_first;
+      o.activation = norm_first ? nn::Activation::gelu : nn::Activation::relu;
+      nn::TransformerDecoderLayer layer(o);
+      layer.to(DType::float64);
+      check_module_gradients(layer,
+                             [&](const Inputs& in) {
+                               manual_seed(31);  // dropout in four places, the same on every call
+                               return layer.forward(in[0], in[1], causal, padded);
+                             },
+                             {randn64({2, 4, 8}, 81), randn64({2, 5, 8}, 82)});
+      nn::TransformerEncoder encoder(o, 2, true);
+      encoder.to(DType::float64).eval();
+      check_module_gradients(encoder, [&](const Inputs& in) { return encoder.forward(in[0], padded); },
+                             {randn64({2, 5, 8}, 83)});
+      nn::TransformerDecoder decoder(o, 2, true);
+      decoder.to(DType::float64).eval();
+      check_module_gradients(decoder, [&](const Inputs& in) { return decoder.forward(in[0], in[1], causal, padded); },
+                             {randn64({2, 4, 8}, 84), randn64({2, 5, 8}, 85)});
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(transformer_encoder_decoder) {
+  nn::TransformerOptions o;
+  o.d_model = 8;
+  o.nhead = 2;
+  o.num_encoder_layers = 1;
+  o.num_decoder_layers = 2;
+  o.dim_feedforward = 12;
+  o.dropout = 0.0;
+  nn::Transformer model(o);
+  model.to(DType::float64);
+  // PyTorch's names: encoder.layers.0..., decoder.layers.1.multihead_attn..., the final norms.
+  const StateDict state = model.state_dict();
+  for (const char* name :
+       {"encoder.layers.0.self_attn.in_proj_weight", "encoder.norm.weight",
+        "decoder.layers.1.multihead_attn.out_proj.weight", "decoder.layers.1.norm3.bias", "decoder.norm.bias"})
+    BOOST_CHECK_MESSAGE(state.count(name) == 1, name);
+  BOOST_CHECK_EQUAL(state.size(), 12u + 2u + 2u * 18u + 2u);  // layers of 12 and 18 tensors, two norms
+  nn::AttentionArgs causal;
+  causal.is_causal = true;
+  check_module_gradients(model, [&](const Inputs& in) { return model.forward(in[0], in[1], {}, causal); },
+                         {randn64({2, 5, 8}, 86), randn64({2, 3, 8}, 87)});
+  // The decoder's output at position i depends on tgt up to i only.
+  const Tensor src = randn64({1, 5, 8}, 88, false), tgt = randn64({1, 4, 8}, 89, false);
+  const auto full = model.forward(src, tgt, {}, causal).to_vector();
+  const auto prefix = model.forward(src, slice(tgt, 1, 0, 2), {}, causal).to_vector();
+  check_close(prefix, std::vector<double>(full.begin(), full.begin() + 16), 1e-12);
+  check_error([&] { model(src); }, {"Transformer", "needs src and tgt"});
+  check_error([&] { model.decoder->layer(0)(tgt); }, {"TransformerDecoderLayer", "memory"});
+}
+
+BOOST_AUTO_TEST_CASE(layers_take_pytorchs_constructor_and_defaults) {
+  nn::TransformerEncoderLayer encoder(16, 4);
+  nn::TransformerDecoderLayer decoder(16, 4);
+  BOOST_CHECK_EQUAL(encoder.options().dim_feedforward, 2048u);
+  BOOST_CHECK(!encoder.options().norm_first);  // post-LN, as PyTorch
+  BOOST_CHECK_EQUAL(encoder.options().dropout, 0.1);
+  BOOST_CHECK(decoder.linear1->weight.shape() == (Shape{2048, 16}));
+  // Post-LN and pre-LN share every name (so a state dict loads into either) yet compute
+  // different functions: the option has to be set as the model was trained.
+  nn::TransformerLayerOptions o;
+  o.d_model = 8;
+  o.nhead = 2;
+  o.dropout = 0.0;
+  nn::TransformerEncoderLayer post(o);
+  o.norm_first = true;
+  nn::TransformerEncoderLayer pre(o);
+  pre.load_state_dict(post.state_dict());
+  const Tensor x = Tensor::randn({2, 3, 8}, default_generator());
+  const auto a = post(x).to_vector(), b = pre(x).to_vector();
+  double largest = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) largest = std::max(largest, std::abs(a[i] - b[i]));
+  BOOST_CHECK_GT(largest, 1e-3);
 }

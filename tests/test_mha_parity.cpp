@@ -1,9 +1,11 @@
 #define BOOST_TEST_MODULE mha_parity
-// MultiHeadAttention and TransformerEncoderLayer against PyTorch in float64: weights
+// MultiHeadAttention and the transformer layers and stacks against PyTorch in float64: weights
 // trained in PyTorch load as they are, and outputs, attention weights and the gradients
 // of every input and parameter agree to 1e-12 relative. Fixtures come from
 // tests/reference/make_attention_fixtures.py (run by hand).
+#include <map>
 #include "fixtures.hpp"
+
 #include "xgrad/nn/nn.hpp"
 
 using namespace xgrad;
@@ -85,20 +87,100 @@ BOOST_AUTO_TEST_CASE(multi_head_attention_matches_torch) {
     check_mha_case(name);
 }
 
-BOOST_AUTO_TEST_CASE(pre_ln_encoder_layer_matches_torch) {
-  const json& c = fixtures().at("encoder_layer");
-  nn::TransformerEncoderLayerOptions options;
-  options.d_model = 8;
-  options.nhead = 2;
-  options.dim_feedforward = 16;
-  options.dropout = 0.0;
-  nn::TransformerEncoderLayer layer(options);
-  layer.to(DType::float64);
-  layer.load_state_dict(state_of(c.at("params")));
-  Tensor src = tensor_of(c.at("inputs").at("src"), true);
-  const Tensor out = layer(src);
-  check_matches("encoder_layer output", out, c.at("output"), kTolerance);
-  out.backward(tensor_of(c.at("grad_output")));
-  check_gradients_match("encoder_layer", layer, c);
-  check_matches("encoder_layer grad src", src.grad(), c.at("input_grads").at("src"), kTolerance);
+namespace {
+
+nn::AttentionArgs args_of(const json& masks, const char* block) {
+  nn::AttentionArgs args;
+  if (!masks.contains(block)) return args;
+  const json& m = masks.at(block);
+  const auto mask = [&](const char* form) { return m.contains(form) ? tensor_of(m.at(form)) : Tensor(); };
+  args.key_padding_mask = mask("key_padding_mask");
+  args.attn_mask = mask("attn_mask");
+  args.attn_bias = mask("attn_bias");
+  args.is_causal = m.contains("is_causal");
+  return args;
+}
+
+nn::TransformerLayerOptions layer_options_of(const json& o) {
+  nn::TransformerLayerOptions options;
+  options.d_model = o.at("d_model");
+  options.nhead = o.at("nhead");
+  options.dim_feedforward = o.at("dim_feedforward");
+  options.dropout = o.at("dropout");
+  options.batch_first = o.at("batch_first");
+  options.norm_first = o.at("norm_first");
+  options.activation = o.at("activation") == "gelu" ? nn::Activation::gelu : nn::Activation::relu;
+  return options;
+}
+
+// Loads PyTorch's parameters into `module`, runs `call` on the case's inputs, and compares
+// the output and every gradient.
+template <class Call>
+void check_layer_case(const std::string& name, nn::Module& module, Call call) {
+  BOOST_TEST_CONTEXT(name) {
+    const json& c = fixtures().at(name);
+    module.to(DType::float64);
+    module.load_state_dict(state_of(c.at("params")));  // strict: every PyTorch name, nothing else
+    std::map<std::string, Tensor> inputs;
+    for (const auto& [input, value] : c.at("inputs").items()) inputs[input] = tensor_of(value, true);
+    const Tensor out = call(inputs, c.at("masks"));
+    check_matches(name + " output", out, c.at("output"), kTolerance);
+    out.backward(tensor_of(c.at("grad_output")));
+    check_gradients_match(name, module, c);
+    for (const auto& [input, tensor] : inputs)
+      check_matches(name + " grad " + input, tensor.grad(), c.at("input_grads").at(input), kTolerance);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(encoder_layers_match_torch) {
+  for (const char* name : {"encoder_layer_pre_ln", "encoder_layer_post_ln", "encoder_layer_post_ln_gelu_seq_first"}) {
+    nn::TransformerEncoderLayer layer(layer_options_of(fixtures().at(name).at("options")));
+    check_layer_case(name, layer,
+                     [&](auto& in, const json& masks) { return layer.forward(in.at("src"), args_of(masks, "src")); });
+  }
+}
+
+BOOST_AUTO_TEST_CASE(decoder_layers_match_torch) {
+  for (const char* name : {"decoder_layer_post_ln", "decoder_layer_pre_ln_gelu", "decoder_layer_seq_first"}) {
+    nn::TransformerDecoderLayer layer(layer_options_of(fixtures().at(name).at("options")));
+    check_layer_case(name, layer, [&](auto& in, const json& masks) {
+      return layer.forward(in.at("tgt"), in.at("memory"), args_of(masks, "tgt"), args_of(masks, "memory"));
+    });
+  }
+}
+
+BOOST_AUTO_TEST_CASE(stacks_match_torch) {
+  for (const char* ln : {"pre", "post"}) {
+    const std::string encoder_name = str("encoder_stack_", ln, "_ln"), decoder_name = str("decoder_stack_", ln, "_ln");
+    const json& eo = fixtures().at(encoder_name).at("options");
+    nn::TransformerEncoder encoder(layer_options_of(eo), eo.at("num_layers"), eo.at("norm"));
+    check_layer_case(encoder_name, encoder,
+                     [&](auto& in, const json& masks) { return encoder.forward(in.at("src"), args_of(masks, "src")); });
+    const json& dopt = fixtures().at(decoder_name).at("options");
+    nn::TransformerDecoder decoder(layer_options_of(dopt), dopt.at("num_layers"), dopt.at("norm"));
+    check_layer_case(decoder_name, decoder, [&](auto& in, const json& masks) {
+      return decoder.forward(in.at("tgt"), in.at("memory"), args_of(masks, "tgt"), args_of(masks, "memory"));
+    });
+  }
+}
+
+BOOST_AUTO_TEST_CASE(transformer_matches_torch) {
+  for (const char* name : {"transformer_post_ln", "transformer_pre_ln"}) {
+    const json& o = fixtures().at(name).at("options");
+    nn::TransformerOptions options;
+    options.d_model = o.at("d_model");
+    options.nhead = o.at("nhead");
+    options.num_encoder_layers = o.at("num_encoder_layers");
+    options.num_decoder_layers = o.at("num_decoder_layers");
+    options.dim_feedforward = o.at("dim_feedforward");
+    options.dropout = o.at("dropout");
+    options.norm_first = o.at("norm_first");
+    nn::Transformer model(options);
+    check_layer_case(name, model, [&](auto& in, const json& masks) {
+      return model.forward(in.at("src"), in.at("tgt"), args_of(masks, "src"), args_of(masks, "tgt"),
+                           args_of(masks, "memory"));
+    });
+  }
 }

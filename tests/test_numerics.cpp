@@ -82,6 +82,7 @@ BOOST_AUTO_TEST_CASE(training_is_bitwise_repeatable) {
     o.nhead = 2;
     o.dim_feedforward = 32;
     o.dropout = 0.1;
+    o.norm_first = true;
     nn::Sequential model{std::make_shared<nn::TransformerEncoderLayer>(o), std::make_shared<nn::Linear>(16, 5)};
     optim::AdamW opt(model.named_parameters(), {.lr = 1e-2});
     Generator data(12);

@@ -17,6 +17,7 @@ SequenceModel::SequenceModel(const ModelOptions& m) {
     o.nhead = m.heads;
     o.dim_feedforward = m.ff_width;
     o.dropout = m.dropout;
+    o.norm_first = true;  // pre-LN, as the benchmark's model
     blocks->push_back(std::make_shared<nn::TransformerEncoderLayer>(o));
   }
   head = register_module("head", std::make_shared<nn::Linear>(m.d_model, m.vocab));

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Writes attention_fixtures.json: PyTorch's nn.MultiheadAttention and
-nn.TransformerEncoderLayer (pre-LN) in float64, for tests/test_mha_parity.cpp. Run by
+"""Writes attention_fixtures.json: PyTorch's nn.MultiheadAttention, the transformer
+layers and stacks (nn.TransformerEncoderLayer / DecoderLayer, pre- and post-LN,
+TransformerEncoder / Decoder, Transformer) in float64, for tests/test_mha_parity.cpp. Run by
 hand with Debian's python3-torch, from this folder:
 
     /usr/bin/python3 make_attention_fixtures.py
@@ -125,20 +126,98 @@ cases["bias_kv_kdim_seq_first"] = mha_case(mha(add_bias_kv=True, kdim=6, vdim=4,
                                            torch.randn(3, 2, 8), torch.randn(5, 2, 6), torch.randn(5, 2, 4),
                                            attn_mask=float_mask)
 
-layer = randomize(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, norm_first=True,
-                                             batch_first=True))
-src = torch.randn(2, 5, 8, requires_grad=True)
-out = layer(src)
-grad_output = torch.randn_like(out)
-out.backward(grad_output)
-cases["encoder_layer"] = {
-    "inputs": {"src": pack(src)},
-    "params": {name: pack(p) for name, p in layer.named_parameters()},
-    "grad_output": pack(grad_output),
-    "output": pack(out),
-    "grads": {name: pack(p.grad) for name, p in layer.named_parameters()},
-    "input_grads": {"src": pack(src.grad)},
-}
+# The transformer layers and stacks. Masks per attention block, under xgrad's names:
+# "src" (encoder self-attention), "tgt" (decoder self-attention), "memory" (cross).
+def causal_mask(n):
+    return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)  # True = hidden
+
+
+def masks_of(**blocks):
+    out = {}
+    for block, masks in blocks.items():
+        out[block] = {}
+        for name, mask in masks.items():
+            if name == "is_causal":
+                out[block]["is_causal"] = True
+            else:
+                out[block][name] = pack_mask(mask)
+    return out
+
+
+def layer_case(module, inputs, call, masks, options):
+    inputs = {name: t.detach().clone().requires_grad_(True) for name, t in inputs.items()}
+    out = call(module, **inputs)
+    grad_output = torch.randn_like(out)
+    out.backward(grad_output)
+    return {
+        "options": options,
+        "inputs": {name: pack(t) for name, t in inputs.items()},
+        "masks": masks,
+        "params": {name: pack(p) for name, p in module.named_parameters()},
+        "grad_output": pack(grad_output),
+        "output": pack(out),
+        "grads": {name: pack(p.grad) for name, p in module.named_parameters()},
+        "input_grads": {name: pack(t.grad) for name, t in inputs.items()},
+    }
+
+
+def layer_options(**o):
+    defaults = dict(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=False,
+                    activation="relu")
+    return {**defaults, **o}
+
+
+def encoder_layer_case(**o):
+    o = layer_options(**o)
+    layer = randomize(nn.TransformerEncoderLayer(**o))
+    src = torch.randn(2, 5, 8) if o["batch_first"] else torch.randn(5, 2, 8)
+    return layer_case(layer, {"src": src}, lambda m, src: m(src, src_key_padding_mask=padding),
+                      masks_of(src={"key_padding_mask": padding}), o)
+
+
+def decoder_layer_case(**o):
+    o = layer_options(**o)
+    layer = randomize(nn.TransformerDecoderLayer(**o))
+    tgt = torch.randn(2, 4, 8) if o["batch_first"] else torch.randn(4, 2, 8)
+    memory = torch.randn(2, 5, 8) if o["batch_first"] else torch.randn(5, 2, 8)
+    return layer_case(layer, {"tgt": tgt, "memory": memory},
+                      lambda m, tgt, memory: m(tgt, memory, tgt_mask=causal_mask(4), memory_key_padding_mask=padding),
+                      masks_of(tgt={"is_causal": True}, memory={"key_padding_mask": padding}), o)
+
+
+cases["encoder_layer_pre_ln"] = encoder_layer_case(norm_first=True)
+cases["encoder_layer_post_ln"] = encoder_layer_case()
+cases["encoder_layer_post_ln_gelu_seq_first"] = encoder_layer_case(activation="gelu", batch_first=False)
+cases["decoder_layer_post_ln"] = decoder_layer_case()
+cases["decoder_layer_pre_ln_gelu"] = decoder_layer_case(norm_first=True, activation="gelu")
+cases["decoder_layer_seq_first"] = decoder_layer_case(batch_first=False)
+
+for norm_first in (False, True):
+    o = layer_options(norm_first=norm_first)
+    stack = randomize(nn.TransformerEncoder(nn.TransformerEncoderLayer(**o), 2, norm=nn.LayerNorm(8)))
+    cases[f"encoder_stack_{'pre' if norm_first else 'post'}_ln"] = layer_case(
+        stack, {"src": torch.randn(2, 5, 8)}, lambda m, src: m(src, src_key_padding_mask=padding),
+        masks_of(src={"key_padding_mask": padding}), dict(o, num_layers=2, norm=True))
+    stack = randomize(nn.TransformerDecoder(nn.TransformerDecoderLayer(**o), 2))
+    cases[f"decoder_stack_{'pre' if norm_first else 'post'}_ln"] = layer_case(
+        stack, {"tgt": torch.randn(2, 4, 8), "memory": torch.randn(2, 5, 8)},
+        lambda m, tgt, memory: m(tgt, memory, tgt_mask=causal_mask(4), memory_key_padding_mask=padding),
+        masks_of(tgt={"is_causal": True}, memory={"key_padding_mask": padding}), dict(o, num_layers=2, norm=False))
+
+# The whole encoder-decoder (the Annotated Transformer's, without embeddings): PyTorch's
+# masks as a user passes them: src padding, a causal float tgt_mask, memory padding.
+for norm_first in (False, True):
+    model = randomize(nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2,
+                                     dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=norm_first))
+    float_causal = nn.Transformer.generate_square_subsequent_mask(4)
+    cases[f"transformer_{'pre' if norm_first else 'post'}_ln"] = layer_case(
+        model, {"src": torch.randn(2, 5, 8), "tgt": torch.randn(2, 4, 8)},
+        lambda m, src, tgt: m(src, tgt, tgt_mask=float_causal, src_key_padding_mask=padding,
+                              memory_key_padding_mask=padding),
+        masks_of(src={"key_padding_mask": padding}, tgt={"attn_bias": float_causal},
+                 memory={"key_padding_mask": padding}),
+        dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=16, dropout=0.0,
+             batch_first=True, norm_first=norm_first, activation="relu"))
 
 with open("attention_fixtures.json", "w") as f:
     json.dump({"torch_version": torch.__version__, "cases": cases}, f, indent=1)
