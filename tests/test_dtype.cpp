@@ -27,6 +27,11 @@ BOOST_AUTO_TEST_CASE(float32_forward_matches_float64) {
   const Indices ids({0, 3, 1, 3}, {2, 2});
   const Indices targets({1, -100, 4, 0}, {2, 2});
   Generator dropout_gen(0);
+  CrossEntropyOptions ce_options;
+  ce_options.class_axis = 1;
+  ce_options.label_smoothing = 0.1;
+  ce_options.reduction = Reduction::none;
+  const Indices gather_index({3, 0, 0, 2, 1, 1}, {2, 3});
   // A table, one case per line: kept as written.
   // clang-format off
   const std::vector<Case> cases = {
@@ -68,6 +73,24 @@ BOOST_AUTO_TEST_CASE(float32_forward_matches_float64) {
       {"expand", [](const Inputs& in) { return expand(in[0], {4, 3}); }, {any({3}, 33)}},
       {"embedding", [&](const Inputs& in) { return embedding(in[0], ids); }, {any({4, 3}, 34)}},
       {"cross_entropy", [&](const Inputs& in) { return cross_entropy(in[0], targets); }, {any({2, 2, 5}, 35)}},
+      {"cross_entropy options", [&](const Inputs& in) { return cross_entropy(in[0], targets, ce_options); }, {any({2, 5, 2}, 65)}},
+      {"cross_entropy soft", [](const Inputs& in) { return cross_entropy(in[0], softmax(in[1])); }, {any({3, 5}, 66), any({3, 5}, 67)}},
+      {"silu", [](const Inputs& in) { return silu(in[0]); }, {any({6}, 68)}},
+      {"softplus", [](const Inputs& in) { return softplus(in[0], 2.0, 3.0); }, {any({8}, 69)}},
+      {"clamp", [](const Inputs& in) { return clamp(in[0], -0.5, 0.5); }, {any({8}, 70)}},
+      {"minimum", [](const Inputs& in) { return minimum(in[0], in[1]); }, {any({3, 4}, 71), any({4}, 72)}},
+      {"maximum", [](const Inputs& in) { return maximum(in[0], in[1]); }, {any({3, 4}, 73), any({4}, 74)}},
+      {"sin", [](const Inputs& in) { return sin(in[0]); }, {any({6}, 75)}},
+      {"cos", [](const Inputs& in) { return cos(in[0]); }, {any({6}, 76)}},
+      {"erf", [](const Inputs& in) { return erf(in[0]); }, {any({6}, 77)}},
+      {"cumsum", [](const Inputs& in) { return cumsum(in[0], 1); }, {any({3, 5}, 78)}},
+      {"var", [](const Inputs& in) { return var(in[0], {1}); }, {any({3, 5}, 79)}},
+      {"stddev", [](const Inputs& in) { return stddev(in[0], 0); }, {any({3, 5}, 80)}},
+      {"gather", [&](const Inputs& in) { return gather(in[0], 1, gather_index); }, {any({2, 4}, 81)}},
+      {"index_select", [&](const Inputs& in) { return index_select(in[0], 0, Indices({1, 1, 0}, {3})); }, {any({2, 4}, 82)}},
+      {"pad", [](const Inputs& in) { return pad(in[0], {1, -1, 2, 0}, 0.5); }, {any({2, 4}, 83)}},
+      {"triu", [](const Inputs& in) { return triu(in[0], 1); }, {any({2, 3, 4}, 84)}},
+      {"tril", [](const Inputs& in) { return tril(in[0], -1); }, {any({2, 3, 4}, 85)}},
   };
   // clang-format on
   for (const Case& c : cases) {
