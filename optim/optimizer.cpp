@@ -41,7 +41,9 @@ Optimizer::Optimizer(std::string type, std::vector<ParamGroup> groups, std::vect
   std::vector<std::string> bad_groups;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     std::vector<double> values = defaults;
-    for (const auto& [name, value] : given_settings(groups[g])) {
+    for (const auto& setting : given_settings(groups[g])) {
+      const std::string& name = setting.first;  // (not a structured binding: clang 14 cannot capture one)
+      const auto& value = setting.second;
       if (!value) continue;
       const auto it =
           std::find_if(settings_.begin(), settings_.end(), [&](const Setting& s) { return s.name == name; });
@@ -219,7 +221,8 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
     std::optional<std::pair<std::size_t, std::string>> parsed = group_key(key);
     if (key == "lr") parsed = std::pair{std::size_t{0}, std::string("lr")};
     if (!parsed) continue;
-    const auto& [g, name] = *parsed;
+    const std::size_t g = parsed->first;  // (not a structured binding: clang 14 cannot capture one)
+    const std::string& name = parsed->second;
     const auto it = std::find_if(settings_.begin(), settings_.end(), [&](const Setting& s) { return s.name == name; });
     if (it == settings_.end()) {
       if (strict) problems.push_back("unexpected: " + key);
