@@ -142,14 +142,20 @@ Tensor pick(const char* op, const Tensor& x, const Shape& out_shape, Offset offs
   });
 }
 
+// gather and index_select: both operands usable, and the axis they pick along.
+std::size_t picked_axis(const char* op, const Tensor& x, const Indices& index, int axis) {
+  check_defined(op, x);
+  index.check(op);
+  const Shape shape = x.shape();
+  XGRAD_CHECK(!shape.empty(), op, "needs at least one axis, got a scalar");
+  return normalize_axis(op, axis, shape.size(), shape);
+}
+
 }  // namespace
 
 Tensor gather(const Tensor& x, int axis, const Indices& index) {
-  check_defined("gather", x);
-  index.check("gather");
+  const std::size_t a = picked_axis("gather", x, index, axis);
   const Shape shape = x.shape();
-  XGRAD_CHECK(!shape.empty(), "gather", "needs at least one axis, got a scalar");
-  const std::size_t a = normalize_axis("gather", axis, shape.size(), shape);
   XGRAD_CHECK(index.shape.size() == shape.size(), "gather", "index ", index.shape, " must have as many axes as x ",
               shape);
   for (std::size_t d = 0; d < shape.size(); ++d)
@@ -168,11 +174,8 @@ Tensor gather(const Tensor& x, int axis, const Indices& index) {
 }
 
 Tensor index_select(const Tensor& x, int axis, const Indices& index) {
-  check_defined("index_select", x);
-  index.check("index_select");
+  const std::size_t a = picked_axis("index_select", x, index, axis);
   const Shape shape = x.shape();
-  XGRAD_CHECK(!shape.empty(), "index_select", "needs at least one axis, got a scalar");
-  const std::size_t a = normalize_axis("index_select", axis, shape.size(), shape);
   XGRAD_CHECK(index.shape.size() <= 1, "index_select", "index must be 1-D, got ", index.shape);
   check_positions("index_select", index, shape[a], shape, a);
   const AxisBlocks b = blocks_around(shape, a);
