@@ -29,7 +29,9 @@ struct ClassRows {
 std::size_t class_axis_of(const Tensor& logits, int class_axis) {
   const Shape shape = logits.shape();
   XGRAD_CHECK(!shape.empty(), kOp, "logits must have a class axis, got a scalar");
-  return normalize_axis(kOp, class_axis, shape.size(), shape);
+  const std::size_t axis = normalize_axis(kOp, class_axis, shape.size(), shape);
+  XGRAD_CHECK(shape[axis] > 0, kOp, "logits ", shape, " have no class along axis ", axis);
+  return axis;
 }
 
 Tensor classes_last(const Tensor& t, std::size_t axis) {
