@@ -137,7 +137,10 @@ BOOST_AUTO_TEST_CASE(cross_entropy_option_errors) {
   o.class_axis = 0;
   check_error([&] { cross_entropy(logits, t, o); }, {"cross_entropy", "[2]", "axis 0", "expected targets [3]"});
   check_error([&] { cross_entropy(logits, randn64({3, 2}, 11)); }, {"cross_entropy", "probabilities", "[3, 2]"});
-  check_error([] { cross_entropy(Tensor::zeros({2, 0}), Indices({-100, -100}, {2})); },
-              {"cross_entropy", "[2, 0]", "no class"});
+  check_error(
+      [] {
+        cross_entropy(Tensor::zeros({2, 0}), Indices({-100, -100}, {2}));
+      },
+      {"cross_entropy", "[2, 0]", "no class"});
   check_error([] { cross_entropy(Tensor::zeros({2, 0}), Tensor::zeros({2, 0})); }, {"cross_entropy", "no class"});
 }
