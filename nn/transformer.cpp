@@ -149,18 +149,8 @@ TransformerDecoderLayer& TransformerDecoder::layer(std::size_t i) const {
 }
 
 Transformer::Transformer(const TransformerOptions& o) : options_(o) {
-  TransformerLayerOptions layer;
-  layer.d_model = o.d_model;
-  layer.nhead = o.nhead;
-  layer.dim_feedforward = o.dim_feedforward;
-  layer.dropout = o.dropout;
-  layer.activation = o.activation;
-  layer.layer_norm_eps = o.layer_norm_eps;
-  layer.batch_first = o.batch_first;
-  layer.norm_first = o.norm_first;
-  layer.bias = o.bias;
-  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(layer, o.num_encoder_layers, true));
-  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(layer, o.num_decoder_layers, true));
+  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(o, o.num_encoder_layers, true));
+  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(o, o.num_decoder_layers, true));
   for (auto& [name, p] : named_parameters())
     if (p.dim() > 1) init::xavier_uniform_(p);  // as nn.Transformer._reset_parameters
 }

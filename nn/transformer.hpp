@@ -111,19 +111,16 @@ class TransformerDecoder : public Module {
   std::shared_ptr<LayerNorm> norm;
 };
 
-// PyTorch's nn.Transformer defaults (d_model 512, 8 heads, 6 + 6 layers, ...), batch-first.
-struct TransformerOptions {
-  std::size_t d_model = 512;
-  std::size_t nhead = 8;
+// PyTorch's nn.Transformer defaults (d_model 512, 8 heads, 6 + 6 layers, ...), batch-first:
+// every layer's options (as a layer's, only the width and heads default differently),
+// and the two depths.
+struct TransformerOptions : TransformerLayerOptions {
+  TransformerOptions() {
+    d_model = 512;
+    nhead = 8;
+  }
   std::size_t num_encoder_layers = 6;
   std::size_t num_decoder_layers = 6;
-  std::size_t dim_feedforward = 2048;
-  double dropout = 0.1;
-  Activation activation = Activation::relu;
-  double layer_norm_eps = 1e-5;
-  bool batch_first = true;
-  bool norm_first = false;
-  bool bias = true;
 };
 
 // The encoder-decoder of "Attention Is All You Need" without embeddings or generator:

@@ -170,13 +170,9 @@ BOOST_AUTO_TEST_CASE(transformer_matches_torch) {
   for (const char* name : {"transformer_post_ln", "transformer_pre_ln"}) {
     const json& o = fixtures().at(name).at("options");
     nn::TransformerOptions options;
-    options.d_model = o.at("d_model");
-    options.nhead = o.at("nhead");
+    static_cast<nn::TransformerLayerOptions&>(options) = layer_options_of(o);  // every layer's
     options.num_encoder_layers = o.at("num_encoder_layers");
     options.num_decoder_layers = o.at("num_decoder_layers");
-    options.dim_feedforward = o.at("dim_feedforward");
-    options.dropout = o.at("dropout");
-    options.norm_first = o.at("norm_first");
     nn::Transformer model(options);
     check_layer_case(name, model, [&](auto& in, const json& masks) {
       return model.forward(in.at("src"), in.at("tgt"), args_of(masks, "src"), args_of(masks, "tgt"),

@@ -18,23 +18,10 @@ import math
 import torch
 import torch.nn as nn
 
+from fixture_json import pack, randomized
+
 torch.manual_seed(4321)
 torch.set_default_dtype(torch.float64)
-
-
-def pack(t):
-    t = t.detach().to(torch.float64)
-    # JSON has no infinities: they travel as the strings "inf" / "-inf".
-    values = [v if math.isfinite(v) else str(v) for v in t.reshape(-1).tolist()]
-    return {"shape": list(t.shape), "values": values}
-
-
-def randomize(module):
-    # PyTorch zeroes the projection biases at init; random ones test that they are used.
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p) * 0.5)
-    return module
 
 
 def pack_mask(mask):
@@ -90,7 +77,7 @@ def mha_case(module, query, key, value, key_padding_mask=None, attn_mask=None, c
 
 
 def mha(**options):
-    return randomize(nn.MultiheadAttention(8, 2, batch_first=options.pop("batch_first", True), **options))
+    return randomized(nn.MultiheadAttention(8, 2, batch_first=options.pop("batch_first", True), **options), 0.5)
 
 
 cases = {}
@@ -169,7 +156,7 @@ def layer_options(**o):
 
 def encoder_layer_case(**o):
     o = layer_options(**o)
-    layer = randomize(nn.TransformerEncoderLayer(**o))
+    layer = randomized(nn.TransformerEncoderLayer(**o), 0.5)
     src = torch.randn(2, 5, 8) if o["batch_first"] else torch.randn(5, 2, 8)
     return layer_case(layer, {"src": src}, lambda m, src: m(src, src_key_padding_mask=padding),
                       masks_of(src={"key_padding_mask": padding}), o)
@@ -177,7 +164,7 @@ def encoder_layer_case(**o):
 
 def decoder_layer_case(**o):
     o = layer_options(**o)
-    layer = randomize(nn.TransformerDecoderLayer(**o))
+    layer = randomized(nn.TransformerDecoderLayer(**o), 0.5)
     tgt = torch.randn(2, 4, 8) if o["batch_first"] else torch.randn(4, 2, 8)
     memory = torch.randn(2, 5, 8) if o["batch_first"] else torch.randn(5, 2, 8)
     return layer_case(layer, {"tgt": tgt, "memory": memory},
@@ -194,11 +181,11 @@ cases["decoder_layer_seq_first"] = decoder_layer_case(batch_first=False)
 
 for norm_first in (False, True):
     o = layer_options(norm_first=norm_first)
-    stack = randomize(nn.TransformerEncoder(nn.TransformerEncoderLayer(**o), 2, norm=nn.LayerNorm(8)))
+    stack = randomized(nn.TransformerEncoder(nn.TransformerEncoderLayer(**o), 2, norm=nn.LayerNorm(8)), 0.5)
     cases[f"encoder_stack_{'pre' if norm_first else 'post'}_ln"] = layer_case(
         stack, {"src": torch.randn(2, 5, 8)}, lambda m, src: m(src, src_key_padding_mask=padding),
         masks_of(src={"key_padding_mask": padding}), dict(o, num_layers=2, norm=True))
-    stack = randomize(nn.TransformerDecoder(nn.TransformerDecoderLayer(**o), 2))
+    stack = randomized(nn.TransformerDecoder(nn.TransformerDecoderLayer(**o), 2), 0.5)
     cases[f"decoder_stack_{'pre' if norm_first else 'post'}_ln"] = layer_case(
         stack, {"tgt": torch.randn(2, 4, 8), "memory": torch.randn(2, 5, 8)},
         lambda m, tgt, memory: m(tgt, memory, tgt_mask=causal_mask(4), memory_key_padding_mask=padding),
@@ -207,8 +194,9 @@ for norm_first in (False, True):
 # The whole encoder-decoder (the Annotated Transformer's, without embeddings): PyTorch's
 # masks as a user passes them: src padding, a causal float tgt_mask, memory padding.
 for norm_first in (False, True):
-    model = randomize(nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2,
-                                     dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=norm_first))
+    model = randomized(nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2,
+                                     dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=norm_first),
+                       0.5)
     float_causal = nn.Transformer.generate_square_subsequent_mask(4)
     cases[f"transformer_{'pre' if norm_first else 'post'}_ln"] = layer_case(
         model, {"src": torch.randn(2, 5, 8), "tgt": torch.randn(2, 4, 8)},

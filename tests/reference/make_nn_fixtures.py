@@ -15,41 +15,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from fixture_json import case_for, pack, randomized
+
 torch.manual_seed(1234)
 torch.set_default_dtype(torch.float64)
-
-
-def pack(t):
-    t = t.detach()
-    return {"shape": list(t.shape), "values": t.reshape(-1).tolist()}
-
-
-def case_for(module, x, grad_output=None):
-    """Forward and backward of a module; x is a float tensor or an integer id tensor."""
-    if x.is_floating_point():
-        x.requires_grad_(True)
-    y = module(x)
-    if grad_output is None:
-        grad_output = torch.randn_like(y)
-    y.backward(grad_output)
-    case = {
-        "input": pack(x) if x.is_floating_point() else {"shape": list(x.shape), "values": x.reshape(-1).tolist()},
-        "params": {name: pack(p) for name, p in module.named_parameters()},
-        "grad_output": pack(grad_output),
-        "output": pack(y),
-        "grads": {name: pack(p.grad) for name, p in module.named_parameters()},
-    }
-    if x.is_floating_point():
-        case["grad_input"] = pack(x.grad)
-    return case
-
-
-def randomized(module):
-    # Non-default affine parameters, so that the test sees them used.
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p))
-    return module
 
 
 cases = {}

@@ -21,48 +21,10 @@ import math
 import torch
 import torch.nn as nn
 
+from fixture_json import case_for, pack, pack_ids, randomized
+
 torch.manual_seed(4321)
 torch.set_default_dtype(torch.float64)
-
-
-def pack(t):
-    t = t.detach().to(torch.float64)
-    return {"shape": list(t.shape), "values": t.reshape(-1).tolist()}
-
-
-def pack_ids(ids):
-    return {"shape": list(ids.shape), "values": ids.reshape(-1).tolist()}
-
-
-def case_for(module, x, options, grad_output=None):
-    """Forward and backward of a module; x is a float tensor or an integer id tensor."""
-    params = {name: pack(p) for name, p in module.named_parameters()}  # before an in-place renorm
-    floating = x.is_floating_point()
-    if floating:
-        x.requires_grad_(True)
-    y = module(x)
-    if grad_output is None:
-        grad_output = torch.randn_like(y)
-    y.backward(grad_output)
-    case = {
-        "options": options,
-        "input": pack(x) if floating else pack_ids(x),
-        "params": params,
-        "grad_output": pack(grad_output),
-        "output": pack(y),
-        "grads": {name: pack(p.grad) for name, p in module.named_parameters()},
-    }
-    if floating:
-        case["grad_input"] = pack(x.grad)
-    return case
-
-
-def randomized(module):
-    # Non-default affine parameters, so that the test sees them used.
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p))
-    return module
 
 
 class RMSNormReference(nn.Module):

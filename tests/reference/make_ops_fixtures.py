@@ -15,13 +15,10 @@ import json
 import torch
 import torch.nn.functional as F
 
+from fixture_json import pack
+
 torch.manual_seed(18)
 torch.set_default_dtype(torch.float64)
-
-
-def pack(t):
-    t = t.detach()
-    return {"shape": list(t.shape), "values": t.reshape(-1).tolist()}
 
 
 cases = {}
