@@ -63,6 +63,10 @@ std::vector<Case> cases() {
   c.push_back({"causal Lq < Lk", {1, 4, 3}, {1, 9, 3}, {1, 9, 2}, o});
   c.push_back({"causal Lq > Lk", {1, 9, 3}, {1, 4, 3}, {1, 4, 2}, o});
   c.push_back({"causal across blocks", {1, 80, 2}, {1, 80, 2}, {1, 80, 2}, o});
+  // Kernel blocks are 128 x 128: several of each, and key blocks that no query reaches
+  // (their gradients must still be written as zeros).
+  c.push_back({"causal, several query and key blocks", {1, 140, 1}, {1, 140, 1}, {1, 140, 1}, o});
+  c.push_back({"causal, key blocks no query sees", {1, 3, 1}, {1, 270, 1}, {1, 270, 1}, o});
   o = {};
   o.scale = 0.3;
   c.push_back({"explicit scale", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
@@ -217,6 +221,34 @@ BOOST_AUTO_TEST_CASE(float32_agrees_with_float64) {
     worst = std::max(worst, std::abs(r64[i] - r32[i]));
   }
   BOOST_CHECK(worst <= 1e-5 * scale);
+}
+
+// The float32 kernel's exponentials (a vectorised exp of its own on AVX-512) against
+// float64: with v the identity the output is the probability row itself. Scores spread
+// over [-100, 0] below the row maximum (probabilities down to the subnormals), rows of
+// every length up to past two blocks (vector tails), each probability within a few ulp.
+BOOST_AUTO_TEST_CASE(float32_probabilities_are_accurate) {
+  for (std::size_t n : {1, 2, 15, 16, 17, 31, 33, 127, 128, 129, 300}) {
+    std::vector<double> keys(n), identity(n * n, 0.0);
+    for (std::size_t j = 0; j < n; ++j) {
+      keys[j] = n == 1 ? 0.0 : -100.0 * static_cast<double>((j * 7919) % n) / static_cast<double>(n - 1);
+      identity[j * n + j] = 1.0;
+    }
+    AttentionOptions o;
+    o.scale = 1.0;
+    const Tensor q = Tensor::from_vector({1.0}, {1, 1, 1}, DType::float32);
+    const Tensor k = Tensor::from_vector(keys, {1, n, 1}, DType::float32);
+    const Tensor v = Tensor::from_vector(identity, {1, n, n}, DType::float32);
+    const auto p = scaled_dot_product_attention(q, k, v, o).output.to_vector();
+    double sum = 0;
+    for (std::size_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(static_cast<float>(keys[j])));
+    for (std::size_t j = 0; j < n; ++j) {
+      const double expected = std::exp(static_cast<double>(static_cast<float>(keys[j]))) / sum;
+      BOOST_TEST_CONTEXT("n = " << n << ", key " << j << " (score " << keys[j] << ")") {
+        BOOST_CHECK(std::abs(p[j] - expected) <= 4e-7 * expected + 1e-44);
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(large_scores_stay_finite) {

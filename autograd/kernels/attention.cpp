@@ -168,18 +168,21 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
   T* dk_b = dk + p.dk_rows.at(b, 0);
   T* dv_b = dv + p.dv_rows.at(b, 0);
   const std::vector<T> keys_t = transposed(k, k_ld, p.lk, p.dk), values_t = transposed(v, v_ld, p.lk, p.dv);
-  for (std::size_t i = 0; i < p.lq; ++i) std::fill_n(dq_b + i * dq_ld, p.dk, T(0));
-  for (std::size_t j = 0; j < p.lk; ++j) std::fill_n(dk_b + j * dk_ld, p.dk, T(0));
-  for (std::size_t j = 0; j < p.lk; ++j) std::fill_n(dv_b + j * dv_ld, p.dv, T(0));
+  // Each gradient block is written (beta = 0) by its first product and added to after;
+  // rows no product reaches (no keys at all, or keys no query sees) are zeroed.
+  if (p.lk == 0)
+    for (std::size_t i = 0; i < p.lq; ++i) std::fill_n(dq_b + i * dq_ld, p.dk, T(0));
   // D_i = dout_i . out_i equals sum_j P_ij dP_ij, dropout included.
   std::vector<T> delta(p.lq);
   for (std::size_t i = 0; i < p.lq; ++i) delta[i] = dot(p.dv, g + i * g_ld, out + p.out_rows.at(b, i));
 
   for (std::size_t j0 = 0; j0 < p.lk; j0 += kBlockK) {
     const std::size_t bk = std::min(kBlockK, p.lk - j0);
+    T key_beta = 0;  // for dK and dV of this key block: 0 until its first product
     for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
       const std::size_t bq = std::min(kBlockQ, p.lq - i0);
-      if (p.causal && j0 >= i0 + bq) continue;  // the whole block is in the future
+      if (p.causal && j0 >= i0 + bq) continue;     // the whole block is in the future
+      const T query_beta = j0 == 0 ? T(0) : T(1);  // for dQ: key block 0 is never in the future
       compute_scores(p, b, i0, bq, j0, bk, keys_t.data(), block);
       T* prob = block.scores.data();
       for (std::size_t r = 0; r < bq; ++r)  // P = exp(S - lse): 0 where masked or the row is
@@ -190,7 +193,7 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
           for (std::size_t c = 0; c < bk; ++c)
             dropped[r * bk + c] = prob[r * bk + c] * dropout_factor(p, b, i0 + r, j0 + c);
       // dV += (P o Z)^T dO;   dP = dO V^T
-      gemm<T>(true, false, bk, p.dv, bq, T(1), with_dropout ? dropped.data() : prob, bk, g + i0 * g_ld, g_ld, T(1),
+      gemm<T>(true, false, bk, p.dv, bq, T(1), with_dropout ? dropped.data() : prob, bk, g + i0 * g_ld, g_ld, key_beta,
               dv_b + j0 * dv_ld, dv_ld);
       gemm<T>(false, false, bq, bk, p.dv, T(1), g + i0 * g_ld, g_ld, values_t.data() + j0, p.lk, T(0), dp.data(), bk);
       // dS = P o (dP o Z - D) * scale, written over dp
@@ -205,9 +208,16 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
           for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] - d) * p.scale;
       }
       // dQ += dS K;   dK += dS^T Q
-      gemm<T>(false, false, bq, p.dk, bk, T(1), dp.data(), bk, k + j0 * k_ld, k_ld, T(1), dq_b + i0 * dq_ld, dq_ld);
-      gemm<T>(true, false, bk, p.dk, bq, T(1), dp.data(), bk, q + i0 * q_ld, q_ld, T(1), dk_b + j0 * dk_ld, dk_ld);
+      gemm<T>(false, false, bq, p.dk, bk, T(1), dp.data(), bk, k + j0 * k_ld, k_ld, query_beta, dq_b + i0 * dq_ld,
+              dq_ld);
+      gemm<T>(true, false, bk, p.dk, bq, T(1), dp.data(), bk, q + i0 * q_ld, q_ld, key_beta, dk_b + j0 * dk_ld, dk_ld);
+      key_beta = 1;
     }
+    if (key_beta == T(0))
+      for (std::size_t j = j0; j < j0 + bk; ++j) {
+        std::fill_n(dk_b + j * dk_ld, p.dk, T(0));
+        std::fill_n(dv_b + j * dv_ld, p.dv, T(0));
+      }
   }
 }
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include <xsimd/xsimd.hpp>
+
 #include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::kernels {
@@ -16,18 +18,38 @@ constexpr std::size_t kRowsPerChunk = 64;
 
 std::size_t chunks_of(std::size_t rows) { return (rows + kRowsPerChunk - 1) / kRowsPerChunk; }
 
+// The row loops run on xsimd batches: each sum is kept lane by lane and the lanes added
+// at the end (a fixed order), so that the float additions run side by side instead of as
+// one chain; a row's tail past the last whole batch is added after, element by element.
+template <class T>
+using Batch = xsimd::batch<T>;
+
+template <class T>
+std::size_t whole_batches(std::size_t d) {
+  return d - d % Batch<T>::size;
+}
+
 template <class T>
 void forward_rows(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, std::size_t first,
                   std::size_t last, std::size_t d, T eps) {
+  constexpr std::size_t W = Batch<T>::size;
+  const std::size_t body = whole_batches<T>(d);
   const T inv_d = T(1) / static_cast<T>(d);
   for (std::size_t r = first; r < last; ++r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
-    T sum = 0;
-    for (std::size_t j = 0; j < d; ++j) sum += xr[j];
+    Batch<T> lanes(T(0));
+    for (std::size_t j = 0; j < body; j += W) lanes += Batch<T>::load_unaligned(xr + j);
+    T sum = xsimd::hadd(lanes);
+    for (std::size_t j = body; j < d; ++j) sum += xr[j];
     const T mu = sum * inv_d;
-    T squares = 0;  // two passes: the variance of shifted values does not cancel
-    for (std::size_t j = 0; j < d; ++j) squares += (xr[j] - mu) * (xr[j] - mu);
+    lanes = Batch<T>(T(0));  // two passes: the variance of shifted values does not cancel
+    for (std::size_t j = 0; j < body; j += W) {
+      const Batch<T> centred = Batch<T>::load_unaligned(xr + j) - mu;
+      lanes += centred * centred;
+    }
+    T squares = xsimd::hadd(lanes);
+    for (std::size_t j = body; j < d; ++j) squares += (xr[j] - mu) * (xr[j] - mu);
     const T inv_std = T(1) / std::sqrt(squares * inv_d + eps);
     for (std::size_t j = 0; j < d; ++j) {
       T v = (xr[j] - mu) * inv_std;
@@ -43,6 +65,8 @@ void forward_rows(const T* x, const T* weight, const T* bias, T* y, T* mean, T* 
 template <class T>
 void backward_rows(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd, T* dx, T* dweight, T* dbias,
                    std::size_t first, std::size_t last, std::size_t d) {
+  constexpr std::size_t W = Batch<T>::size;
+  const std::size_t body = whole_batches<T>(d);
   const T inv_d = T(1) / static_cast<T>(d);
   for (std::size_t r = first; r < last; ++r) {
     const T* xr = x + r * d;
@@ -50,8 +74,18 @@ void backward_rows(const T* dy, const T* x, const T* weight, const T* mean, cons
     T* dxr = dx + r * d;
     // With xhat = (x - mean) * rstd and g = dy * weight:
     //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-    T g_sum = 0, g_xhat_sum = 0;
-    for (std::size_t j = 0; j < d; ++j) {
+    Batch<T> g_lanes(T(0)), g_xhat_lanes(T(0));
+    for (std::size_t j = 0; j < body; j += W) {
+      const Batch<T> xhat = (Batch<T>::load_unaligned(xr + j) - mean[r]) * rstd[r];
+      const Batch<T> dyj = Batch<T>::load_unaligned(dyr + j);
+      const Batch<T> g = weight ? dyj * Batch<T>::load_unaligned(weight + j) : dyj;
+      g_lanes += g;
+      g_xhat_lanes += g * xhat;
+      if (dweight) (Batch<T>::load_unaligned(dweight + j) + dyj * xhat).store_unaligned(dweight + j);
+      if (dbias) (Batch<T>::load_unaligned(dbias + j) + dyj).store_unaligned(dbias + j);
+    }
+    T g_sum = xsimd::hadd(g_lanes), g_xhat_sum = xsimd::hadd(g_xhat_lanes);
+    for (std::size_t j = body; j < d; ++j) {
       const T xhat = (xr[j] - mean[r]) * rstd[r];
       const T g = weight ? dyr[j] * weight[j] : dyr[j];
       g_sum += g;
@@ -71,12 +105,19 @@ void backward_rows(const T* dy, const T* x, const T* weight, const T* mean, cons
 template <class T>
 void rms_forward_rows(const T* x, const T* weight, T* y, T* rstd, std::size_t first, std::size_t last, std::size_t d,
                       T eps) {
+  constexpr std::size_t W = Batch<T>::size;
+  const std::size_t body = whole_batches<T>(d);
   const T inv_d = T(1) / static_cast<T>(d);
   for (std::size_t r = first; r < last; ++r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
-    T squares = 0;
-    for (std::size_t j = 0; j < d; ++j) squares += xr[j] * xr[j];
+    Batch<T> lanes(T(0));
+    for (std::size_t j = 0; j < body; j += W) {
+      const Batch<T> v = Batch<T>::load_unaligned(xr + j);
+      lanes += v * v;
+    }
+    T squares = xsimd::hadd(lanes);
+    for (std::size_t j = body; j < d; ++j) squares += xr[j] * xr[j];
     const T inv_rms = T(1) / std::sqrt(squares * inv_d + eps);
     for (std::size_t j = 0; j < d; ++j) yr[j] = weight ? xr[j] * inv_rms * weight[j] : xr[j] * inv_rms;
     rstd[r] = inv_rms;
@@ -86,6 +127,8 @@ void rms_forward_rows(const T* x, const T* weight, T* y, T* rstd, std::size_t fi
 template <class T>
 void rms_backward_rows(const T* dy, const T* x, const T* weight, const T* rstd, T* dx, T* dweight, std::size_t first,
                        std::size_t last, std::size_t d) {
+  constexpr std::size_t W = Batch<T>::size;
+  const std::size_t body = whole_batches<T>(d);
   const T inv_d = T(1) / static_cast<T>(d);
   for (std::size_t r = first; r < last; ++r) {
     const T* xr = x + r * d;
@@ -93,8 +136,16 @@ void rms_backward_rows(const T* dy, const T* x, const T* weight, const T* rstd, 
     T* dxr = dx + r * d;
     // With xhat = x * rstd and g = dy * weight (no mean to subtract, unlike LayerNorm):
     //   dx = rstd * (g - xhat * mean(g * xhat))
-    T g_xhat_sum = 0;
-    for (std::size_t j = 0; j < d; ++j) {
+    Batch<T> lanes(T(0));
+    for (std::size_t j = 0; j < body; j += W) {
+      const Batch<T> xhat = Batch<T>::load_unaligned(xr + j) * rstd[r];
+      const Batch<T> dyj = Batch<T>::load_unaligned(dyr + j);
+      const Batch<T> g = weight ? dyj * Batch<T>::load_unaligned(weight + j) : dyj;
+      lanes += g * xhat;
+      if (dweight) (Batch<T>::load_unaligned(dweight + j) + dyj * xhat).store_unaligned(dweight + j);
+    }
+    T g_xhat_sum = xsimd::hadd(lanes);
+    for (std::size_t j = body; j < d; ++j) {
       const T xhat = xr[j] * rstd[r];
       const T g = weight ? dyr[j] * weight[j] : dyr[j];
       g_xhat_sum += g * xhat;

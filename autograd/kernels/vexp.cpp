@@ -6,6 +6,10 @@
 
 #include <xsimd/xsimd.hpp>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace xgrad::kernels {
 
 template <class T>
@@ -48,7 +52,50 @@ T max_of(const T* x, std::size_t n) {
   return best;
 }
 
+#if defined(__AVX512F__)
+// float on AVX-512: the same range reduction and polynomial as xsimd's expf (Cephes'),
+// with the power of two applied by vscalefps, which also gives 0 on underflow and inf on
+// overflow: no compares, no selects, no integer conversion. The shifted input is clamped
+// to [-120, 89] first (exp is 0 and inf there; -inf would make k infinite and r NaN),
+// with max/min written so that a NaN passes through.
+template <>
+float exp_shifted_inplace<float>(float* x, std::size_t n, float shift) {
+  const __m512 s = _mm512_set1_ps(shift), low = _mm512_set1_ps(-120.0f), high = _mm512_set1_ps(89.0f);
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f), ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+  const __m512 c0 = _mm512_set1_ps(5.0000000e-01f), c1 = _mm512_set1_ps(1.6666277e-01f),
+               c2 = _mm512_set1_ps(4.1665401e-02f), c3 = _mm512_set1_ps(8.3955629e-03f),
+               c4 = _mm512_set1_ps(1.3997796e-03f), one = _mm512_set1_ps(1.0f);
+  const auto exp16 = [&](__m512 v) {
+    v = _mm512_min_ps(high, _mm512_max_ps(low, _mm512_sub_ps(v, s)));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, ln2_hi, v);
+    r = _mm512_fnmadd_ps(k, ln2_lo, r);
+    __m512 y = _mm512_fmadd_ps(c4, r, c3);
+    y = _mm512_fmadd_ps(y, r, c2);
+    y = _mm512_fmadd_ps(y, r, c1);
+    y = _mm512_fmadd_ps(y, r, c0);
+    const __m512 p = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), one);
+    return _mm512_scalef_ps(p, k);
+  };
+  __m512 lanes = _mm512_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_loadu_ps(x + i));
+    _mm512_storeu_ps(x + i, e);
+    lanes = _mm512_add_ps(lanes, e);
+  }
+  if (i < n) {  // the tail, under a mask
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 e = exp16(_mm512_maskz_loadu_ps(tail, x + i));
+    _mm512_mask_storeu_ps(x + i, tail, e);
+    lanes = _mm512_mask_add_ps(lanes, tail, lanes, e);
+  }
+  return _mm512_reduce_add_ps(lanes);
+}
+#else
 template float exp_shifted_inplace<float>(float*, std::size_t, float);
+#endif
 template double exp_shifted_inplace<double>(double*, std::size_t, double);
 template float max_of<float>(const float*, std::size_t);
 template double max_of<double>(const double*, std::size_t);

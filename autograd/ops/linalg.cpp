@@ -2,13 +2,25 @@
 // become GEMM flags, never copies; broadcast batch gradients are summed by GEMMs with
 // beta = 1 into the same slot.
 
+#include <algorithm>
+
 #include "xgrad/autograd/kernels/gemm.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad {
 
 namespace {
+
+// The pointwise passes of linear run on the pool in pieces of about this many elements;
+// the bias gradient in pieces of this many columns (a multiple of a cache line).
+constexpr std::size_t kChunkElements = 1 << 15;
+constexpr std::size_t kBiasColumns = 32;
+
+std::size_t rows_per_chunk(std::size_t width) {
+  return std::max<std::size_t>(1, kChunkElements / std::max<std::size_t>(1, width));
+}
 
 // Everything one matmul call needs: sizes of op(A) [m, k], op(B) [k, n] (GEMM's names),
 // and for each batch the offsets of its A, B and C matrices.
@@ -144,12 +156,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     using T = decltype(tag);
     xt::xarray<T> y = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
     T* yv = y.data();
-    if (bias.defined()) {
-      const T* b = bias.node()->values<T>().data();
-      for (std::size_t r = 0; r < rows; ++r) std::copy_n(b, out, yv + r * out);
-    } else {
-      std::fill_n(yv, rows * out, T(0));
-    }
+    const T* b = bias.defined() ? bias.node()->values<T>().data() : nullptr;
+    parallel_for_chunks(rows, rows_per_chunk(out), static_cast<double>(out), [&](std::size_t begin, std::size_t end) {
+      for (std::size_t r = begin; r < end; ++r)
+        b ? std::copy_n(b, out, yv + r * out) : std::fill_n(yv + r * out, out, T(0));
+    });
     if (rows && out && in)  // y += x W^T, the bias (or zeros) as GEMM's accumulator
       kernels::gemm<T>(false, true, rows, out, in, T(1), x.node()->values<T>().data(), in,
                        weight.node()->values<T>().data(), in, T(1), yv, out);
@@ -165,10 +176,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
           kernels::gemm<T>(true, false, out, in, rows, T(1), g, out, ctx.input(0).data(), in, dw.beta(), dw.data, in);
         }
       }
-      if (ctx.needs_grad(2)) {  // db = column sums of g
+      if (ctx.needs_grad(2)) {  // db = column sums of g, each column summed whole by one thread, row by row
         T* db = ctx.grad_buffer(2).data();
-        for (std::size_t r = 0; r < rows; ++r)
-          for (std::size_t o = 0; o < out; ++o) db[o] += g[r * out + o];
+        parallel_for_chunks(out, kBiasColumns, static_cast<double>(rows), [&](std::size_t begin, std::size_t end) {
+          for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t o = begin; o < end; ++o) db[o] += g[r * out + o];
+        });
       }
     });
   });

@@ -9,9 +9,14 @@
 //
 // The lambdas receive typed xtensor arrays (float or double) and return expressions.
 
+#include <array>
 #include <type_traits>
 
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xnoalias.hpp>
+
 #include "xgrad/autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
@@ -20,34 +25,84 @@ namespace xgrad {
 template <class E>
 using value_t = typename std::decay_t<E>::value_type;
 
+namespace pointwise {
+
+// Passes run on the pool in chunks of this many elements once an array is large enough;
+// every element is computed on its own, so the bits never depend on the cut.
+inline constexpr std::size_t kChunk = 1 << 14;
+inline constexpr double kWorkPerElement = 8;
+
+// Elements [begin, end) of a contiguous array, as a 1-D xtensor array.
+template <class T>
+auto chunk(const T* data, std::size_t begin, std::size_t end) {
+  return xt::adapt(const_cast<T*>(data) + begin, end - begin, xt::no_ownership(),
+                   std::array<std::size_t, 1>{end - begin});
+}
+
+// dst = f(sources) (or dst += f(sources) when `add`) over n elements, chunk by chunk: f
+// gets each source's chunk and returns an expression over them.
+template <class T, class F, class... Sources>
+void assign(T* dst, std::size_t n, bool add, F&& f, const Sources*... sources) {
+  parallel_for_chunks(n, kChunk, kWorkPerElement, [&](std::size_t begin, std::size_t end) {
+    auto target = chunk(dst, begin, end);  // noalias: assign values (f may return an adaptor like target)
+    if (add)
+      xt::noalias(target) += f(chunk(sources, begin, end)...);
+    else
+      xt::noalias(target) = f(chunk(sources, begin, end)...);
+  });
+}
+
+}  // namespace pointwise
+
 // forward(x) -> values; grad(g, x, y) -> gradient of x (y is the output).
 template <class Forward, class Grad>
 Tensor unary_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
   check_defined(op, x);
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = forward(x.node()->values<T>());
+    const xt::xarray<T>& in = x.node()->values<T>();
+    xt::xarray<T> out = xt::xarray<T>::from_shape(in.shape());
+    pointwise::assign(out.data(), in.size(), false, forward, in.data());
     return record<T>(op, std::move(out), {x}, [grad](BackwardContext<T>& ctx) {
-      ctx.accumulate(0, grad(ctx.grad(), ctx.input(0), ctx.output()));
+      if (!ctx.needs_grad(0)) return;
+      const auto target = ctx.grad_target(0);
+      pointwise::assign(target.data, ctx.grad().size(), !target.fresh, grad, ctx.grad().data(), ctx.input(0).data(),
+                        ctx.output().data());
     });
   });
 }
 
 // forward(a, b) -> values; grad_a / grad_b(g, a, b, y) -> gradient at the broadcast shape.
+// Operands of one shape are computed chunk by chunk on the pool; broadcasting ones whole.
 template <class Forward, class GradA, class GradB>
 Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forward, GradA grad_a, GradB grad_b) {
   check_same_dtype(op, a, b);
   broadcast_shapes(op, a.shape(), b.shape());
   return dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = forward(a.node()->values<T>(), b.node()->values<T>());
+    const xt::xarray<T>&x = a.node()->values<T>(), &y = b.node()->values<T>();
+    if (x.shape() != y.shape()) {
+      xt::xarray<T> out = forward(x, y);
+      return record<T>(op, std::move(out), {a, b}, [grad_a, grad_b](BackwardContext<T>& ctx) {
+        const auto& g = ctx.grad();
+        const auto& x = ctx.input(0);
+        const auto& y = ctx.input(1);
+        const auto& out = ctx.output();
+        if (ctx.needs_grad(0)) ctx.accumulate(0, unbroadcast<T>(grad_a(g, x, y, out), to_shape(x.shape())));
+        if (ctx.needs_grad(1)) ctx.accumulate(1, unbroadcast<T>(grad_b(g, x, y, out), to_shape(y.shape())));
+      });
+    }
+    xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
+    pointwise::assign(out.data(), x.size(), false, forward, x.data(), y.data());
     return record<T>(op, std::move(out), {a, b}, [grad_a, grad_b](BackwardContext<T>& ctx) {
-      const auto& g = ctx.grad();
-      const auto& x = ctx.input(0);
-      const auto& y = ctx.input(1);
-      const auto& out = ctx.output();
-      if (ctx.needs_grad(0)) ctx.accumulate(0, unbroadcast<T>(grad_a(g, x, y, out), to_shape(x.shape())));
-      if (ctx.needs_grad(1)) ctx.accumulate(1, unbroadcast<T>(grad_b(g, x, y, out), to_shape(y.shape())));
+      const auto gradient_into = [&](std::size_t i, const auto& grad) {
+        if (!ctx.needs_grad(i)) return;
+        const auto target = ctx.grad_target(i);
+        pointwise::assign(target.data, ctx.grad().size(), !target.fresh, grad, ctx.grad().data(), ctx.input(0).data(),
+                          ctx.input(1).data(), ctx.output().data());
+      };
+      gradient_into(0, grad_a);
+      gradient_into(1, grad_b);
     });
   });
 }
