@@ -1,7 +1,8 @@
 #pragma once
 // SIMD (xsimd) row primitives for the hot softmax loops.
 //   exp_shifted_inplace: x[i] = exp(x[i] - shift) over n elements; returns their sum.
-//     -inf maps to 0, as the scalar std::exp does (masked scores rely on it).
+//     -inf maps to 0, as the scalar std::exp does (masked scores rely on it). float on
+//     AVX-512 has an exp of its own (within 1 ulp of std::exp, subnormals kept).
 //   max_of: the largest of n elements (-inf when n is 0; NaN when any element is NaN).
 //   max_or_nan: the larger of two numbers, or NaN when either is (std::max drops a NaN).
 // Sums and maxima are taken lane by lane, then across lanes: a fixed order, so results
