@@ -5,6 +5,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -28,6 +30,16 @@ inline Tensor uniform64(Shape shape, double low, double high, std::uint64_t seed
   Tensor t = Tensor::uniform(std::move(shape), low, high, gen, DType::float64);
   t.requires_grad_(requires_grad);
   return t;
+}
+
+// A safetensors file: the header given as JSON text (padded to 8 bytes as the format
+// asks), then the data region.
+inline std::string safetensors_bytes(std::string header, const std::string& data) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  const std::uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  return bytes + header + data;
 }
 
 // Runs gradcheck with its default tolerances; a failure shows gradcheck's report.

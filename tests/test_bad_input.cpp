@@ -221,24 +221,18 @@ std::vector<Case> cases() {
          nn::load(w.checkpoint, other);
        }, {"xgrad-bad-input.safetensors", "load_state_dict", "missing"}},
       {"checkpoint dtype", [](World& w) {
-         std::string header = R"({"0.bias":{"dtype":"C64","shape":[8],"data_offsets":[0,64]}})";
-         header.append((8 - header.size() % 8) % 8, ' ');
-         const std::uint64_t n = header.size();
-         std::string bytes(reinterpret_cast<const char*>(&n), 8);
          const std::string path = w.checkpoint + ".c64";
-         std::ofstream(path, std::ios::binary) << bytes + header + std::string(64, '\0');
+         std::ofstream(path, std::ios::binary) << safetensors_bytes(
+             R"({"0.bias":{"dtype":"C64","shape":[8],"data_offsets":[0,64]}})", std::string(64, '\0'));
          nn::load(path, w.model);
        }, {".c64", "tensor '0.bias'", "unsupported dtype \"C64\""}},
       {"checkpoint integer past float32", [](World& w) {
-         std::string header = R"({"0.bias":{"dtype":"I32","shape":[8],"data_offsets":[0,32]}})";
-         header.append((8 - header.size() % 8) % 8, ' ');
-         const std::uint64_t n = header.size();
-         std::string bytes(reinterpret_cast<const char*>(&n), 8);
          std::vector<std::int32_t> values(8, 1);
          values[3] = (1 << 24) + 1;
-         bytes += header + std::string(reinterpret_cast<const char*>(values.data()), 32);
          const std::string path = w.checkpoint + ".i32";
-         std::ofstream(path, std::ios::binary) << bytes;
+         std::ofstream(path, std::ios::binary) << safetensors_bytes(
+             R"({"0.bias":{"dtype":"I32","shape":[8],"data_offsets":[0,32]}})",
+             std::string(reinterpret_cast<const char*>(values.data()), 32));
          nn::load(path, w.model);
        }, {".i32", "tensor '0.bias'", "I32", "16777217", "element 3", "float32"}},
       {"foreign file", [](World&) {

@@ -23,16 +23,6 @@ const double kInf = std::numeric_limits<double>::infinity();
 
 bool is_nan(double v) { return std::isnan(v); }
 
-// A safetensors file from a header given as JSON text and a data region.
-std::string safetensors_bytes(const std::string& header, const std::string& data) {
-  std::string padded = header;
-  padded.append((8 - padded.size() % 8) % 8, ' ');
-  std::string bytes(8, '\0');
-  const std::uint64_t length = padded.size();
-  std::memcpy(bytes.data(), &length, 8);
-  return bytes + padded + data;
-}
-
 std::string float_bytes(std::initializer_list<float> values) {
   std::string out(values.size() * 4, '\0');
   std::memcpy(out.data(), values.begin(), out.size());

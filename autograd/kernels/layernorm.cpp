@@ -29,27 +29,29 @@ std::size_t whole_batches(std::size_t d) {
   return d - d % Batch<T>::size;
 }
 
+// The sum over a row of term(x[j]); term is called with batches, then with the tail's
+// scalars.
+template <class T, class Term>
+T row_sum(const T* x, std::size_t d, Term term) {
+  constexpr std::size_t W = Batch<T>::size;
+  const std::size_t body = whole_batches<T>(d);
+  Batch<T> lanes(T(0));
+  for (std::size_t j = 0; j < body; j += W) lanes += term(Batch<T>::load_unaligned(x + j));
+  T sum = xsimd::hadd(lanes);
+  for (std::size_t j = body; j < d; ++j) sum += term(x[j]);
+  return sum;
+}
+
 template <class T>
 void forward_rows(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, std::size_t first,
                   std::size_t last, std::size_t d, T eps) {
-  constexpr std::size_t W = Batch<T>::size;
-  const std::size_t body = whole_batches<T>(d);
   const T inv_d = T(1) / static_cast<T>(d);
   for (std::size_t r = first; r < last; ++r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
-    Batch<T> lanes(T(0));
-    for (std::size_t j = 0; j < body; j += W) lanes += Batch<T>::load_unaligned(xr + j);
-    T sum = xsimd::hadd(lanes);
-    for (std::size_t j = body; j < d; ++j) sum += xr[j];
-    const T mu = sum * inv_d;
-    lanes = Batch<T>(T(0));  // two passes: the variance of shifted values does not cancel
-    for (std::size_t j = 0; j < body; j += W) {
-      const Batch<T> centred = Batch<T>::load_unaligned(xr + j) - mu;
-      lanes += centred * centred;
-    }
-    T squares = xsimd::hadd(lanes);
-    for (std::size_t j = body; j < d; ++j) squares += (xr[j] - mu) * (xr[j] - mu);
+    const T mu = row_sum(xr, d, [](const auto& v) { return v; }) * inv_d;
+    // Two passes: the variance of shifted values does not cancel.
+    const T squares = row_sum(xr, d, [mu](const auto& v) { return (v - mu) * (v - mu); });
     const T inv_std = T(1) / std::sqrt(squares * inv_d + eps);
     for (std::size_t j = 0; j < d; ++j) {
       T v = (xr[j] - mu) * inv_std;
@@ -105,19 +107,11 @@ void backward_rows(const T* dy, const T* x, const T* weight, const T* mean, cons
 template <class T>
 void rms_forward_rows(const T* x, const T* weight, T* y, T* rstd, std::size_t first, std::size_t last, std::size_t d,
                       T eps) {
-  constexpr std::size_t W = Batch<T>::size;
-  const std::size_t body = whole_batches<T>(d);
   const T inv_d = T(1) / static_cast<T>(d);
   for (std::size_t r = first; r < last; ++r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
-    Batch<T> lanes(T(0));
-    for (std::size_t j = 0; j < body; j += W) {
-      const Batch<T> v = Batch<T>::load_unaligned(xr + j);
-      lanes += v * v;
-    }
-    T squares = xsimd::hadd(lanes);
-    for (std::size_t j = body; j < d; ++j) squares += xr[j] * xr[j];
+    const T squares = row_sum(xr, d, [](const auto& v) { return v * v; });
     const T inv_rms = T(1) / std::sqrt(squares * inv_d + eps);
     for (std::size_t j = 0; j < d; ++j) yr[j] = weight ? xr[j] * inv_rms * weight[j] : xr[j] * inv_rms;
     rstd[r] = inv_rms;
