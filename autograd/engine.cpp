@@ -2,6 +2,7 @@
 // closure from the root down, accumulating gradients into the inputs.
 
 #include <cmath>
+#include <exception>
 #include <unordered_set>
 
 #include "xgrad/autograd/parallel.hpp"
@@ -114,9 +115,27 @@ class BackwardClaim {
   std::vector<Node*> claimed_;
 };
 
+// Gradients a pass leaves on non-leaf nodes when it ends early (an op's backward, a hook
+// or anomaly mode threw): dropped, so that running the pass again does not add them twice.
+class PartialGradients {
+ public:
+  explicit PartialGradients(const std::vector<NodePtr>& order) : order_(order) {}
+  ~PartialGradients() {
+    if (std::uncaught_exceptions() > 0)
+      for (const NodePtr& node : order_)
+        if (!node->is_leaf()) node->grad.reset();
+  }
+  PartialGradients(const PartialGradients&) = delete;
+  PartialGradients& operator=(const PartialGradients&) = delete;
+
+ private:
+  const std::vector<NodePtr>& order_;
+};
+
 void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
   std::vector<NodePtr> order = topological_order(root);
   const BackwardClaim claim(order);
+  const PartialGradients partial(order);
   accumulate_grad(*root, std::move(seed));
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node& node = **it;
@@ -126,6 +145,7 @@ void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
       continue;  // leaves keep grads
     }
     if (!node.grad) continue;  // unreached
+    node.check_unmodified();
     node.backward(node);
     if (anomaly_mode)
       for (std::size_t i = 0; i < node.inputs.size(); ++i)

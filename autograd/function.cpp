@@ -17,11 +17,19 @@ const char* interned(const std::string& name) {
   return names.insert(name).first->c_str();
 }
 
-// A leaf handle on a node's value: what user code sees in forward and backward.
+// A leaf handle on `value`: what user code sees in forward and backward.
 Tensor view_of(const std::shared_ptr<Storage>& value) {
   auto node = std::make_shared<Node>();
   node->value = value;
   return Tensor(std::move(node));
+}
+
+// The same on a node's value, sharing its change count: a write through the handle is
+// a change of the node.
+Tensor view_of(const Node& of) {
+  Tensor view = view_of(of.value);
+  view.node()->version = of.version;
+  return view;
 }
 
 }  // namespace
@@ -33,7 +41,7 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
   bool any_requires_grad = false;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     XGRAD_CHECK(inputs[i].defined(), name, "input ", i, " is undefined");
-    views.push_back(view_of(inputs[i].node()->value));
+    views.push_back(view_of(*inputs[i].node()));
     any_requires_grad = any_requires_grad || inputs[i].requires_grad();
   }
   Tensor output;
@@ -45,17 +53,19 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
 
   auto node = std::make_shared<Node>();
   node->value = output.node()->value;
+  node->version = output.node()->version;
   if (grad_enabled() && any_requires_grad) {
     node->requires_grad = true;
     node->op = name;
     for (const Tensor& t : inputs) node->inputs.push_back(t.node());
+    node->record_versions();
     node->backward = [backward = op.backward, name](Node& self) {
       std::vector<Tensor> ins;
-      for (const NodePtr& input : self.inputs) ins.push_back(view_of(input->value));
+      for (const NodePtr& input : self.inputs) ins.push_back(view_of(*input));
       std::vector<Tensor> grads;
       {
         NoGradGuard no_grad;
-        grads = backward(ins, view_of(self.value), view_of(self.grad));
+        grads = backward(ins, view_of(self), view_of(self.grad));
       }
       XGRAD_CHECK(grads.size() == ins.size(), name, "backward returned ", grads.size(), " gradients for ", ins.size(),
                   " inputs");

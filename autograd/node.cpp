@@ -16,6 +16,24 @@ Node::~Node() {
   }
 }
 
+void Node::record_versions() {
+  recorded_versions.clear();
+  for (const NodePtr& input : inputs) recorded_versions.push_back(input ? input->version->load() : 0);
+  recorded_versions.push_back(version->load());
+}
+
+void Node::check_unmodified() const {
+  const auto changed = [](const Node& node, std::uint64_t recorded) { return node.version->load() != recorded; };
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    XGRAD_CHECK(!inputs[i] || !changed(*inputs[i], recorded_versions[i]), op, "input ", i, " (", inputs[i]->shape(),
+                " ", inputs[i]->dtype(), ") was changed in place after '", op,
+                "' used it (set_data, load_state_dict, Module::to, an optimizer step or a write through "
+                "Tensor::data()), so its gradient cannot be computed; run the forward pass again after the change");
+  XGRAD_CHECK(!changed(*this, recorded_versions.back()), op, "its output (", shape(), " ", dtype(),
+              ") was changed in place after the op made it, so its gradient cannot be computed; clone() the "
+              "output before writing to it");
+}
+
 Shape Node::shape() const {
   return std::visit([](const auto& a) { return to_shape(a.shape()); }, *value);
 }

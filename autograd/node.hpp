@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <new>
 #include <variant>
 
 #include <xtensor/xarray.hpp>
@@ -18,6 +19,13 @@ using NodePtr = std::shared_ptr<Node>;
 struct Node {
   // Shared so that detach() is free; parameters are updated in place through it.
   std::shared_ptr<Storage> value;
+  // Counts the changes made to `value` in place (set_data, writes through a non-const
+  // Tensor::data<T>(), so every optimizer step); shared with detach()'s handles as the
+  // value is. An op notes its inputs' and output's counts when it records, and its
+  // backward refuses values changed since: their gradient would silently belong to other
+  // values, or to another shape.
+  std::shared_ptr<std::atomic<std::uint64_t>> version = std::make_shared<std::atomic<std::uint64_t>>(0);
+  std::vector<std::uint64_t> recorded_versions;  // the inputs' counts, then this node's own
   // Shared so that Tensor::grad() hands it out without a copy; accumulation is in place.
   std::shared_ptr<Storage> grad;
   bool requires_grad = false;
@@ -42,6 +50,11 @@ struct Node {
   ~Node();
 
   bool is_leaf() const { return op == nullptr; }
+  void mark_modified() { version->fetch_add(1, std::memory_order_relaxed); }
+  // Called once `inputs` is set: notes what check_unmodified() compares against.
+  void record_versions();
+  // Throws an Error naming the op if an input or the output changed since record_versions().
+  void check_unmodified() const;
   DType dtype() const { return value->index() == 0 ? DType::float32 : DType::float64; }
   template <class T>
   xt::xarray<T>& values() {
@@ -62,6 +75,20 @@ Shape to_shape(const T& xshape) {
 template <class T>
 typename xt::xarray<T>::shape_type to_xshape(const Shape& shape) {
   return typename xt::xarray<T>::shape_type(shape.begin(), shape.end());
+}
+
+// A new, uninitialised array for `op`: an Error naming the op and the shape, not
+// std::bad_alloc, when the machine cannot hold it.
+template <class T>
+xt::xarray<T> new_array(const char* op, const Shape& shape) {
+  std::size_t bytes = 0;
+  XGRAD_CHECK(!__builtin_mul_overflow(xgrad::numel(shape), sizeof(T), &bytes), op, "shape ", shape,
+              " needs more than 2^64 bytes");
+  try {
+    return xt::xarray<T>::from_shape(to_xshape<T>(shape));
+  } catch (const std::bad_alloc&) {
+    fail(op, "cannot allocate ", shape, " ", dtype_of<T>(), " (", bytes >> 20, " MiB)");
+  }
 }
 
 // A leaf tensor owning `values`.

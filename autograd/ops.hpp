@@ -4,6 +4,7 @@
 // gradients are summed back to each input's shape. Axes may be negative (from the end).
 // Both operands of a binary op must have the same dtype: convert with Tensor::to().
 
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -103,10 +104,24 @@ Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
 // Variance and standard deviation, divided by n - correction (1: Bessel's, PyTorch's
 // default; 0: the population's). Fewer than correction + 1 elements per group is an
 // error. stddev (torch.std) has gradient 0 where it is 0 (PyTorch gives NaN there).
-Tensor var(const Tensor& x, int correction = 1);
 Tensor var(const Tensor& x, const std::vector<int>& axes, int correction = 1, bool keepdim = false);
-Tensor stddev(const Tensor& x, int correction = 1);
 Tensor stddev(const Tensor& x, const std::vector<int>& axes, int correction = 1, bool keepdim = false);
+// Over all elements. The correction is deduced, so a braced list of axes, var(x, {1}),
+// never turns into a correction: it takes the overload above.
+namespace detail {
+Tensor var_all(const Tensor& x, int correction);
+Tensor stddev_all(const Tensor& x, int correction);
+}  // namespace detail
+inline Tensor var(const Tensor& x) { return detail::var_all(x, 1); }
+inline Tensor stddev(const Tensor& x) { return detail::stddev_all(x, 1); }
+template <std::integral Correction>
+Tensor var(const Tensor& x, Correction correction) {
+  return detail::var_all(x, static_cast<int>(correction));
+}
+template <std::integral Correction>
+Tensor stddev(const Tensor& x, Correction correction) {
+  return detail::stddev_all(x, static_cast<int>(correction));
+}
 // Running sum along `axis`, as torch.cumsum.
 Tensor cumsum(const Tensor& x, int axis);
 // Position of the first largest / smallest element (NaN counts as both, as PyTorch):
@@ -268,8 +283,15 @@ struct CrossEntropyOptions {
 // axis). Targets equal to ignore_index count neither in the sum nor in the mean; if
 // every target is ignored (or the counted weights sum to 0) the mean is 0 with zero
 // gradient.
-Tensor cross_entropy(const Tensor& logits, const Indices& targets, std::int64_t ignore_index = -100);
-Tensor cross_entropy(const Tensor& logits, const Indices& targets, const CrossEntropyOptions& options);
+Tensor cross_entropy(const Tensor& logits, const Indices& targets, const CrossEntropyOptions& options = {});
+// With only ignore_index set. Deduced, so that cross_entropy(logits, targets, {}) means
+// the default options, not ignore_index 0.
+template <std::integral Index>
+Tensor cross_entropy(const Tensor& logits, const Indices& targets, Index ignore_index) {
+  CrossEntropyOptions options;
+  options.ignore_index = static_cast<std::int64_t>(ignore_index);
+  return cross_entropy(logits, targets, options);
+}
 // Against class probabilities ("soft" targets) of the logits' shape, which also receive a
 // gradient; mean divides by the number of rows; ignore_index does not apply.
 Tensor cross_entropy(const Tensor& logits, const Tensor& probabilities, const CrossEntropyOptions& options = {});

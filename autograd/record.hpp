@@ -80,6 +80,7 @@ Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>&
     node->op = op;
     node->inputs.reserve(inputs.size());
     for (const Tensor& t : inputs) node->inputs.push_back(t.node());
+    node->record_versions();
     node->backward = [fn = std::forward<Backward>(backward)](Node& self) mutable {
       BackwardContext<T> ctx(self);
       fn(ctx);

@@ -1,9 +1,11 @@
 #include "xgrad/autograd/tensor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <new>
 #include <ostream>
 #include <sstream>
+#include <utility>
 
 #include <xtensor/xbuilder.hpp>
 
@@ -46,26 +48,12 @@ const Node& checked(const Tensor& t, const char* op) {
   return *t.node();
 }
 
-// A new array for factory `op`: an Error naming the shape, not std::bad_alloc, when the
-// machine cannot hold it.
-template <class T>
-xt::xarray<T> allocate(const char* op, const Shape& shape) {
-  std::size_t bytes = 0;
-  XGRAD_CHECK(!__builtin_mul_overflow(xgrad::numel(shape), sizeof(T), &bytes), op, "shape ", shape,
-              " needs more than 2^64 bytes");
-  try {
-    return xt::xarray<T>::from_shape(to_xshape<T>(shape));
-  } catch (const std::bad_alloc&) {
-    fail(op, "cannot allocate ", shape, " ", dtype_of<T>(), " (", bytes >> 20, " MiB)");
-  }
-}
-
 // A leaf of `shape` whose elements are value() in order, converted to the dtype.
 template <class Next>
 Tensor generated(const char* op, const Shape& shape, DType dtype, Next&& value) {
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> a = allocate<T>(op, shape);
+    xt::xarray<T> a = new_array<T>(op, shape);
     for (T& element : a) element = static_cast<T>(value());
     return make_leaf(std::move(a));
   });
@@ -78,7 +66,7 @@ Tensor Tensor::from_vector(const std::vector<double>& values, Shape shape, DType
               shape);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> a = allocate<T>("Tensor::from_vector", shape);
+    xt::xarray<T> a = new_array<T>("Tensor::from_vector", shape);
     std::copy(values.begin(), values.end(), a.begin());
     return make_leaf(std::move(a), requires_grad);
   });
@@ -87,7 +75,7 @@ Tensor Tensor::from_vector(const std::vector<double>& values, Shape shape, DType
 Tensor Tensor::full(Shape shape, double value, DType dtype) {
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> a = allocate<T>("Tensor::full", shape);
+    xt::xarray<T> a = new_array<T>("Tensor::full", shape);
     a.fill(static_cast<T>(value));
     return make_leaf(std::move(a));
   });
@@ -107,6 +95,8 @@ Tensor Tensor::randn(Shape shape, Generator& gen, DType dtype) {
 }
 
 Tensor Tensor::uniform(Shape shape, double low, double high, Generator& gen, DType dtype) {
+  XGRAD_CHECK(std::isfinite(low) && std::isfinite(high) && low <= high, "Tensor::uniform",
+              "needs finite bounds low <= high, got [", low, ", ", high, ") for ", shape);
   return generated("Tensor::uniform", shape, dtype, [&] { return gen.uniform(low, high); });
 }
 
@@ -181,6 +171,7 @@ void Tensor::remove_grad_ready_hook(std::size_t id) {
 Tensor Tensor::detach() const {
   auto node = std::make_shared<Node>();
   node->value = checked(*this, "Tensor::detach").value;
+  node->version = node_->version;  // a change through either handle is a change of both
   return Tensor(std::move(node));
 }
 
@@ -193,6 +184,7 @@ void Tensor::set_data(const Tensor& source) {
   Node& n = const_cast<Node&>(checked(*this, "Tensor::set_data"));
   XGRAD_CHECK(n.is_leaf(), "Tensor::set_data", "only leaves can be overwritten; this tensor comes from '", n.op, "'");
   n.value = std::make_shared<Storage>(*checked(source, "Tensor::set_data").value);
+  n.mark_modified();
   n.grad.reset();
 }
 
@@ -208,16 +200,18 @@ std::vector<double> Tensor::to_vector() const {
 }
 
 template <class T>
-T* Tensor::data() {
-  Node& n = const_cast<Node&>(checked(*this, "Tensor::data"));
+const T* Tensor::data() const {
+  const Node& n = checked(*this, "Tensor::data");
   XGRAD_CHECK(n.dtype() == dtype_of<T>(), "Tensor::data", "requested ", dtype_of<T>(), " from a ", n.dtype(),
               " tensor");
   return n.values<T>().data();
 }
 
 template <class T>
-const T* Tensor::data() const {
-  return const_cast<Tensor*>(this)->data<T>();
+T* Tensor::data() {
+  const T* values = std::as_const(*this).data<T>();
+  node_->mark_modified();  // the caller may write: ops recorded before must not use the new values
+  return const_cast<T*>(values);
 }
 
 template float* Tensor::data<float>();

@@ -177,8 +177,14 @@ AttentionOptions MultiHeadAttention::op_options(const AttentionArgs& args, std::
     // causality becomes a mask over the S given keys, and the masks grow by `extra` columns.
     if (args.is_causal) allow(reshape(tril(Tensor::ones({l, s})), Shape{1, 1, l, s}));
     o.is_causal = false;
-    const auto widen = [&](const Tensor& mask, double value) {
-      return mask.defined() && mask.size(-1) == s ? pad(mask, {0, static_cast<std::int64_t>(extra)}, value) : mask;
+    const auto widen = [&](Tensor mask, double value) {
+      if (!mask.defined()) return mask;
+      if (mask.size(-1) != s) {  // broadcast over the keys: over the S given ones only
+        Shape given = mask.shape();
+        given.back() = s;
+        mask = expand(mask, given);
+      }
+      return pad(mask, {0, static_cast<std::int64_t>(extra)}, value);
     };
     keep = widen(keep, 1.0);
     bias = widen(bias, 0.0);

@@ -357,8 +357,11 @@ Metadata load(const std::string& path, Stateful& model, Stateful* optimizer) {
 Metadata load(const SafetensorsContents& contents, Stateful& model, Stateful* optimizer, const std::string& path) {
   StateDict model_state, optimizer_state;
   const std::string prefix = kOptimizerPrefix;
+  // A name the model has is the model's, even under the optimizer's prefix (a child
+  // module called "optimizer"); save() refuses the two ever meaning one entry.
+  const StateDict model_entries = model.state_dict();
   for (const auto& [name, tensor] : contents.tensors) {
-    if (name.rfind(prefix, 0) == 0)
+    if (!model_entries.contains(name) && name.rfind(prefix, 0) == 0)
       optimizer_state.emplace(name.substr(prefix.size()), tensor);
     else
       model_state.emplace(name, tensor);
@@ -369,7 +372,7 @@ Metadata load(const SafetensorsContents& contents, Stateful& model, Stateful* op
   // Each load_state_dict checks before it changes anything; if the optimizer's fails
   // after the model's succeeded, put the model back.
   StateDict model_backup;
-  for (const auto& [name, tensor] : model.state_dict()) model_backup.emplace(name, tensor.clone());
+  for (const auto& [name, tensor] : model_entries) model_backup.emplace(name, tensor.clone());
   try {
     model.load_state_dict(model_state);
     if (optimizer) optimizer->load_state_dict(optimizer_state);

@@ -62,15 +62,16 @@ std::string Embedding::extra_repr() const {
 
 PositionalEncoding::PositionalEncoding(std::size_t d, std::size_t max_len, double dropout_p, bool batch_first)
     : d_model(d), max_len(max_len), batch_first(batch_first) {
-  std::vector<double> table(max_len * d);
+  Tensor table = Tensor::zeros({max_len, d}, DType::float64);  // an Error, not a crash, when too large
+  double* values = table.data<double>();
   for (std::size_t pos = 0; pos < max_len; ++pos)
     for (std::size_t i = 0; i < d; i += 2) {
       const double angle =
           static_cast<double>(pos) * std::exp(-std::log(10000.0) * static_cast<double>(i) / static_cast<double>(d));
-      table[pos * d + i] = std::sin(angle);
-      if (i + 1 < d) table[pos * d + i + 1] = std::cos(angle);
+      values[pos * d + i] = std::sin(angle);
+      if (i + 1 < d) values[pos * d + i + 1] = std::cos(angle);
     }
-  pe = register_buffer("pe", Tensor::from_vector(table, {max_len, d}), /*persistent=*/false);
+  pe = register_buffer("pe", table.to(DType::float32), /*persistent=*/false);
   dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p));
 }
 

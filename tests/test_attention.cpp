@@ -401,6 +401,8 @@ BOOST_AUTO_TEST_CASE(heads_in_place_reject_bad_layouts) {
   const char* op = "scaled_dot_product_attention";
   check_error([&] { multi_head_attention({x, 0, 4}, {x, 4, 4}, {x, 8, 4}, 3, true); }, {op, "[2, 5, 12]", "heads 3"});
   check_error([&] { multi_head_attention({x, 10, 4}, {x}, {x}, 2, true); }, {op, "columns [10, +4)"});
+  // A range whose end wraps past 2^64 is outside too (once read memory before x).
+  check_error([&] { multi_head_attention({x, SIZE_MAX - 1, 2}, {x, 0, 2}, {x, 2, 2}, 1, true); }, {op, "columns"});
   check_error(
       [&] {
         multi_head_attention({x, 0, 4}, {y, 0, 4}, {y, 4, 4}, 2, true);

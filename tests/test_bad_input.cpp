@@ -193,6 +193,10 @@ std::vector<Case> cases() {
          static_cast<nn::Module&>(e).forward(Tensor::zeros({1}));
        }, {"Embedding", "forward(Tensor)"}},
       {"init of a vector", [](World& w) { nn::init::xavier_uniform_(w.v); }, {"fans", "[3]"}},
+      {"PositionalEncoding past 2^64", [](World&) { nn::PositionalEncoding(std::size_t{1} << 32, std::size_t{1} << 32); },
+       {"[4294967296, 4294967296]", "2^64"}},
+      {"uniform low > high", [](World&) { Generator g(1); Tensor::uniform({3}, 5.0, 1.0, g); },
+       {"Tensor::uniform", "low <= high", "[3]"}},
       // ---- optim ----
       {"negative lr", [](World& w) { optim::SGD(w.model.named_parameters(), {.lr = -0.1}); }, {"SGD", "learning rate", "-0.1"}},
       {"betas", [](World& w) { optim::Adam(w.model.named_parameters(), {.beta2 = 1.5}); }, {"Adam", "betas", "1.5"}},

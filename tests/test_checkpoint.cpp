@@ -258,6 +258,28 @@ BOOST_AUTO_TEST_CASE(empty_and_scalar_tensors_round_trip) {
   BOOST_CHECK_EQUAL(back.tensors.at("scalar").item(), 1.5);
 }
 
+// The optimizer's entries share the "optimizer." prefix with a model's child of that name:
+// what the model has is the model's, so such a model loads what it saved.
+BOOST_AUTO_TEST_CASE(a_child_called_optimizer_round_trips) {
+  struct Learned : nn::Module {
+    std::shared_ptr<nn::Linear> body = register_module("body", std::make_shared<nn::Linear>(2, 2));
+    std::shared_ptr<nn::Linear> optimizer = register_module("optimizer", std::make_shared<nn::Linear>(2, 2));
+  };
+  manual_seed(8);
+  Learned saved;
+  const fs::path path = scratch("child_optimizer.safetensors");
+  nn::save(path, saved);
+  manual_seed(9);
+  Learned loaded;
+  nn::load(path, loaded);
+  BOOST_CHECK(loaded.optimizer->weight.to_vector() == saved.optimizer->weight.to_vector());
+  BOOST_CHECK(loaded.body->bias.to_vector() == saved.body->bias.to_vector());
+  optim::SGD sgd(loaded.named_parameters(), {.lr = 0.1});  // and with an optimizer beside it
+  nn::save(path, loaded, &sgd);
+  nn::load(path, saved, &sgd);
+  BOOST_CHECK(saved.optimizer->bias.to_vector() == loaded.optimizer->bias.to_vector());
+}
+
 // Every input the fuzzer ever crashed on (tests/fuzz/regressions/) is now handled: it
 // decodes or raises xgrad::Error (the sanitizer build checks the memory side).
 BOOST_AUTO_TEST_CASE(fuzzer_findings_stay_fixed) {

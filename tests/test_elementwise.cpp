@@ -162,3 +162,19 @@ BOOST_AUTO_TEST_CASE(minimum_maximum_broadcast_ties_and_nan) {
   BOOST_CHECK(std::isnan(maximum(ones, with_nan).to_vector()[0]));
   check_error([&] { minimum(a, randn64({3}, 35)); }, {"minimum", "[3, 4]", "[3]"});
 }
+
+BOOST_AUTO_TEST_CASE(pow_gradients_at_zero_follow_pytorch) {
+  // Exponent 0: gradient 0 (not 0 * 0^-1 = NaN); base 0 with exponent >= 0: no gradient
+  // to the exponent (not 0 * log 0).
+  Tensor x = Tensor::from_vector({0.0, 2.0}, {2}, DType::float64, true);
+  sum(pow(x, 0.0)).backward();
+  check_close(x.grad().to_vector(), {0.0, 0.0});
+  Tensor base = Tensor::from_vector({0.0, 2.0, 0.0}, {3}, DType::float64, true);
+  Tensor exponent = Tensor::from_vector({0.0, 0.0, 2.0}, {3}, DType::float64, true);
+  sum(pow(base, exponent)).backward();
+  check_close(base.grad().to_vector(), {0.0, 0.0, 0.0});
+  check_close(exponent.grad().to_vector(), {0.0, std::log(2.0), 0.0});
+  // Away from 0 the gradients are unchanged.
+  check_gradients([](const Inputs& in) { return pow(in[0], in[1]); },
+                  {uniform64({2, 3}, 0.5, 2.0, 7), uniform64({2, 3}, -1.0, 2.0, 8)});
+}

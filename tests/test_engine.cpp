@@ -4,6 +4,7 @@
 #include <map>
 
 #include "xgrad/autograd/version.hpp"
+#include "xgrad/optim/sgd.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -237,4 +238,83 @@ BOOST_AUTO_TEST_CASE(grad_ready_hooks_see_finished_gradients_before_the_pass_end
   g.zero_grad();
   sum(g * 3.0).backward();
   BOOST_CHECK_EQUAL(g.grad().item(), 3.0);
+}
+
+// In-place changes between forward and backward (PyTorch's version counter): the
+// gradient would belong to other values, or (a new shape) overrun its buffer.
+BOOST_AUTO_TEST_CASE(changing_a_saved_tensor_before_backward_is_an_error) {
+  const auto fresh = [] { return Tensor::from_vector({3.0, 4.0}, {2}, DType::float64, true); };
+  {  // set_data to another shape
+    Tensor x = fresh();
+    Tensor y = sum(x * x);
+    x.set_data(Tensor::ones({1 << 16}, DType::float64));
+    check_error([&] { y.backward(); }, {"mul", "input 0", "[65536]", "changed in place"});
+  }
+  {  // set_data to another dtype (Module::to)
+    Tensor x = fresh();
+    Tensor y = sum(x * x);
+    x.set_data(Tensor::ones({2}, DType::float32));
+    check_error([&] { y.backward(); }, {"mul", "float32", "changed in place"});
+  }
+  {  // a write through data<T>(), same shape: silently 2 * 10 otherwise
+    Tensor x = fresh();
+    Tensor y = sum(x * x);
+    x.data<double>()[0] = 10.0;
+    check_error([&] { y.backward(); }, {"mul", "changed in place"});
+  }
+  {  // through a detached handle: the same storage
+    Tensor x = fresh();
+    Tensor y = sum(x * x);
+    x.detach().data<double>()[1] = 0.0;
+    check_error([&] { y.backward(); }, {"mul", "changed in place"});
+  }
+  {  // an op's output, which the next op recorded and exp's backward reads
+    Tensor x = fresh();
+    Tensor e = exp(x);
+    Tensor y = sum(e);
+    e.data<double>()[0] = 0.0;
+    check_error([&] { y.backward(); }, {"sum", "input 0", "changed in place"});
+    check_error([&] { e.backward(Tensor::ones({2}, DType::float64)); }, {"exp", "output", "changed in place"});
+  }
+  {  // an optimizer step between two passes over one graph
+    Tensor w = fresh();
+    Tensor loss = sum(w * w);
+    loss.backward(/*retain_graph=*/true);
+    optim::SGD sgd({{"w", w}}, {.lr = 0.1});
+    sgd.step();
+    check_error([&] { loss.backward(); }, {"mul", "changed in place"});
+  }
+  {  // reading is not changing: a const handle, to_vector, item
+    Tensor x = fresh();
+    Tensor y = sum(x * x);
+    const Tensor& read = x;
+    BOOST_CHECK_EQUAL(read.data<double>()[0], 3.0);
+    BOOST_CHECK_EQUAL(x.to_vector()[1], 4.0);
+    y.backward();
+    check_close(x.grad().to_vector(), {6.0, 8.0});
+  }
+  {  // a change after backward, then a new forward: fine
+    Tensor x = fresh();
+    sum(x * x).backward();
+    x.data<double>()[0] = 1.0;
+    x.zero_grad();
+    sum(x * x).backward();
+    check_close(x.grad().to_vector(), {2.0, 8.0});
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_pass_that_throws_leaves_no_partial_gradients_behind) {
+  // sqrt's gradient at 0 is infinite: anomaly mode stops the pass after mul's backward
+  // has reached sqrt's output. Run again, the pass must not add that part twice.
+  Tensor x = Tensor::from_vector({0.0, 4.0}, {2}, DType::float64, true);
+  Tensor loss = sum(sqrt(x) * 3.0 + x);
+  {
+    AnomalyModeGuard guard;
+    check_error([&] { loss.backward(/*retain_graph=*/true); }, {"anomaly", "sqrt"});
+  }
+  x.zero_grad();
+  loss.backward();
+  const std::vector<double> g = x.grad().to_vector();
+  BOOST_CHECK(std::isinf(g[0]));
+  BOOST_CHECK_CLOSE(g[1], 1.0 + 3.0 / (2.0 * 2.0), 1e-12);
 }

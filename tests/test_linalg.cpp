@@ -128,6 +128,16 @@ BOOST_AUTO_TEST_CASE(matmul_with_an_empty_inner_dimension_is_zero) {
   const Tensor c = matmul(Tensor::zeros({2, 0}), Tensor::zeros({0, 3}));
   BOOST_CHECK(c.shape() == (Shape{2, 3}));
   check_close(c.to_vector(), std::vector<double>(6, 0.0));
+  // An empty product still hands its inputs zero gradients (an optimizer skips a
+  // parameter without one), as PyTorch.
+  Tensor a = randn64({2, 3}, 5), b = randn64({3, 0}, 6);
+  sum(matmul(a, b)).backward();
+  BOOST_REQUIRE(a.grad().defined() && b.grad().defined());
+  check_close(a.grad().to_vector(), std::vector<double>(6, 0.0));
+  Tensor x = randn64({2, 3}, 7), w = randn64({0, 3}, 8);
+  sum(linear(x, w)).backward();
+  BOOST_REQUIRE(x.grad().defined() && w.grad().defined());
+  check_close(x.grad().to_vector(), std::vector<double>(6, 0.0));
 }
 
 BOOST_AUTO_TEST_CASE(matmul_errors_name_the_shapes) {

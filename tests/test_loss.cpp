@@ -53,6 +53,14 @@ BOOST_AUTO_TEST_CASE(cross_entropy_all_ignored_is_zero) {
   check_close(x.grad().to_vector(), std::vector<double>(6, 0.0));
 }
 
+BOOST_AUTO_TEST_CASE(cross_entropy_braced_options_are_the_defaults) {
+  // {} as the third argument is the default options, not ignore_index 0.
+  const Tensor two = Tensor::from_vector({5, 0, 0, 5}, {2, 2}, DType::float64);
+  const Indices zeros({0, 0}, {2});
+  BOOST_CHECK_CLOSE(cross_entropy(two, zeros, {}).item(), cross_entropy(two, zeros).item(), 1e-12);
+  BOOST_CHECK_GT(cross_entropy(two, zeros, {}).item(), 2.0);
+}
+
 BOOST_AUTO_TEST_CASE(cross_entropy_large_logits_stay_finite) {
   const Tensor logits = Tensor::from_vector({1e4, -1e4, 0, 0}, {1, 4}, DType::float32);
   BOOST_CHECK_SMALL(cross_entropy(logits, Indices({0}, {1})).item(), 1e-6);

@@ -467,6 +467,13 @@ BOOST_AUTO_TEST_CASE(bias_kv_and_zero_attn) {
     // Every query attends to the extra keys, even one whose own keys are all padding.
     const auto w = attn.attend(x, x, x, args).weights.to_vector();
     for (std::size_t row = 0; row < 12; ++row) BOOST_CHECK_GT(w[row * 5 + 3] + w[row * 5 + 4], 0.0);
+    // A mask broadcast over the keys ([L, 1]) covers the given keys only, as the full [L, S] one.
+    nn::AttentionArgs narrow, full;
+    narrow.need_weights = full.need_weights = true;
+    narrow.keep_mask = Tensor::from_vector({0, 1, 1}, {3, 1}, DType::float64);  // query 0 sees no given key
+    full.keep_mask = Tensor::from_vector({0, 0, 0, 1, 1, 1, 1, 1, 1}, {3, 3}, DType::float64);
+    check_close(attn.attend(x, x, x, narrow).weights.to_vector(), attn.attend(x, x, x, full).weights.to_vector());
+    check_close(attn.attend(x, x, x, narrow).output.to_vector(), attn.attend(x, x, x, full).output.to_vector());
   }
 }
 

@@ -70,6 +70,16 @@ BOOST_AUTO_TEST_CASE(var_and_stddev) {
   check_error([&] { var(x, {1}, -1); }, {"var", "correction -1"});
 }
 
+BOOST_AUTO_TEST_CASE(a_braced_axis_is_an_axis_not_a_correction) {
+  const Tensor x = Tensor::from_vector({1, 2, 3, 10, 20, 30}, {2, 3}, DType::float64);
+  const Tensor by_row = var(x, {1});
+  BOOST_CHECK(by_row.shape() == Shape{2});
+  check_close(by_row.to_vector(), {1.0, 100.0});
+  BOOST_CHECK(stddev(x, {0}).shape() == Shape{3});
+  check_close(var(x, 0).to_vector(), var(x, {0, 1}, 0).to_vector());  // a plain number is a correction
+  check_close(stddev(x, 1).to_vector(), stddev(x).to_vector());
+}
+
 BOOST_AUTO_TEST_CASE(cumsum_values_and_gradients) {
   const Tensor x = randn64({3, 4, 2}, 42);
   for (int axis : {0, 1, 2, -1}) check_gradients([axis](const Inputs& in) { return cumsum(in[0], axis); }, {x});

@@ -149,3 +149,26 @@ BOOST_AUTO_TEST_CASE(indices_from_and_to_tensors) {
   check_error([] { to_indices(Tensor::from_vector({1e300}, {1}, DType::float64)); }, {"to_indices", "2^53"});
   check_error([] { to_tensor(Indices({(1 << 24) + 1}, {1}), DType::float32); }, {"to_tensor", "float32"});
 }
+
+BOOST_AUTO_TEST_CASE(sizes_near_the_limits_are_exact_or_errors) {
+  const Tensor x = Tensor::from_vector({1, 2, 3}, {3});
+  const Tensor first = slice(x, 0, 0, 3, SIZE_MAX);  // a step past the end still takes the start
+  BOOST_CHECK(first.shape() == Shape{1});
+  BOOST_CHECK_EQUAL(first.item(), 1.0);
+  BOOST_CHECK(slice(x, 0, 1, 3, std::size_t{1} << 63).shape() == Shape{1});
+  check_error([&] { pad(x, {INT64_MAX, INT64_MAX}); }, {"pad", "2^63"});
+  check_error([&] { pad(x, {0, std::int64_t{1} << 40}); }, {"pad", "allocate"});
+  check_error([&] { expand(Tensor::ones({1}), {std::size_t{1} << 40, std::size_t{1} << 20}); }, {"expand", "allocate"});
+}
+
+BOOST_AUTO_TEST_CASE(empty_tensors_with_a_long_other_axis_return_at_once) {
+  // No elements, so no work: these once walked the 2^50 rows of nothing.
+  const Tensor empty = Tensor::zeros({std::size_t{1} << 50, 0});
+  BOOST_CHECK(softmax(empty, 1).shape() == empty.shape());
+  BOOST_CHECK(log_softmax(empty, 1).shape() == empty.shape());
+  BOOST_CHECK(slice(empty, 1, 0, 0).shape() == empty.shape());
+  BOOST_CHECK(concat({empty, empty}, 1).shape() == empty.shape());
+  Tensor x = Tensor::zeros({std::size_t{1} << 50, 0}, DType::float64).requires_grad_();
+  sum(softmax(x, 1)).backward();
+  BOOST_CHECK(x.grad().shape() == x.shape());
+}

@@ -11,6 +11,7 @@ namespace {
 // count * inner elements (a last-axis slice is then a row copy, not element by element).
 template <class Run>
 void for_each_run(const AxisSelection& s, Run&& run) {
+  if (s.count == 0 || s.inner == 0) return;  // nothing selected: do not walk a long outer axis
   const bool contiguous = s.step == 1 || s.count <= 1;
   const std::size_t length = contiguous ? s.count * s.inner : s.inner;
   const std::size_t runs = contiguous ? 1 : s.count;

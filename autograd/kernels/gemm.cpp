@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <vector>
 
+#include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::kernels {
@@ -13,7 +15,14 @@ namespace xgrad::kernels {
 namespace {
 
 CBLAS_TRANSPOSE flag(bool transposed) { return transposed ? CblasTrans : CblasNoTrans; }
-blasint as_int(std::size_t v) { return static_cast<blasint>(v); }
+// The BLAS takes sizes as blasint (32 bits in Debian's OpenBLAS): a larger one is an
+// Error, never a silently truncated product.
+blasint as_int(std::size_t v) {
+  XGRAD_CHECK(v <= static_cast<std::size_t>(std::numeric_limits<blasint>::max()), "matrix product",
+              "a matrix size or row stride of ", v, " is beyond what the BLAS takes (", sizeof(blasint) * 8,
+              "-bit sizes)");
+  return static_cast<blasint>(v);
+}
 
 void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {

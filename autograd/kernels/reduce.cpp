@@ -10,6 +10,8 @@ namespace {
 // (none when one of those axes is empty).
 std::vector<std::size_t> offsets_over(const std::vector<std::size_t>& shape, const std::vector<std::size_t>& strides,
                                       const std::vector<bool>& select) {
+  for (std::size_t axis = 0; axis < shape.size(); ++axis)
+    if (select[axis] && shape[axis] == 0) return {};  // before a long axis would be walked for nothing
   std::vector<std::size_t> offsets{0};
   for (std::size_t axis = 0; axis < shape.size(); ++axis) {
     if (!select[axis] || shape[axis] == 1) continue;

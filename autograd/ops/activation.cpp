@@ -135,7 +135,8 @@ Tensor softmax_impl(const char* op, const Tensor& x, int axis) {
   check_defined(op, x);
   const Shape shape = x.shape();
   XGRAD_CHECK(!shape.empty(), op, "needs at least one axis, got a scalar");
-  const AxisBlocks b = blocks_around(shape, normalize_axis(op, axis, shape.size(), shape));
+  AxisBlocks b = blocks_around(shape, normalize_axis(op, axis, shape.size(), shape));
+  if (numel(shape) == 0) b.outer = 0;  // no rows: the kernels must not walk a long outer axis of nothing
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto& v = x.node()->values<T>();

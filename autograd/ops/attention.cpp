@@ -293,8 +293,9 @@ AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const C
     const Shape& s = operands[i]->tensor.shape();
     XGRAD_CHECK(s.size() == 3, kOp, "q, k and v must be ", (batch_first ? "[N, L, C]" : "[L, N, C]"), ": ", describe());
     widths[i] = operands[i]->width ? operands[i]->width : s[2] - std::min(s[2], operands[i]->begin);
-    XGRAD_CHECK(operands[i]->begin + widths[i] <= s[2] && widths[i] != 0 && widths[i] % heads == 0, kOp,
-                "column ranges must lie inside the tensors and split into equal heads: ", describe());
+    XGRAD_CHECK(operands[i]->begin <= s[2] && widths[i] <= s[2] - operands[i]->begin && widths[i] != 0 &&
+                    widths[i] % heads == 0,
+                kOp, "column ranges must lie inside the tensors and split into equal heads: ", describe());
   }
   const Shape &qs = q.tensor.shape(), &ks = k.tensor.shape(), &vs = v.tensor.shape();
   const std::size_t n = batch_first ? qs[0] : qs[1];

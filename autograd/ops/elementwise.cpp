@@ -80,8 +80,16 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& base, const Tensor& exponent) {
   return binary_op(
       "pow", base, exponent, [](const auto& x, const auto& e) { return xt::pow(x, e); },
-      [](const auto& g, const auto& x, const auto& e, const auto&) { return g * e * xt::pow(x, e - 1); },
-      [](const auto& g, const auto& x, const auto&, const auto& out) { return g * out * xt::log(x); });
+      // As PyTorch: no gradient where the exponent is 0 (not 0 * 0^-1 = NaN at x = 0), and
+      // none to the exponent where x is 0 and the exponent >= 0 (not 0 * log 0).
+      [](const auto& g, const auto& x, const auto& e, const auto&) {
+        using T = value_t<decltype(g)>;
+        return g * e * xt::pow(x, xt::where(xt::equal(e, T(0)), T(0), e - T(1)));
+      },
+      [](const auto& g, const auto& x, const auto& e, const auto& out) {
+        using T = value_t<decltype(g)>;
+        return g * out * xt::log(xt::where(xt::equal(x, T(0)) && e >= T(0), T(1), x));
+      });
 }
 
 Tensor neg(const Tensor& x) {
@@ -121,8 +129,8 @@ Tensor pow(const Tensor& x, double exponent) {
         return xt::pow(v, static_cast<T>(exponent));
       },
       [exponent](const auto& g, const auto& v, const auto&) {
-        using T = value_t<decltype(g)>;
-        return g * static_cast<T>(exponent) * xt::pow(v, static_cast<T>(exponent - 1));
+        using T = value_t<decltype(g)>;  // exponent 0: gradient 0, also at v = 0 (as PyTorch)
+        return g * static_cast<T>(exponent) * xt::pow(v, static_cast<T>(exponent == 0 ? 0 : exponent - 1));
       });
 }
 

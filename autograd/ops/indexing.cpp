@@ -15,12 +15,13 @@ namespace {
 
 // torch.embedding_renorm_: each distinct row looked up whose norm exceeds max_norm is
 // scaled in place by max_norm / (norm + 1e-7). The norm is summed in double, as PyTorch
-// reads it (.item<double>()).
+// reads it (.item<double>()). Returns whether any row changed.
 template <class T>
-void renorm_rows(T* w, const std::vector<std::int64_t>& ids, std::size_t dim, double max_norm, double norm_type) {
+bool renorm_rows(T* w, const std::vector<std::int64_t>& ids, std::size_t dim, double max_norm, double norm_type) {
   std::vector<std::int64_t> rows = ids;
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  bool changed = false;
   for (const std::int64_t r : rows) {
     T* row = w + static_cast<std::size_t>(r) * dim;
     double norm = 0;
@@ -36,8 +37,10 @@ void renorm_rows(T* w, const std::vector<std::int64_t>& ids, std::size_t dim, do
     if (norm > max_norm) {
       const T scale = static_cast<T>(max_norm / (norm + 1e-7));
       for (std::size_t j = 0; j < dim; ++j) row[j] *= scale;
+      changed = true;
     }
   }
+  return changed;
 }
 
 }  // namespace
@@ -66,9 +69,11 @@ Tensor embedding(const Tensor& weight, const Indices& ids, const EmbeddingOption
     XGRAD_CHECK(options.norm_type > 0.0, "embedding", "norm_type must be positive (or inf), got ", options.norm_type);
     // Outside the graph, as PyTorch's no_grad renorm: the lookup sees the new rows, and
     // the gradient is that of the lookup alone.
+    // A change in place: ops that used the old rows can no longer differentiate.
     dispatch(weight.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      renorm_rows(weight.node()->values<T>().data(), ids.values, dim, *options.max_norm, options.norm_type);
+      if (renorm_rows(weight.node()->values<T>().data(), ids.values, dim, *options.max_norm, options.norm_type))
+        weight.node()->mark_modified();
     });
   }
   Shape out_shape = ids.shape;

@@ -75,7 +75,11 @@ bool is_empty(const MatmulPlan& p) { return p.m == 0 || p.n == 0 || p.k == 0; }
 
 template <class T>
 void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
-  if (is_empty(p)) return;  // nothing flows through an empty product
+  if (is_empty(p)) {  // nothing flows through an empty product: zero gradients, as PyTorch's
+    for (std::size_t i = 0; i < 2; ++i)
+      if (ctx.needs_grad(i)) ctx.grad_buffer(i);
+    return;
+  }
   const T* g = ctx.grad().data();
   const T* a = ctx.input(0).data();
   const T* b = ctx.input(1).data();
@@ -175,6 +179,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
           const auto dw = ctx.grad_target(1);
           kernels::gemm<T>(true, false, out, in, rows, T(1), g, out, ctx.input(0).data(), in, dw.beta(), dw.data, in);
         }
+      } else {  // an empty product: zero gradients, as PyTorch's
+        for (std::size_t i = 0; i < 2; ++i)
+          if (ctx.needs_grad(i)) ctx.grad_buffer(i);
       }
       if (ctx.needs_grad(2)) {  // db = column sums of g, each column summed whole by one thread, row by row
         T* db = ctx.grad_buffer(2).data();

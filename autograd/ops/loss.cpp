@@ -89,12 +89,6 @@ T row_grad(const xt::xarray<T>& grad, Reduction reduction, std::size_t r, T scal
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Indices& targets, std::int64_t ignore_index) {
-  CrossEntropyOptions options;
-  options.ignore_index = ignore_index;
-  return cross_entropy(logits, targets, options);
-}
-
 // Row r with target t, p = softmax(x_r), w the class weights (all 1 without weight):
 //   nll_r    = -w_t log p_t                  (0 for an ignored target)
 //   smooth_r = -sum_c w_c log p_c            (0 for an ignored target)

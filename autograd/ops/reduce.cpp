@@ -193,8 +193,8 @@ Tensor var(const Tensor& x, const std::vector<int>& axes, int correction, bool k
 Tensor stddev(const Tensor& x, const std::vector<int>& axes, int correction, bool keepdim) {
   return spread<true>("stddev", x, axes, correction, keepdim);
 }
-Tensor var(const Tensor& x, int correction) { return var(x, all_axes("var", x), correction); }
-Tensor stddev(const Tensor& x, int correction) { return stddev(x, all_axes("stddev", x), correction); }
+Tensor detail::var_all(const Tensor& x, int correction) { return var(x, all_axes("var", x), correction); }
+Tensor detail::stddev_all(const Tensor& x, int correction) { return stddev(x, all_axes("stddev", x), correction); }
 
 Indices argmax(const Tensor& x) { return arg_extreme<true>("argmax", x, std::nullopt, false); }
 Indices argmin(const Tensor& x) { return arg_extreme<false>("argmin", x, std::nullopt, false); }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include <xtensor/xbroadcast.hpp>
+#include <xtensor/xnoalias.hpp>
 
 #include "xgrad/autograd/kernels/copy.hpp"
 #include "xgrad/autograd/ops.hpp"
@@ -33,7 +34,7 @@ Tensor reshape_to(const char* op, const Tensor& x, const Shape& shape) {
 kernels::AxisSelection select_along(const Shape& shape, std::size_t axis, std::size_t start, std::size_t end,
                                     std::size_t step) {
   const AxisBlocks b = blocks_around(shape, axis);
-  return {b.outer, b.n, b.inner, start, (end - start + step - 1) / step, step};
+  return {b.outer, b.n, b.inner, start, end == start ? 0 : (end - start - 1) / step + 1, step};
 }
 
 }  // namespace
@@ -218,7 +219,8 @@ Tensor expand(const Tensor& x, const Shape& shape) {
               " cannot be expanded to ", shape);
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::broadcast(x.node()->values<T>(), to_xshape<T>(shape));
+    xt::xarray<T> out = new_array<T>("expand", shape);
+    xt::noalias(out) = xt::broadcast(x.node()->values<T>(), to_xshape<T>(shape));
     return record<T>("expand", std::move(out), {x}, [](BackwardContext<T>& ctx) {
       ctx.accumulate(0, unbroadcast<T>(ctx.grad(), to_shape(ctx.input(0).shape())));
     });
@@ -239,14 +241,23 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
   Shape out_shape = shape;
   for (std::size_t pair = 0; pair < pads.size() / 2; ++pair) {
     const std::size_t d = shape.size() - 1 - pair;
-    const std::int64_t size = static_cast<std::int64_t>(shape[d]) + pads[2 * pair] + pads[2 * pair + 1];
+    std::int64_t size = 0;
+    XGRAD_CHECK(shape[d] <= static_cast<std::size_t>(INT64_MAX) &&
+                    !__builtin_add_overflow(static_cast<std::int64_t>(shape[d]), pads[2 * pair], &size) &&
+                    !__builtin_add_overflow(size, pads[2 * pair + 1], &size),
+                "pad", "pads ", pads, " make axis ", d, " of ", shape, " larger than 2^63 elements");
     XGRAD_CHECK(size >= 0, "pad", "pads ", pads, " leave axis ", d, " of ", shape, " with ", size, " elements");
     before[d] = pads[2 * pair];
     out_shape[d] = static_cast<std::size_t>(size);
   }
   // Each output element's source offset in x, or kPadding (it holds `value`).
   const std::size_t count = numel(out_shape);
-  std::vector<std::size_t> sources(count);
+  std::vector<std::size_t> sources;
+  try {
+    sources.resize(count);
+  } catch (const std::bad_alloc&) {
+    fail("pad", "cannot allocate the output ", out_shape, " of ", x.shape(), " padded by ", pads);
+  }
   for (std::size_t i = 0; i < count; ++i) {
     std::size_t rest = i, offset = 0, stride = 1;
     bool inside = true;
@@ -262,7 +273,7 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* v = x.node()->values<T>().data();
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    xt::xarray<T> out = new_array<T>("pad", out_shape);
     for (std::size_t i = 0; i < count; ++i)
       out.data()[i] = sources[i] == kPadding ? static_cast<T>(value) : v[sources[i]];
     return record<T>("pad", std::move(out), {x}, [sources = std::move(sources)](BackwardContext<T>& ctx) {
