@@ -97,8 +97,8 @@ class BackwardClaim {
         release();
         fail("backward", "another backward pass is running through '", node->op ? node->op : "a leaf tensor", "' ",
              node->shape(),
-             " at the same time (a tensor shared between threads); run backward passes "
-             "through shared tensors one at a time");
+             " at the same time (from another thread, or from a gradient hook of that pass); run backward "
+             "passes through shared tensors one at a time");
       }
       claimed_.push_back(node.get());
     }
