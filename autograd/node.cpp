@@ -1,5 +1,7 @@
 #include "xgrad/autograd/node.hpp"
 
+#include <sys/sysinfo.h>
+
 namespace xgrad {
 
 Node::~Node() {
@@ -36,6 +38,16 @@ void Node::check_unmodified() const {
 
 Shape Node::shape() const {
   return std::visit([](const auto& a) { return to_shape(a.shape()); }, *value);
+}
+
+void check_fits_in_memory(const char* op, std::size_t bytes, const std::string& what) {
+  static const std::size_t machine_bytes = [] {
+    struct sysinfo info {};
+    if (::sysinfo(&info) != 0) return SIZE_MAX;
+    return (static_cast<std::size_t>(info.totalram) + info.totalswap) * info.mem_unit;
+  }();
+  XGRAD_CHECK(bytes <= machine_bytes, op, "cannot allocate ", what, ": ", bytes >> 20, " MiB, more than the ",
+              machine_bytes >> 20, " MiB of memory and swap this machine has");
 }
 
 }  // namespace xgrad

@@ -77,6 +77,11 @@ typename xt::xarray<T>::shape_type to_xshape(const Shape& shape) {
   return typename xt::xarray<T>::shape_type(shape.begin(), shape.end());
 }
 
+// Throws an Error naming `op` and `what` when `bytes` exceed all of this machine's
+// memory (RAM and swap together): such a request cannot succeed, and rather than fail
+// it an overcommitting kernel kills the process later, a sanitizer aborts at once.
+void check_fits_in_memory(const char* op, std::size_t bytes, const std::string& what);
+
 // A new, uninitialised array for `op`: an Error naming the op and the shape, not
 // std::bad_alloc, when the machine cannot hold it.
 template <class T>
@@ -84,6 +89,7 @@ xt::xarray<T> new_array(const char* op, const Shape& shape) {
   std::size_t bytes = 0;
   XGRAD_CHECK(!__builtin_mul_overflow(xgrad::numel(shape), sizeof(T), &bytes), op, "shape ", shape,
               " needs more than 2^64 bytes");
+  check_fits_in_memory(op, bytes, str(shape, " ", dtype_of<T>()));
   try {
     return xt::xarray<T>::from_shape(to_xshape<T>(shape));
   } catch (const std::bad_alloc&) {

@@ -252,11 +252,13 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
   }
   // Each output element's source offset in x, or kPadding (it holds `value`).
   const std::size_t count = numel(out_shape);
+  const std::string what = str("the output ", out_shape, " of ", shape, " padded by ", pads);
+  check_fits_in_memory("pad", count > SIZE_MAX / sizeof(std::size_t) ? SIZE_MAX : count * sizeof(std::size_t), what);
   std::vector<std::size_t> sources;
   try {
     sources.resize(count);
   } catch (const std::bad_alloc&) {
-    fail("pad", "cannot allocate the output ", out_shape, " of ", x.shape(), " padded by ", pads);
+    fail("pad", "cannot allocate ", what);
   }
   for (std::size_t i = 0; i < count; ++i) {
     std::size_t rest = i, offset = 0, stride = 1;
