@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -74,9 +75,13 @@ void apply_language_model_defaults(Config& c, const std::set<std::string>& given
   fallback("steps", c.steps, 2000);
   fallback("optimizer", c.optimizer, std::string("adamw"));
   fallback("lr", c.lr, 1e-3);
-  fallback("min-lr", c.min_lr, 1e-4);
   fallback("schedule", c.schedule, std::string("cosine"));
-  fallback("warmup", c.warmup, 100);
+  // The recipe's final rate and warmup, fitted to what was given instead: a final rate
+  // at most a tenth of --lr, a warmup at most a tenth of --steps, and neither for a
+  // schedule that does not use it (noam needs a warmup of at least 1).
+  fallback("min-lr", c.min_lr, c.schedule == "cosine" ? std::min(1e-4, c.lr / 10) : 0.0);
+  const int warmup = std::min(100, c.steps / 10);
+  fallback("warmup", c.warmup, c.schedule == "cosine" ? warmup : c.schedule == "noam" ? std::max(1, warmup) : 0);
   fallback("weight-decay", c.weight_decay, 0.1);
   fallback("beta2", c.beta2, 0.99);
   fallback("clip", c.clip, 1.0);
@@ -166,7 +171,8 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
   app.footer(
       "--task lm defaults (nanoGPT's shakespeare_char recipe): --seq-len 64 --batch 12 --layers 4 --heads 4 "
       "--d-model 128 --steps 2000 --optimizer adamw --lr 1e-3 --min-lr 1e-4 --schedule cosine --warmup 100 "
-      "--weight-decay 0.1 --beta2 0.99 --clip 1 --eval-every 250.\nRuns on " +
+      "--weight-decay 0.1 --beta2 0.99 --clip 1 --eval-every 250 (--min-lr at most --lr/10 and --warmup at most "
+      "--steps/10 unless given; neither without a schedule that uses it).\nRuns on " +
       xgrad::blas_summary() + ", " + std::to_string(xgrad::num_threads()) + " threads.");
   try {
     app.parse(argc, argv);
