@@ -141,6 +141,14 @@ refused "a given --warmup past --steps" "--warmup must be below --steps" "$train
 refused "a given --min-lr without cosine" "it needs --schedule cosine" "$train" "${tiny[@]}" --text text.txt \
   --steps 2 --schedule step --min-lr 1e-4
 
+# No output overwrites the text being learned, and every refusal comes before any work.
+cp text.txt corpus.txt
+for flag in --metrics --save --plot --attention-png; do
+  refused "$flag over the text" "is the text being learned" "$train" "${tiny[@]}" --text corpus.txt \
+    --steps 2 "$flag" corpus.txt
+done
+check "the text is untouched" cmp -s text.txt corpus.txt
+
 # The target ends the run; samples on request.
 code=$(run "$train" "${small[@]}" --quiet --steps 300 --warmup 5 --eval-every 10 --lr 3e-3 --target-val-loss 2.5 \
   --metrics target.jsonl)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of xgrad-train: learning a task, resume equivalence, Ctrl-C, and the
-# one-line errors with exit code 2 for bad flags.   usage: train_cli_test.sh XGRAD_TRAIN
+# one-line errors with exit code 2 for bad flags; files never destroyed.
+#   usage: train_cli_test.sh XGRAD_TRAIN
 set -u
 train=$1
 source "$(dirname "$0")/lib.sh"
@@ -92,6 +93,31 @@ bad "another config" "another config" --resume "$work/whole.ckpt" --d-model 64
 bad "a foreign file" "resume" --resume "$work/whole.jsonl"
 bad "unknown flag" "juggle" --juggle
 bad "dropout out of range" "dropout" --dropout 1.5
+
+# No output destroys a file: none names an input (the resumed or --init-from checkpoint,
+# directly or through a hard or symbolic link) or another output, --plot like the rest,
+# all found before training.
+tiny=(--task reverse --seq-len 4 --eval-every 2 --eval-size 8 --d-model 16 --layers 1 --heads 2 --batch 4 --quiet
+      --threads 1)
+"$train" "${tiny[@]}" --steps 2 --save "$work/tiny.st" >/dev/null
+cp "$work/tiny.st" "$work/base.st"
+cp "$work/tiny.st" "$work/base-original.st"
+ln "$work/base.st" "$work/base-hard.st"
+ln -s base.st "$work/base-link.st"
+bad "--plot over the resumed checkpoint" "checkpoint being resumed" --resume "$work/base.st" --steps 4 --plot \
+  "$work/base-link.st"
+for flag in --save --metrics --plot --attention-png; do
+  bad "$flag over the --init-from checkpoint" "is the checkpoint the run starts from" --init-from "$work/base.st" \
+    --steps 2 --quiet "$flag" "$work/base-hard.st"
+done
+bad "--eval-only --metrics over the --init-from checkpoint" "is the checkpoint the run starts from" \
+  --init-from "$work/base.st" --eval-only --metrics "$work/base-link.st"
+bad "--plot and --save on one file" "same file" "${tiny[@]}" --steps 2 --save "$work/o.st" --plot "$work/o.st"
+bad "--plot and --metrics on one file" "same file" "${tiny[@]}" --steps 2 --metrics "$work/o" --plot "$work/o"
+bad "--plot in a missing folder, before training" "cannot write in" "${tiny[@]}" --steps 2 --plot "$work/no/p.png"
+bad "a --save name too long for the file system" "file name is 303 bytes long" "${tiny[@]}" --steps 2 \
+  --save "$work/$(printf 'c%.0s' $(seq 300)).st"
+check "the checkpoint is untouched by every refusal" cmp -s "$work/base.st" "$work/base-original.st"
 
 check "--version exits 0" test "$(exit_code "$train" --version)" -eq 0
 check "--version names the version" grep -q "xgrad-train [0-9]*\.[0-9]*\.[0-9]*" "$work/out"

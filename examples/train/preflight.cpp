@@ -53,6 +53,14 @@ struct Output {
   bool replaced;  // written as a new file renamed over the old one (else opened and appended to)
 };
 
+// A file the run reads, which no output may name.
+struct Input {
+  const char* flag;
+  const std::string& path;
+  const char* what;  // "the checkpoint being resumed"
+  const char* kind;  // "checkpoint"
+};
+
 void check_writable(const Output& out) {
   const std::string target = xgrad::nn::resolve_symlinks(out.path);
   struct stat info {};
@@ -72,6 +80,11 @@ void check_writable(const Output& out) {
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
     throw UsageError(
         xgrad::str(out.flag, " ", out.path, ": cannot write in ", folder, " (", std::strerror(errno), ")"));
+  const long name_max = ::pathconf(folder.c_str(), _PC_NAME_MAX);
+  const std::size_t name = std::filesystem::path(target).filename().string().size();
+  if (name_max > 0 && name > static_cast<std::size_t>(name_max))
+    throw UsageError(xgrad::str(out.flag, " ", out.path, ": the file name is ", name, " bytes long, more than the ",
+                                name_max, " its file system allows"));
 }
 
 // The smallest of what this process may use: RAM, the cgroup's limit, the address space.
@@ -96,17 +109,26 @@ std::string gib(double bytes) {
 }  // namespace
 
 void check_outputs(const Config& c) {
-  const std::vector<Output> outputs = {
-      {"--save", c.save, true}, {"--metrics", c.metrics, false}, {"--attention-png", c.attention_png, true}};
-  const FileIdentity resumed = c.resume.empty() ? FileIdentity{} : identify(c.resume);
+  const std::vector<Output> outputs = {{"--save", c.save, true},
+                                       {"--metrics", c.metrics, false},
+                                       {"--plot", c.plot, true},
+                                       {"--attention-png", c.attention_png, true}};
+  const std::string no_text;
+  const std::vector<Input> inputs = {
+      {"--resume", c.resume, "the checkpoint being resumed", "checkpoint"},
+      {"--init-from", c.init_from, "the checkpoint the run starts from", "checkpoint"},
+      {"--text", c.language_model() ? c.text : no_text, "the text being learned", "text"}};
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Output& out = outputs[i];
     if (out.path.empty()) continue;
     check_writable(out);
     const FileIdentity id = identify(out.path);
-    if (!c.resume.empty() && std::string(out.flag) != "--save" && id == resumed)
-      throw UsageError(xgrad::str(out.flag, " ", out.path, " is the checkpoint being resumed (--resume ", c.resume,
-                                  "); writing it would destroy the checkpoint"));
+    for (const Input& in : inputs) {
+      if (in.path.empty() || !(identify(in.path) == id)) continue;
+      if (std::string(out.flag) == "--save" && std::string(in.flag) == "--resume") continue;  // updated in place
+      throw UsageError(xgrad::str(out.flag, " ", out.path, " is ", in.what, " (", in.flag, " ", in.path,
+                                  "); writing it would destroy the ", in.kind));
+    }
     for (std::size_t j = 0; j < i; ++j)
       if (!outputs[j].path.empty() && identify(outputs[j].path) == id)
         throw UsageError(xgrad::str(out.flag, " ", out.path, " and ", outputs[j].flag, " ", outputs[j].path,
