@@ -148,6 +148,12 @@ for flag in --metrics --save --plot --attention-png; do
     --steps 2 "$flag" corpus.txt
 done
 check "the text is untouched" cmp -s text.txt corpus.txt
+refused "--save over a text" "not a checkpoint of xgrad-train" "$train" "${tiny[@]}" --text text.txt --steps 2 \
+  --save corpus.txt
+model_sum=$(sum whole.st)
+refused "--save over another task's model" "holds a checkpoint of --task lm" "$train" --task copy --seq-len 4 \
+  --vocab 4 --d-model 8 --heads 2 --steps 2 --quiet --save whole.st
+check "the text and the model are untouched" test "$(sum whole.st)" = "$model_sum" -a -z "$(cmp text.txt corpus.txt)"
 
 # The target ends the run; samples on request.
 code=$(run "$train" "${small[@]}" --quiet --steps 300 --warmup 5 --eval-every 10 --lr 3e-3 --target-val-loss 2.5 \

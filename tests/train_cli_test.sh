@@ -96,7 +96,8 @@ bad "dropout out of range" "dropout" --dropout 1.5
 
 # No output destroys a file: none names an input (the resumed or --init-from checkpoint,
 # directly or through a hard or symbolic link) or another output, --plot like the rest,
-# all found before training.
+# all found before training; an existing --save file is replaced only when it is a
+# checkpoint of the same task (or empty).
 tiny=(--task reverse --seq-len 4 --eval-every 2 --eval-size 8 --d-model 16 --layers 1 --heads 2 --batch 4 --quiet
       --threads 1)
 "$train" "${tiny[@]}" --steps 2 --save "$work/tiny.st" >/dev/null
@@ -117,6 +118,19 @@ bad "--plot and --metrics on one file" "same file" "${tiny[@]}" --steps 2 --metr
 bad "--plot in a missing folder, before training" "cannot write in" "${tiny[@]}" --steps 2 --plot "$work/no/p.png"
 bad "a --save name too long for the file system" "file name is 303 bytes long" "${tiny[@]}" --steps 2 \
   --save "$work/$(printf 'c%.0s' $(seq 300)).st"
+printf 'notes\n' >"$work/notes.txt"
+bad "--save over a text" "not a checkpoint of xgrad-train" "${tiny[@]}" --steps 2 --save "$work/notes.txt"
+check "the text is untouched" test "$(cat "$work/notes.txt")" = notes
+"$train" --task sort --seq-len 4 --d-model 16 --layers 1 --heads 2 --batch 4 --eval-size 8 --steps 1 --quiet \
+  --save "$work/sort.st" >/dev/null
+cp "$work/sort.st" "$work/sort-original.st"
+bad "--save over another task's checkpoint" "holds a checkpoint of --task sort" "${tiny[@]}" --steps 2 \
+  --save "$work/sort.st"
+check "which is untouched" cmp -s "$work/sort.st" "$work/sort-original.st"
+check "--save over a checkpoint of the same task starts again" \
+  test "$(exit_code "$train" "${tiny[@]}" --steps 2 --save "$work/tiny.st")" -eq 0
+: >"$work/empty.st"
+check "--save over an empty file" test "$(exit_code "$train" "${tiny[@]}" --steps 2 --save "$work/empty.st")" -eq 0
 check "the checkpoint is untouched by every refusal" cmp -s "$work/base.st" "$work/base-original.st"
 
 check "--version exits 0" test "$(exit_code "$train" --version)" -eq 0

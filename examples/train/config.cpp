@@ -172,7 +172,9 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
       "--task lm defaults (nanoGPT's shakespeare_char recipe): --seq-len 64 --batch 12 --layers 4 --heads 4 "
       "--d-model 128 --steps 2000 --optimizer adamw --lr 1e-3 --min-lr 1e-4 --schedule cosine --warmup 100 "
       "--weight-decay 0.1 --beta2 0.99 --clip 1 --eval-every 250 (--min-lr at most --lr/10 and --warmup at most "
-      "--steps/10 unless given; neither without a schedule that uses it).\nRuns on " +
+      "--steps/10 unless given; neither without a schedule that uses it).\n"
+      "--save replaces an existing file only when it is the checkpoint being resumed or another xgrad-train "
+      "checkpoint of the same --task.\nRuns on " +
       xgrad::blas_summary() + ", " + std::to_string(xgrad::num_threads()) + " threads.");
   try {
     app.parse(argc, argv);

@@ -7,12 +7,15 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/nn/checkpoint.hpp"
 #include "xgrad/nn/files.hpp"
 
 namespace train {
@@ -106,6 +109,47 @@ std::string gib(double bytes) {
   return text;
 }
 
+// The task of the xgrad-train checkpoint at `path`; nothing when it is not one. The
+// header is looked at first, so that a text or a picture is not read whole.
+std::optional<std::string> checkpoint_task(const std::string& path, std::uintmax_t size) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char length[8] = {};
+  char first = 0;
+  if (!in.read(reinterpret_cast<char*>(length), sizeof length) || !in.get(first) || first != '{') return std::nullopt;
+  std::uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | length[i];
+  if (header > size - 8) return std::nullopt;
+  try {
+    const xgrad::nn::Metadata metadata = xgrad::nn::read_safetensors(path).metadata;
+    const auto by = metadata.find("written_by"), task = metadata.find("config.task");
+    if (by == metadata.end() || by->second != "xgrad-train" || task == metadata.end()) return std::nullopt;
+    return task->second;
+  } catch (const xgrad::Error&) {
+    return std::nullopt;
+  }
+}
+
+// An existing --save file is replaced only when it is the checkpoint being resumed, or
+// another checkpoint of xgrad-train for the same task (a run started again); never a
+// text, a picture, another program's file or another task's model. An empty file holds
+// nothing to lose.
+void check_save_target(const Config& c) {
+  if (c.save.empty()) return;
+  const std::string target = xgrad::nn::resolve_symlinks(c.save);
+  struct stat info {};
+  if (::stat(target.c_str(), &info) != 0 || info.st_size == 0) return;
+  if (!c.resume.empty() && identify(c.resume) == identify(c.save)) return;
+  const std::optional<std::string> task = checkpoint_task(target, static_cast<std::uintmax_t>(info.st_size));
+  if (!task)
+    throw UsageError(xgrad::str("--save ", c.save,
+                                ": the file exists and is not a checkpoint of xgrad-train (refusing to replace it: "
+                                "remove it or choose another name)"));
+  if (*task != c.task)
+    throw UsageError(xgrad::str("--save ", c.save, ": the file holds a checkpoint of --task ", *task,
+                                " (refusing to replace it with one of --task ", c.task,
+                                ": remove it or choose another name)"));
+}
+
 }  // namespace
 
 void check_outputs(const Config& c) {
@@ -134,6 +178,7 @@ void check_outputs(const Config& c) {
         throw UsageError(xgrad::str(out.flag, " ", out.path, " and ", outputs[j].flag, " ", outputs[j].path,
                                     " are the same file; each output needs its own"));
   }
+  check_save_target(c);
 }
 
 void check_memory(const Config& c) {
