@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end tests of xgrad-train: learning a task, resume equivalence, Ctrl-C, and the
-# one-line errors with exit code 2 for bad flags; files never destroyed.
-#   usage: train_cli_test.sh XGRAD_TRAIN
+# one-line errors with exit code 2 for bad flags; files never destroyed; xgrad-bench's
+# flags (when given).   usage: train_cli_test.sh XGRAD_TRAIN [XGRAD_BENCH]
 set -u
-train=$1
+train=$1 bench=${2:-}
 source "$(dirname "$0")/lib.sh"
 exit_code() { "$@" >"$work/out" 2>"$work/err"; echo $?; }
 
@@ -132,6 +132,22 @@ check "--save over a checkpoint of the same task starts again" \
 : >"$work/empty.st"
 check "--save over an empty file" test "$(exit_code "$train" "${tiny[@]}" --steps 2 --save "$work/empty.st")" -eq 0
 check "the checkpoint is untouched by every refusal" cmp -s "$work/base.st" "$work/base-original.st"
+
+# xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
+if [ -n "$bench" ]; then
+  for args in "--threads 0" "--threads -1" "--threads 1000" "--threads abc" "--config foo" "--config" "--bogus" \
+    "--steps -1" "--warmup -5" "--steps 0x10"; do
+    # shellcheck disable=SC2086
+    code=$(exit_code "$bench" $args)
+    check "xgrad-bench $args exits 2 (got $code)" test "$code" -eq 2
+    check "xgrad-bench $args says why in one line" test "$(wc -l <"$work/err")" -eq 1
+  done
+  "$bench" --config overhead --steps 010 --warmup 0 --threads 1 >"$work/out"
+  check "xgrad-bench --steps 010 is ten" grep -q '"steps": 10,' "$work/out"
+  code=$("$bench" --config overhead --steps 1 --warmup 0 --threads 1 >/dev/full 2>"$work/err"; echo $?)
+  check "xgrad-bench to a full disk exits 2 (got $code)" test "$code" -eq 2
+  check "and says so in one line" test "$(wc -l <"$work/err")" -eq 1 -a -n "$(grep 'standard output' "$work/err")"
+fi
 
 check "--version exits 0" test "$(exit_code "$train" --version)" -eq 0
 check "--version names the version" grep -q "xgrad-train [0-9]*\.[0-9]*\.[0-9]*" "$work/out"

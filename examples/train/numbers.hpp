@@ -1,6 +1,6 @@
 #pragma once
 // Numbers from the command line and from checkpoints, read strictly (shared by
-// xgrad-train and xgrad-generate).
+// xgrad-train, xgrad-generate, xgrad-copy-task and xgrad-bench).
 
 #include <CLI/CLI.hpp>
 
