@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "config.hpp"
 #include "gpt.hpp"
@@ -32,6 +33,30 @@ struct Options {
   int threads = 0;
 };
 
+// The model's settings in the checkpoint must describe the tensors it holds before a
+// model is built from them: a damaged or forged "config.layers = 200000" would build a
+// model far larger than the file (or the machine).
+void check_settings_fit_tensors(const nn::SafetensorsContents& contents, const train::Config& c,
+                                const std::string& path) {
+  const auto size = [](int v) { return static_cast<std::size_t>(v); };
+  const auto expect = [&](const std::string& name, const Shape& shape, const char* settings) {
+    const auto it = contents.tensors.find(name);
+    if (it == contents.tensors.end() || it->second.shape() != shape)
+      throw train::UsageError(str("--checkpoint ", path, ": its settings (", settings, ") call for ", name, " of ",
+                                  shape_str(shape), ", but it holds ",
+                                  it == contents.tensors.end() ? "none" : shape_str(it->second.shape())));
+  };
+  expect("wte.weight", {size(c.vocab), size(c.d_model)}, "config.vocab, config.d-model");
+  expect("wpe.weight", {size(c.seq_len), size(c.d_model)}, "config.seq-len, config.d-model");
+  std::set<std::string> blocks;  // "0", "1", ... of the names "h.0.ln_1.weight", ...
+  for (const auto& [name, tensor] : contents.tensors)
+    if (name.rfind("h.", 0) == 0) blocks.insert(name.substr(2, name.find('.', 2) - 2));
+  if (blocks.size() != size(c.layers))
+    throw train::UsageError(str("--checkpoint ", path, ": its config.layers = ", c.layers,
+                                " but it holds the tensors of ", blocks.size(), " layer",
+                                blocks.size() == 1 ? "" : "s"));
+}
+
 // The model a checkpoint of `xgrad-train --task lm` describes, with its weights, and its
 // vocabulary.
 std::unique_ptr<train::GPT> load_model(const std::string& path, std::vector<std::uint8_t>& vocabulary) {
@@ -42,12 +67,18 @@ std::unique_ptr<train::GPT> load_model(const std::string& path, std::vector<std:
   if (!c.language_model())
     throw train::UsageError(str("--checkpoint ", path, ": a model of --task ", c.task,
                                 ", not a language model (train one with xgrad-train --task lm)"));
+  try {
+    train::validate(c);  // as xgrad-train checks its flags
+  } catch (const train::UsageError& e) {
+    throw train::UsageError(str("--checkpoint ", path, ": its settings do not hold together: ", e.what()));
+  }
   const auto hex = contents.metadata.find("lm.vocabulary");
   const std::optional<std::vector<std::uint8_t>> bytes =
       hex == contents.metadata.end() ? std::nullopt : train::vocabulary_from_hex(hex->second);
   if (!bytes || bytes->size() != static_cast<std::size_t>(c.vocab))
     throw train::UsageError(str("--checkpoint ", path, ": its lm.vocabulary is missing or damaged"));
   vocabulary = *bytes;
+  check_settings_fit_tensors(contents, c, path);
   const auto size = [](int v) { return static_cast<std::size_t>(v); };
   auto model = std::make_unique<train::GPT>(train::GPTOptions{.vocab = vocabulary.size(),
                                                               .block = size(c.seq_len),
