@@ -155,7 +155,8 @@ refused "--save over another task's model" "holds a checkpoint of --task lm" "$t
   --vocab 4 --d-model 8 --heads 2 --steps 2 --quiet --save whole.st
 check "the text and the model are untouched" test "$(sum whole.st)" = "$model_sum" -a -z "$(cmp text.txt corpus.txt)"
 
-# Checkpoints whose settings do not describe their tensors are refused at once.
+# Checkpoints whose settings do not describe their tensors, or whose weights are not
+# numbers, are refused at once.
 forge whole.st layers.st config.layers=200000
 refused "xgrad-generate: a forged layer count" "its config.layers = 200000 but it holds the tensors of 1 layer" \
   "$generate" --checkpoint layers.st --tokens 5
@@ -164,6 +165,9 @@ refused "xgrad-generate: a forged width" "call for wte.weight of" "$generate" --
 forge whole.st window.st config.seq-len=-1
 refused "xgrad-generate: a negative window" "its settings do not hold together: --seq-len" \
   "$generate" --checkpoint window.st --tokens 5
+forge whole.st nan.st nan=wte.weight
+refused "xgrad-generate: NaN weights" "the tensor wte.weight holds NaN" "$generate" --checkpoint nan.st --tokens 5
+refused "xgrad-train --eval-only: NaN weights" "the tensor wte.weight holds NaN" "$train" --resume nan.st --eval-only
 
 # The target ends the run; samples on request.
 code=$(run "$train" "${small[@]}" --quiet --steps 300 --warmup 5 --eval-every 10 --lr 3e-3 --target-val-loss 2.5 \

@@ -133,6 +133,16 @@ check "--save over a checkpoint of the same task starts again" \
 check "--save over an empty file" test "$(exit_code "$train" "${tiny[@]}" --steps 2 --save "$work/empty.st")" -eq 0
 check "the checkpoint is untouched by every refusal" cmp -s "$work/base.st" "$work/base-original.st"
 
+# --eval-only prints what it measured (a toy task's train loss is that of the steps
+# since the last evaluation: none here) and writes nothing but --metrics.
+code=$(exit_code "$train" --resume "$work/base.st" --eval-only)
+check "--eval-only exits 0 (got $code)" test "$code" -eq 0
+check "--eval-only prints no unmeasured train loss" test -z "$(grep -i -e nan -e 'train loss' "$work/out")"
+# Weights that are not numbers are refused, naming the tensor.
+forge "$work/base.st" "$work/nan.st" nan=head.weight
+bad "NaN weights resumed" "head.weight holds NaN" --resume "$work/nan.st" --eval-only
+bad "NaN weights fine-tuned" "head.weight holds NaN" --init-from "$work/nan.st" --steps 2
+
 # xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
 if [ -n "$bench" ]; then
   for args in "--threads 0" "--threads -1" "--threads 1000" "--threads abc" "--config foo" "--config" "--bogus" \

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "config.hpp"
+#include "finite.hpp"
 #include "gpt.hpp"
 #include "numbers.hpp"
 #include "text.hpp"
@@ -86,6 +87,8 @@ std::unique_ptr<train::GPT> load_model(const std::string& path, std::vector<std:
                                                               .heads = size(c.heads),
                                                               .d_model = size(c.d_model)});
   nn::load(contents, *model, nullptr, path);
+  if (const std::optional<std::string> bad = train::first_nonfinite(*model))
+    throw train::UsageError(str("--checkpoint ", path, ": the tensor ", *bad, " holds NaN or infinite values"));
   return model;
 }
 
