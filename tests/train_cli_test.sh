@@ -143,6 +143,14 @@ forge "$work/base.st" "$work/nan.st" nan=head.weight
 bad "NaN weights resumed" "head.weight holds NaN" --resume "$work/nan.st" --eval-only
 bad "NaN weights fine-tuned" "head.weight holds NaN" --init-from "$work/nan.st" --steps 2
 
+# Decimal numbers are read as strictly as whole ones; --target-exact is not negative.
+bad "a negative --target-exact" "--target-exact cannot be negative" "${tiny[@]}" --steps 2 --target-exact -1
+for value in "" 0x10 " 1"; do
+  bad "--target-exact '$value'" "--target-exact: '$value' is not a decimal number" "${tiny[@]}" --steps 2 \
+    --target-exact "$value"
+  bad "--clip '$value'" "--clip: '$value' is not a decimal number" "${tiny[@]}" --steps 2 --clip "$value"
+done
+
 # xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
 if [ -n "$bench" ]; then
   for args in "--threads 0" "--threads -1" "--threads 1000" "--threads abc" "--config foo" "--config" "--bogus" \

@@ -104,6 +104,7 @@ int run(int argc, char** argv) {
       ->transform(train::whole_number<std::size_t>())
       ->capture_default_str();
   app.add_option("--temperature", o.temperature, "divides the logits; 0 takes the most likely byte (greedy)")
+      ->transform(train::real_number())
       ->capture_default_str();
   app.add_option("--top-k", o.top_k, "draw among the k most likely bytes only (0: all)")
       ->transform(train::whole_number<std::size_t>())

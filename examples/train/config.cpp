@@ -98,7 +98,7 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
       "Examples: xgrad-train --task reverse --seq-len 8 --steps 500\n"
       "          xgrad-train --task lm --save kjv.safetensors"};
   app.get_formatter()->column_width(30);
-  const CLI::Validator whole = whole_number<int>();
+  const CLI::Validator whole = whole_number<int>(), real = real_number();
   app.add_option("--task", c.task,
                  "copy | reverse | sort (ascending) | add (digit-wise, least significant first) | lm (next byte of "
                  "--text)")
@@ -167,6 +167,9 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
        {"--seq-len", "--vocab", "--d-model", "--heads", "--layers", "--ff", "--batch", "--steps", "--warmup",
         "--threads", "--eval-every", "--eval-size", "--eval-batches", "--sample-every", "--accum-steps"})
     app.get_option(flag)->transform(whole);
+  for (const char* flag :
+       {"--dropout", "--lr", "--min-lr", "--weight-decay", "--beta2", "--clip", "--target-exact", "--target-val-loss"})
+    app.get_option(flag)->transform(real);
   app.set_version_flag("--version", xgrad::str("xgrad-train ", xgrad::version(), " (", xgrad::blas_summary(), ")"));
   app.footer(
       "--task lm defaults (nanoGPT's shakespeare_char recipe): --seq-len 64 --batch 12 --layers 4 --heads 4 "
@@ -248,6 +251,7 @@ void validate(const Config& c) {
   finite("beta2", c.beta2);
   if (c.target_val_loss) finite("target-val-loss", *c.target_val_loss);
   if (!(c.dropout >= 0 && c.dropout < 1)) throw UsageError("--dropout must lie in [0, 1)");
+  if (!(c.target_exact >= 0)) throw UsageError("--target-exact cannot be negative (above 1: never stop on it)");
   if (!(c.lr > 0)) throw UsageError("--lr must be positive");
   if (!(c.clip >= 0)) throw UsageError("--clip cannot be negative");
   if (!(c.weight_decay >= 0)) throw UsageError("--weight-decay cannot be negative");
