@@ -1,7 +1,6 @@
 #include "preflight.hpp"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "memory.hpp"
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/nn/checkpoint.hpp"
 #include "xgrad/nn/files.hpp"
@@ -88,25 +88,6 @@ void check_writable(const Output& out) {
   if (name_max > 0 && name > static_cast<std::size_t>(name_max))
     throw UsageError(xgrad::str(out.flag, " ", out.path, ": the file name is ", name, " bytes long, more than the ",
                                 name_max, " its file system allows"));
-}
-
-// The smallest of what this process may use: RAM, the cgroup's limit, the address space.
-double available_bytes() {
-  double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
-  double limit = 0;
-  if (cgroup >> limit && limit > 0) bytes = std::min(bytes, limit);  // "max" (no limit) does not parse
-  rlimit address_space{};
-  if (::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY)
-    bytes = std::min(bytes, static_cast<double>(address_space.rlim_cur));
-  return bytes;
-}
-
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, bytes >= 1024.0 * 1024 * 1024 ? "%.1f GiB" : "%.0f MiB",
-                bytes >= 1024.0 * 1024 * 1024 ? bytes / (1024.0 * 1024 * 1024) : bytes / (1024.0 * 1024));
-  return text;
 }
 
 // The task of the xgrad-train checkpoint at `path`; nothing when it is not one. The
