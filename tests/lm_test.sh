@@ -140,6 +140,8 @@ refused "a given --warmup past --steps" "--warmup must be below --steps" "$train
   --steps 5 --warmup 5
 refused "a given --min-lr without cosine" "it needs --schedule cosine" "$train" "${tiny[@]}" --text text.txt \
   --steps 2 --schedule step --min-lr 1e-4
+refused "a given --warmup without one" "--warmup is not used by --schedule constant" "$train" "${tiny[@]}" \
+  --text text.txt --steps 2 --schedule constant --warmup 1
 
 # No output overwrites the text being learned, and every refusal comes before any work.
 cp text.txt corpus.txt

@@ -138,18 +138,27 @@ check "the checkpoint is untouched by every refusal" cmp -s "$work/base.st" "$wo
 code=$(exit_code "$train" --resume "$work/base.st" --eval-only)
 check "--eval-only exits 0 (got $code)" test "$code" -eq 0
 check "--eval-only prints no unmeasured train loss" test -z "$(grep -i -e nan -e 'train loss' "$work/out")"
+for flag in --save --plot --attention-png; do
+  bad "--eval-only with $flag" "$flag is not used by --eval-only" --resume "$work/base.st" --eval-only "$flag" \
+    "$work/x"
+done
 # Weights that are not numbers are refused, naming the tensor.
 forge "$work/base.st" "$work/nan.st" nan=head.weight
 bad "NaN weights resumed" "head.weight holds NaN" --resume "$work/nan.st" --eval-only
 bad "NaN weights fine-tuned" "head.weight holds NaN" --init-from "$work/nan.st" --steps 2
 
-# Decimal numbers are read as strictly as whole ones; --target-exact is not negative.
+# Flags that do nothing with the options chosen; decimal numbers read as strictly as whole ones.
+bad "--beta2 with sgd" "--beta2 is not used by --optimizer sgd" "${tiny[@]}" --steps 2 --optimizer sgd --beta2 0.5
+bad "--warmup with a constant rate" "--warmup is not used by --schedule constant" "${tiny[@]}" --steps 2 --warmup 1
+bad "--warmup with --schedule step" "--warmup is not used by --schedule step" "${tiny[@]}" --steps 2 \
+  --schedule step --warmup 1
 bad "a negative --target-exact" "--target-exact cannot be negative" "${tiny[@]}" --steps 2 --target-exact -1
 for value in "" 0x10 " 1"; do
   bad "--target-exact '$value'" "--target-exact: '$value' is not a decimal number" "${tiny[@]}" --steps 2 \
     --target-exact "$value"
   bad "--clip '$value'" "--clip: '$value' is not a decimal number" "${tiny[@]}" --steps 2 --clip "$value"
 done
+bad "another config, in short numbers" "--lr 0.1 here, 0.003 in the checkpoint" --resume "$work/base.st" --lr 0.1
 
 # xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
 if [ -n "$bench" ]; then

@@ -293,6 +293,15 @@ void check_task_flags(const Config& c, const std::set<std::string>& given) {
     not_for("eval-batches", task.c_str(), "it evaluates --eval-size held-out sequences");
     not_for("sample-every", task.c_str(), "only --task lm writes samples");
   }
+  // And those the chosen options make meaningless.
+  if (c.optimizer == "sgd") not_for("beta2", "--optimizer sgd", "only adam and adamw keep a second moment");
+  if (c.schedule != "cosine" && c.schedule != "noam") {
+    const std::string schedule = "--schedule " + c.schedule;
+    not_for("warmup", schedule.c_str(), "only cosine and noam warm up");
+  }
+  if (c.eval_only)
+    for (const char* flag : {"save", "plot", "attention-png"})
+      not_for(flag, "--eval-only", "it writes nothing but --metrics");
 }
 
 namespace {
@@ -330,6 +339,17 @@ void read_setting(const Metadata& m, const std::string& key, Field& field) {
   }
 }
 
+// A setting as people read it: a real number in its shortest exact form ("0.1", not the
+// stored "0.10000000000000001").
+std::string readable(const std::string& flag, const std::string& text) {
+  static const std::set<std::string> real = {"dropout", "lr", "min-lr", "weight-decay", "beta2", "clip"};
+  const std::optional<double> value = real.count(flag) ? parse_real(text) : std::nullopt;
+  if (!value) return text;
+  char shortest[32];
+  const auto [end, error] = std::to_chars(shortest, shortest + sizeof shortest, *value);
+  return error == std::errc() ? std::string(shortest, end) : text;
+}
+
 // Every flag of `asked` must be in the checkpoint, and agree with it when given.
 void check_agreement(const Metadata& m, const std::map<std::string, std::string>& asked,
                      const std::set<std::string>& given) {
@@ -338,8 +358,8 @@ void check_agreement(const Metadata& m, const std::map<std::string, std::string>
     if (it == m.end())
       throw UsageError("the checkpoint has no setting for --" + flag + " (not written by this xgrad-train?)");
     if (given.count(flag) && it->second != value)
-      throw UsageError("the checkpoint is from another config: --" + flag + " " + value + " here, " + it->second +
-                       " in the checkpoint");
+      throw UsageError("the checkpoint is from another config: --" + flag + " " + readable(flag, value) + " here, " +
+                       readable(flag, it->second) + " in the checkpoint");
   }
 }
 
