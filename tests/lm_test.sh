@@ -171,6 +171,8 @@ forge whole.st nan.st nan=wte.weight
 refused "xgrad-generate: NaN weights" "the tensor wte.weight holds NaN" "$generate" --checkpoint nan.st --tokens 5
 refused "xgrad-train --eval-only: NaN weights" "the tensor wte.weight holds NaN" "$train" --resume nan.st --eval-only
 refused "xgrad-generate: --temperature ''" "is not a decimal number" "$generate" --checkpoint whole.st --temperature ""
+code=$("$generate" --checkpoint whole.st --tokens 5 >/dev/full 2>err; echo $?)
+check "xgrad-generate to a full disk exits 2 (got $code) with one line" test "$code" -eq 2 -a "$(wc -l <err)" -eq 1
 
 # The target ends the run; samples on request.
 code=$(run "$train" "${small[@]}" --quiet --steps 300 --warmup 5 --eval-every 10 --lr 3e-3 --target-val-loss 2.5 \

@@ -159,6 +159,8 @@ for value in "" 0x10 " 1"; do
   bad "--clip '$value'" "--clip: '$value' is not a decimal number" "${tiny[@]}" --steps 2 --clip "$value"
 done
 bad "another config, in short numbers" "--lr 0.1 here, 0.003 in the checkpoint" --resume "$work/base.st" --lr 0.1
+code=$("$train" "${tiny[@]}" --steps 2 >/dev/full 2>"$work/err"; echo $?)
+check "stdout to a full disk exits 2 (got $code) with one line" test "$code" -eq 2 -a "$(wc -l <"$work/err")" -eq 1
 
 # xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
 if [ -n "$bench" ]; then

@@ -5,6 +5,7 @@
 //   xgrad-generate --checkpoint kjv.safetensors --prompt "And God said" --tokens 500
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +34,13 @@ struct Options {
   bool no_cache = false;
   int threads = 0;
 };
+
+// Standard output that cannot be written (a full disk, a closed pipe) ends the program
+// at once, with one line.
+void check_output() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw train::UsageError(str("writing to standard output failed (", std::strerror(errno), ")"));
+}
 
 // The model's settings in the checkpoint must describe the tensors it holds before a
 // model is built from them: a damaged or forged "config.layers = 200000" would build a
@@ -142,17 +150,17 @@ int run(int argc, char** argv) {
     throw train::UsageError(str("--prompt: ", e.what()));
   }
   std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
-  std::fflush(stdout);
+  check_output();
   Generator gen(o.seed);
   const auto started = std::chrono::steady_clock::now();
   train::generate(*model, prompt, o.tokens, {.temperature = o.temperature, .top_k = o.top_k, .use_cache = !o.no_cache},
                   gen, [&](std::int64_t token) {
                     std::putchar(vocabulary[static_cast<std::size_t>(token)]);
-                    std::fflush(stdout);
+                    check_output();
                   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::putchar('\n');
-  std::fflush(stdout);
+  check_output();
   std::fprintf(stderr, "xgrad-generate: %zu bytes in %.2f s, %.0f bytes/s (%s)\n", o.tokens, seconds,
                static_cast<double>(o.tokens) / std::max(seconds, 1e-9), o.no_cache ? "no cache" : "key/value cache");
   return 0;
