@@ -10,12 +10,16 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <stdexcept>
 
 #include "gpt.hpp"  // xgrad-train's models (examples/train)
 #include "model.hpp"
+#include "numbers.hpp"
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/parallel.hpp"
@@ -275,6 +279,20 @@ int run_overhead(int threads, int steps) {
   return 0;
 }
 
+// Runs the configuration; every error (a bad flag, a failed write) is one line on stderr
+// and exit status 2.
+int run(const std::string& config, int threads, int steps, int warmup) {
+  set_num_threads(threads);
+  if (config == "allreduce") {
+    const distributed::Communicator world;
+    return run_allreduce(world, threads, steps);
+  }
+  if (config == "sgemm") return run_sgemm(threads, steps);
+  if (config == "overhead") return run_overhead(threads, steps);
+  if (config == "lm") return run_lm(threads, steps, warmup);
+  return run_model(config, kConfigs.at(config), threads, steps, warmup);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -287,14 +305,28 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads for kernels and BLAS")->capture_default_str();
   app.add_option("--steps", steps, "timed steps (0: about 3 s)")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  set_num_threads(threads);
-  if (config == "allreduce") {
-    const distributed::Communicator world;
-    return run_allreduce(world, threads, steps);
+  for (const char* flag : {"--threads", "--steps", "--warmup"})
+    app.get_option(flag)->transform(train::whole_number<int>());  // decimal: "010" is ten
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "xgrad-bench: %s\n", e.what());
+    return 2;
   }
-  if (config == "sgemm") return run_sgemm(threads, steps);
-  if (config == "overhead") return run_overhead(threads, steps);
-  if (config == "lm") return run_lm(threads, steps, warmup);
-  return run_model(config, kConfigs.at(config), threads, steps, warmup);
+  try {
+    if (threads < 1 || threads > max_threads())
+      throw std::invalid_argument(
+          str("--threads must lie in [1, ", max_threads(), "] (4 per CPU this process may use), got ", threads));
+    if (steps < 0 || warmup < 0)
+      throw std::invalid_argument(str("--steps and --warmup cannot be negative, got ", steps, " and ", warmup));
+    const int status = run(config, threads, steps, warmup);
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      throw std::runtime_error(str("writing to standard output failed (", std::strerror(errno), ")"));
+    return status;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xgrad-bench: %s\n", e.what());
+    return 2;
+  }
 }

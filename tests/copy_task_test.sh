@@ -7,7 +7,7 @@ copy_task=$1
 source "$(dirname "$0")/lib.sh"
 cd "$work"
 run() {
-  timeout 300 "$copy_task" "$@" >out 2>err
+  timeout "${limit:-300}" "$copy_task" "$@" >out 2>err
   echo $?
 }
 
@@ -25,6 +25,23 @@ check "and says so" grep -q "below --require-accuracy" err
 
 refused "--heads not dividing --d-model" "must divide --d-model" --heads 3
 refused "a fractional epoch count" "not a whole number" --epochs 1.5
-refused "--seq-len 1" "--seq-len >= 2" --seq-len 1
+refused "--seq-len 1" "--seq-len must be at least 2" --seq-len 1
 refused "an unknown flag" "--bogus" --bogus
+for flag in --epochs --steps-per-epoch --layers --ff --d-model; do
+  refused "$flag 0" "$flag must be at least 1" "$flag" 0
+done
+for value in nan 1.5 -0.1; do
+  refused "--require-accuracy $value" "--require-accuracy must lie in \[0, 1\]" --require-accuracy "$value"
+done
+refused "--dropout nan" "--dropout must lie in" --dropout nan
+refused "--label-smoothing ''" "is not a decimal number" --label-smoothing ""
+# Sizes beyond the machine: refused at once, naming the flag (not a hang, not bad_alloc).
+for flag in --layers --seq-len --batch --eval-sequences; do
+  limit=20 refused "$flag 99999999999" "GiB of memory" "$flag" 99999999999
+  check "$flag 99999999999 names the flag" grep -q -- "$flag 99999999999" err
+done
+code=$("$copy_task" --epochs 1 --steps-per-epoch 1 --eval-sequences 4 --batch 4 --d-model 16 --heads 2 --ff 32 \
+  --seq-len 5 >/dev/full 2>err; echo $?)
+check "stdout to a full disk exits 2 (got $code)" test "$code" -eq 2
+check "and says so in one line" test "$(wc -l <err)" -eq 1 -a -n "$(grep 'standard output' err)"
 finish

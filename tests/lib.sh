@@ -3,8 +3,11 @@
 # lines without their timings (which differ from run to run); `refused NAME TEXT ARGS...`
 # checks that the script's own `run ARGS...` (which runs a program with ARGS, its output
 # in ./out and ./err, and prints the exit code) exits 2 with one line saying TEXT.
+# `forge IN OUT KEY=VALUE...` writes a copy of a checkpoint with metadata entries changed
+# (nan=TENSOR fills that tensor with NaN instead).
 # $work: a scratch folder, removed on exit.
 work=$(mktemp -d)
+references=$(cd "$(dirname "${BASH_SOURCE[0]}")/reference" && pwd)  # forge's safetensors_numpy.py
 trap 'rm -rf "$work"' EXIT
 passed=0 failed=0
 check() {
@@ -24,4 +27,20 @@ refused() {
   check "$name exits 2 (got $code)" test "$code" -eq 2
   check "$name says '$text'" grep -q -- "$text" err
   check "$name says it in one line" test "$(wc -l <err)" -eq 1
+}
+forge() {
+  /usr/bin/python3 - "$references" "$@" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import safetensors_numpy
+arrays, metadata = safetensors_numpy.read(sys.argv[2])
+for change in sys.argv[4:]:
+    key, value = change.split("=", 1)
+    if key == "nan":
+        arrays[value] = np.full_like(arrays[value], np.nan)
+    else:
+        metadata[key] = value
+safetensors_numpy.write(sys.argv[3], arrays, metadata)
+PY
 }

@@ -51,10 +51,8 @@ check "--plot wrote a PNG" test "$(head -c 4 curve.png | tail -c 3)" = "PNG"
 # Resume is exact: a run with a constant rate stopped at 40 steps and resumed to 80 is
 # the 80-step run; a cosine run interrupted (SIGINT) wherever it is and resumed is the
 # uninterrupted one.
-"$train" "${small[@]}" --steps 80 --schedule constant --min-lr 0 --eval-every 20 --metrics whole.jsonl \
-  --save whole.st >/dev/null
-"$train" "${small[@]}" --steps 40 --schedule constant --min-lr 0 --eval-every 20 --metrics parts.jsonl \
-  --save part.st >/dev/null
+"$train" "${small[@]}" --steps 80 --schedule constant --eval-every 20 --metrics whole.jsonl --save whole.st >/dev/null
+"$train" "${small[@]}" --steps 40 --schedule constant --eval-every 20 --metrics parts.jsonl --save part.st >/dev/null
 "$train" --resume part.st --steps 80 --metrics parts.jsonl --quiet >/dev/null
 check "four evaluations" test "$(grep -c '"step"' whole.jsonl)" -eq 4
 check "an lm run resumed gives identical metrics" diff <(timeless whole.jsonl | grep -v final) \
@@ -127,6 +125,54 @@ refused "--text with a toy task" "--text is not used by --task sort" "$train" --
 refused "dropout with lm" "--dropout must be 0" "$train" "${small[@]}" --dropout 0.1
 refused "--min-lr above --lr" "--min-lr 0.5 must lie in" "$train" "${small[@]}" --min-lr 0.5
 refused "--eval-only without a checkpoint" "give it with --resume or --init-from" "$train" "${small[@]}" --eval-only
+
+# The recipe's --min-lr and --warmup fit the flags given (no final rate above a tenth of
+# --lr, no warmup past a tenth of --steps, neither without a schedule that uses it);
+# given, they are checked as they are.
+tiny=(--task lm --seq-len 16 --batch 2 --layers 1 --heads 2 --d-model 16 --threads 1 --quiet --eval-batches 1)
+for args in "--steps 2 --schedule constant" "--steps 2 --schedule step" "--steps 2 --schedule noam" \
+  "--steps 2 --lr 1e-5" "--steps 5"; do
+  # shellcheck disable=SC2086
+  code=$(run "$train" "${tiny[@]}" --text text.txt $args)
+  check "lm with $args and the other defaults exits 0 (got $code: $(cat err))" test "$code" -eq 0
+done
+refused "a given --warmup past --steps" "--warmup must be below --steps" "$train" "${tiny[@]}" --text text.txt \
+  --steps 5 --warmup 5
+refused "a given --min-lr without cosine" "it needs --schedule cosine" "$train" "${tiny[@]}" --text text.txt \
+  --steps 2 --schedule step --min-lr 1e-4
+refused "a given --warmup without one" "--warmup is not used by --schedule constant" "$train" "${tiny[@]}" \
+  --text text.txt --steps 2 --schedule constant --warmup 1
+
+# No output overwrites the text being learned, and every refusal comes before any work.
+cp text.txt corpus.txt
+for flag in --metrics --save --plot --attention-png; do
+  refused "$flag over the text" "is the text being learned" "$train" "${tiny[@]}" --text corpus.txt \
+    --steps 2 "$flag" corpus.txt
+done
+check "the text is untouched" cmp -s text.txt corpus.txt
+refused "--save over a text" "not a checkpoint of xgrad-train" "$train" "${tiny[@]}" --text text.txt --steps 2 \
+  --save corpus.txt
+model_sum=$(sum whole.st)
+refused "--save over another task's model" "holds a checkpoint of --task lm" "$train" --task copy --seq-len 4 \
+  --vocab 4 --d-model 8 --heads 2 --steps 2 --quiet --save whole.st
+check "the text and the model are untouched" test "$(sum whole.st)" = "$model_sum" -a -z "$(cmp text.txt corpus.txt)"
+
+# Checkpoints whose settings do not describe their tensors, or whose weights are not
+# numbers, are refused at once.
+forge whole.st layers.st config.layers=200000
+refused "xgrad-generate: a forged layer count" "its config.layers = 200000 but it holds the tensors of 1 layer" \
+  "$generate" --checkpoint layers.st --tokens 5
+forge whole.st width.st config.d-model=64 config.ff=256
+refused "xgrad-generate: a forged width" "call for wte.weight of" "$generate" --checkpoint width.st --tokens 5
+forge whole.st window.st config.seq-len=-1
+refused "xgrad-generate: a negative window" "its settings do not hold together: --seq-len" \
+  "$generate" --checkpoint window.st --tokens 5
+forge whole.st nan.st nan=wte.weight
+refused "xgrad-generate: NaN weights" "the tensor wte.weight holds NaN" "$generate" --checkpoint nan.st --tokens 5
+refused "xgrad-train --eval-only: NaN weights" "the tensor wte.weight holds NaN" "$train" --resume nan.st --eval-only
+refused "xgrad-generate: --temperature ''" "is not a decimal number" "$generate" --checkpoint whole.st --temperature ""
+code=$("$generate" --checkpoint whole.st --tokens 5 >/dev/full 2>err; echo $?)
+check "xgrad-generate to a full disk exits 2 (got $code) with one line" test "$code" -eq 2 -a "$(wc -l <err)" -eq 1
 
 # The target ends the run; samples on request.
 code=$(run "$train" "${small[@]}" --quiet --steps 300 --warmup 5 --eval-every 10 --lr 3e-3 --target-val-loss 2.5 \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end tests of xgrad-train: learning a task, resume equivalence, Ctrl-C, and the
-# one-line errors with exit code 2 for bad flags.   usage: train_cli_test.sh XGRAD_TRAIN
+# one-line errors with exit code 2 for bad flags; files never destroyed; xgrad-bench's
+# flags (when given).   usage: train_cli_test.sh XGRAD_TRAIN [XGRAD_BENCH]
 set -u
-train=$1
+train=$1 bench=${2:-}
 source "$(dirname "$0")/lib.sh"
 exit_code() { "$@" >"$work/out" 2>"$work/err"; echo $?; }
 
@@ -92,6 +93,90 @@ bad "another config" "another config" --resume "$work/whole.ckpt" --d-model 64
 bad "a foreign file" "resume" --resume "$work/whole.jsonl"
 bad "unknown flag" "juggle" --juggle
 bad "dropout out of range" "dropout" --dropout 1.5
+
+# No output destroys a file: none names an input (the resumed or --init-from checkpoint,
+# directly or through a hard or symbolic link) or another output, --plot like the rest,
+# all found before training; an existing --save file is replaced only when it is a
+# checkpoint of the same task (or empty).
+tiny=(--task reverse --seq-len 4 --eval-every 2 --eval-size 8 --d-model 16 --layers 1 --heads 2 --batch 4 --quiet
+      --threads 1)
+"$train" "${tiny[@]}" --steps 2 --save "$work/tiny.st" >/dev/null
+cp "$work/tiny.st" "$work/base.st"
+cp "$work/tiny.st" "$work/base-original.st"
+ln "$work/base.st" "$work/base-hard.st"
+ln -s base.st "$work/base-link.st"
+bad "--plot over the resumed checkpoint" "checkpoint being resumed" --resume "$work/base.st" --steps 4 --plot \
+  "$work/base-link.st"
+for flag in --save --metrics --plot --attention-png; do
+  bad "$flag over the --init-from checkpoint" "is the checkpoint the run starts from" --init-from "$work/base.st" \
+    --steps 2 --quiet "$flag" "$work/base-hard.st"
+done
+bad "--eval-only --metrics over the --init-from checkpoint" "is the checkpoint the run starts from" \
+  --init-from "$work/base.st" --eval-only --metrics "$work/base-link.st"
+bad "--plot and --save on one file" "same file" "${tiny[@]}" --steps 2 --save "$work/o.st" --plot "$work/o.st"
+bad "--plot and --metrics on one file" "same file" "${tiny[@]}" --steps 2 --metrics "$work/o" --plot "$work/o"
+bad "--plot in a missing folder, before training" "cannot write in" "${tiny[@]}" --steps 2 --plot "$work/no/p.png"
+bad "a --save name too long for the file system" "file name is 303 bytes long" "${tiny[@]}" --steps 2 \
+  --save "$work/$(printf 'c%.0s' $(seq 300)).st"
+printf 'notes\n' >"$work/notes.txt"
+bad "--save over a text" "not a checkpoint of xgrad-train" "${tiny[@]}" --steps 2 --save "$work/notes.txt"
+check "the text is untouched" test "$(cat "$work/notes.txt")" = notes
+"$train" --task sort --seq-len 4 --d-model 16 --layers 1 --heads 2 --batch 4 --eval-size 8 --steps 1 --quiet \
+  --save "$work/sort.st" >/dev/null
+cp "$work/sort.st" "$work/sort-original.st"
+bad "--save over another task's checkpoint" "holds a checkpoint of --task sort" "${tiny[@]}" --steps 2 \
+  --save "$work/sort.st"
+check "which is untouched" cmp -s "$work/sort.st" "$work/sort-original.st"
+check "--save over a checkpoint of the same task starts again" \
+  test "$(exit_code "$train" "${tiny[@]}" --steps 2 --save "$work/tiny.st")" -eq 0
+: >"$work/empty.st"
+check "--save over an empty file" test "$(exit_code "$train" "${tiny[@]}" --steps 2 --save "$work/empty.st")" -eq 0
+check "the checkpoint is untouched by every refusal" cmp -s "$work/base.st" "$work/base-original.st"
+
+# --eval-only prints what it measured (a toy task's train loss is that of the steps
+# since the last evaluation: none here) and writes nothing but --metrics.
+code=$(exit_code "$train" --resume "$work/base.st" --eval-only)
+check "--eval-only exits 0 (got $code)" test "$code" -eq 0
+check "--eval-only prints no unmeasured train loss" test -z "$(grep -i -e nan -e 'train loss' "$work/out")"
+for flag in --save --plot --attention-png; do
+  bad "--eval-only with $flag" "$flag is not used by --eval-only" --resume "$work/base.st" --eval-only "$flag" \
+    "$work/x"
+done
+# Weights that are not numbers are refused, naming the tensor.
+forge "$work/base.st" "$work/nan.st" nan=head.weight
+bad "NaN weights resumed" "head.weight holds NaN" --resume "$work/nan.st" --eval-only
+bad "NaN weights fine-tuned" "head.weight holds NaN" --init-from "$work/nan.st" --steps 2
+
+# Flags that do nothing with the options chosen; decimal numbers read as strictly as whole ones.
+bad "--beta2 with sgd" "--beta2 is not used by --optimizer sgd" "${tiny[@]}" --steps 2 --optimizer sgd --beta2 0.5
+bad "--warmup with a constant rate" "--warmup is not used by --schedule constant" "${tiny[@]}" --steps 2 --warmup 1
+bad "--warmup with --schedule step" "--warmup is not used by --schedule step" "${tiny[@]}" --steps 2 \
+  --schedule step --warmup 1
+bad "a negative --target-exact" "--target-exact cannot be negative" "${tiny[@]}" --steps 2 --target-exact -1
+for value in "" 0x10 " 1"; do
+  bad "--target-exact '$value'" "--target-exact: '$value' is not a decimal number" "${tiny[@]}" --steps 2 \
+    --target-exact "$value"
+  bad "--clip '$value'" "--clip: '$value' is not a decimal number" "${tiny[@]}" --steps 2 --clip "$value"
+done
+bad "another config, in short numbers" "--lr 0.1 here, 0.003 in the checkpoint" --resume "$work/base.st" --lr 0.1
+code=$("$train" "${tiny[@]}" --steps 2 >/dev/full 2>"$work/err"; echo $?)
+check "stdout to a full disk exits 2 (got $code) with one line" test "$code" -eq 2 -a "$(wc -l <"$work/err")" -eq 1
+
+# xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
+if [ -n "$bench" ]; then
+  for args in "--threads 0" "--threads -1" "--threads 1000" "--threads abc" "--config foo" "--config" "--bogus" \
+    "--steps -1" "--warmup -5" "--steps 0x10"; do
+    # shellcheck disable=SC2086
+    code=$(exit_code "$bench" $args)
+    check "xgrad-bench $args exits 2 (got $code)" test "$code" -eq 2
+    check "xgrad-bench $args says why in one line" test "$(wc -l <"$work/err")" -eq 1
+  done
+  "$bench" --config overhead --steps 010 --warmup 0 --threads 1 >"$work/out"
+  check "xgrad-bench --steps 010 is ten" grep -q '"steps": 10,' "$work/out"
+  code=$("$bench" --config overhead --steps 1 --warmup 0 --threads 1 >/dev/full 2>"$work/err"; echo $?)
+  check "xgrad-bench to a full disk exits 2 (got $code)" test "$code" -eq 2
+  check "and says so in one line" test "$(wc -l <"$work/err")" -eq 1 -a -n "$(grep 'standard output' "$work/err")"
+fi
 
 check "--version exits 0" test "$(exit_code "$train" --version)" -eq 0
 check "--version names the version" grep -q "xgrad-train [0-9]*\.[0-9]*\.[0-9]*" "$work/out"

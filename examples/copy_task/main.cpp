@@ -8,9 +8,14 @@
 //   xgrad-copy-task --epochs 20 --d-model 128 --post-ln
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
 
+#include "memory.hpp"
 #include "numbers.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/nn/nn.hpp"
@@ -120,6 +125,73 @@ double copy_accuracy(CopyModel& model, const Indices& src) {
   return static_cast<double>(exact) / static_cast<double>(src.shape[0]);
 }
 
+// A bad flag, or output that cannot be written: one line on stderr, exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Standard output that cannot be written (a full disk, a closed pipe) ends the run at
+// once rather than after every epoch.
+void check_output() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw UsageError(str("writing to standard output failed (", std::strerror(errno), ")"));
+}
+
+// Every flag in range, and the combination.
+void check_options(const Options& o) {
+  const auto at_least = [](const char* flag, std::size_t value, std::size_t least) {
+    if (value < least) throw UsageError(str(flag, " must be at least ", least, ", got ", value));
+  };
+  at_least("--epochs", o.epochs, 1);
+  at_least("--steps-per-epoch", o.steps_per_epoch, 1);
+  at_least("--batch", o.batch, 1);
+  at_least("--seq-len", o.seq_len, 2);  // the start token and one to copy
+  at_least("--vocab", o.vocab, 3);      // the start token, and tokens from 2
+  at_least("--d-model", o.d_model, 1);
+  at_least("--heads", o.heads, 1);
+  at_least("--layers", o.layers, 1);
+  at_least("--ff", o.dim_feedforward, 1);
+  at_least("--warmup", o.warmup, 1);
+  at_least("--eval-sequences", o.eval_sequences, 1);
+  if (o.d_model % o.heads != 0) throw UsageError(str("--heads ", o.heads, " must divide --d-model ", o.d_model));
+  const auto within = [](const char* flag, double value, double most, const char* range) {
+    if (!(value >= 0 && value <= most)) throw UsageError(str(flag, " must lie in ", range, ", got ", value));
+  };
+  within("--dropout", o.dropout, 0.99, "[0, 0.99]");
+  within("--label-smoothing", o.label_smoothing, 1, "[0, 1]");
+  within("--require-accuracy", o.require_accuracy, 1, "[0, 1]");
+  if (o.threads < 0 || o.threads > max_threads())
+    throw UsageError(str("--threads must lie in [0, ", max_threads(), "], got ", o.threads));
+}
+
+// The run's memory (float32), estimated before anything is made: the parameters (two
+// embeddings, the positions' table, per layer of the encoder 4 d^2 of attention and of
+// the decoder 8, each 2 d ff of feed-forward, the generator) with their gradient and
+// Adam's two moments; what a step keeps for backward, about 20 d + 3 ff values per token
+// and layer of each stack, twice over with their gradients, and the logits; the
+// held-out decoding (no graph: one layer's values at a time, the logits). A run that
+// does not fit the machine is refused naming the flags, rather than hanging or failing
+// half-way with bad_alloc.
+void check_memory(const Options& o) {
+  const double d = static_cast<double>(o.d_model), ff = static_cast<double>(o.dim_feedforward);
+  const double length = static_cast<double>(o.seq_len), vocab = static_cast<double>(o.vocab);
+  const double layers = static_cast<double>(o.layers);
+  const double parameters = 3 * vocab * d + length * d + layers * (12 * d * d + 4 * d * ff + 20 * d + 2 * ff);
+  const double state = parameters * 4 * 4;
+  const double per_token = 2 * layers * (20 * d + 3 * ff) * 2 + 4 * vocab + 4 * d;
+  const double training = static_cast<double>(o.batch) * length * per_token * 4;
+  const double evaluation = static_cast<double>(o.eval_sequences) * length * (8 * d + ff + 2 * vocab + 2) * 4;
+  const double needed = state + std::max(training, evaluation), available = train::available_bytes();
+  if (needed <= available) return;
+  throw UsageError(
+      str("the run needs about ", train::gib(needed), " of memory, more than the ", train::gib(available),
+          " this process may use: ", train::gib(state), " for ", static_cast<long long>(std::min(parameters, 9e18)),
+          " parameters and their optimizer state (--vocab ", o.vocab, ", --d-model ", o.d_model, ", --layers ",
+          o.layers, ", --ff ", o.dim_feedforward, ", --seq-len ", o.seq_len, "), ", train::gib(training),
+          " for a step (--batch ", o.batch, " x --seq-len ", o.seq_len, "), ", train::gib(evaluation),
+          " for decoding (--eval-sequences ", o.eval_sequences, " x --seq-len ", o.seq_len, ")"));
+}
+
 std::string joined(const std::vector<std::int64_t>& ids) {
   std::string s;
   for (std::int64_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
@@ -156,13 +228,14 @@ int run(const Options& o) {
     accuracy = copy_accuracy(model, test);
     std::printf("epoch %zu: train loss %.4f, greedy copies exact %.1f%% of %zu held-out sequences\n", epoch,
                 total / static_cast<double>(o.steps_per_epoch), 100 * accuracy, o.eval_sequences);
-    std::fflush(stdout);
+    check_output();
   }
   std::vector<std::int64_t> counting(o.seq_len);
   for (std::size_t i = 0; i < o.seq_len; ++i) counting[i] = i == 0 ? kStart : 2 + (i - 1) % (o.vocab - 2);
   const Indices example(counting, {1, o.seq_len});
   std::printf("source:  %s\ndecoded: %s\n", joined(counting).c_str(),
               joined(greedy_decode(model, example).values).c_str());
+  check_output();
   if (accuracy < o.require_accuracy) {
     std::fprintf(stderr, "xgrad-copy-task: copy accuracy %.3f is below --require-accuracy %.3f\n", accuracy,
                  o.require_accuracy);
@@ -173,7 +246,8 @@ int run(const Options& o) {
 
 }  // namespace
 
-// A bad flag is one line on stderr and exit status 2.
+// A bad flag, a run too large for the machine or a failed write is one line on stderr
+// and exit status 2.
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{
@@ -193,9 +267,11 @@ int main(int argc, char** argv) {
   whole("--ff", o.dim_feedforward, "feed-forward width");
   whole("--warmup", o.warmup, "warmup updates of the Noam rate");
   whole("--eval-sequences", o.eval_sequences, "held-out sequences decoded after each epoch");
-  app.add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99))->capture_default_str();
-  app.add_option("--label-smoothing", o.label_smoothing, "label smoothing of the loss")
-      ->check(CLI::Range(0.0, 1.0))
+  app.add_option("--dropout", o.dropout, "dropout probability, [0, 0.99]")
+      ->transform(train::real_number())
+      ->capture_default_str();
+  app.add_option("--label-smoothing", o.label_smoothing, "label smoothing of the loss, [0, 1]")
+      ->transform(train::real_number())
       ->capture_default_str();
   app.add_flag("--post-ln", o.post_ln, "post-LN layers (PyTorch's default) instead of pre-LN");
   app.add_option("--seed", o.seed, "seed of the weights and the data")
@@ -205,19 +281,10 @@ int main(int argc, char** argv) {
       ->transform(train::whole_number<int>())
       ->capture_default_str();
   app.add_option("--require-accuracy", o.require_accuracy,
-                 "exit with status 1 when the last epoch copies less than this fraction exactly")
-      ->check(CLI::Range(0.0, 1.0));
+                 "exit with status 1 when the last epoch copies less than this fraction exactly, [0, 1]")
+      ->transform(train::real_number());
   try {
     app.parse(argc, argv);
-    if (o.seq_len < 2 || o.vocab < 3 || o.batch == 0 || o.eval_sequences == 0 || o.heads == 0 || o.warmup == 0)
-      throw CLI::ValidationError("sizes",
-                                 "--seq-len >= 2, --vocab >= 3, and --batch, --eval-sequences, --heads and "
-                                 "--warmup >= 1 are needed");
-    if (o.d_model % o.heads != 0)
-      throw CLI::ValidationError(
-          "--heads", "--heads " + std::to_string(o.heads) + " must divide --d-model " + std::to_string(o.d_model));
-    if (o.threads < 0 || o.threads > max_threads())
-      throw CLI::ValidationError("--threads", "--threads must lie in [0, " + std::to_string(max_threads()) + "]");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
@@ -225,6 +292,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    check_options(o);
+    check_memory(o);
     return run(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "xgrad-copy-task: %s\n", e.what());

@@ -5,12 +5,15 @@
 //   xgrad-generate --checkpoint kjv.safetensors --prompt "And God said" --tokens 500
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "config.hpp"
+#include "finite.hpp"
 #include "gpt.hpp"
 #include "numbers.hpp"
 #include "text.hpp"
@@ -32,6 +35,37 @@ struct Options {
   int threads = 0;
 };
 
+// Standard output that cannot be written (a full disk, a closed pipe) ends the program
+// at once, with one line.
+void check_output() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw train::UsageError(str("writing to standard output failed (", std::strerror(errno), ")"));
+}
+
+// The model's settings in the checkpoint must describe the tensors it holds before a
+// model is built from them: a damaged or forged "config.layers = 200000" would build a
+// model far larger than the file (or the machine).
+void check_settings_fit_tensors(const nn::SafetensorsContents& contents, const train::Config& c,
+                                const std::string& path) {
+  const auto size = [](int v) { return static_cast<std::size_t>(v); };
+  const auto expect = [&](const std::string& name, const Shape& shape, const char* settings) {
+    const auto it = contents.tensors.find(name);
+    if (it == contents.tensors.end() || it->second.shape() != shape)
+      throw train::UsageError(str("--checkpoint ", path, ": its settings (", settings, ") call for ", name, " of ",
+                                  shape_str(shape), ", but it holds ",
+                                  it == contents.tensors.end() ? "none" : shape_str(it->second.shape())));
+  };
+  expect("wte.weight", {size(c.vocab), size(c.d_model)}, "config.vocab, config.d-model");
+  expect("wpe.weight", {size(c.seq_len), size(c.d_model)}, "config.seq-len, config.d-model");
+  std::set<std::string> blocks;  // "0", "1", ... of the names "h.0.ln_1.weight", ...
+  for (const auto& [name, tensor] : contents.tensors)
+    if (name.rfind("h.", 0) == 0) blocks.insert(name.substr(2, name.find('.', 2) - 2));
+  if (blocks.size() != size(c.layers))
+    throw train::UsageError(str("--checkpoint ", path, ": its config.layers = ", c.layers,
+                                " but it holds the tensors of ", blocks.size(), " layer",
+                                blocks.size() == 1 ? "" : "s"));
+}
+
 // The model a checkpoint of `xgrad-train --task lm` describes, with its weights, and its
 // vocabulary.
 std::unique_ptr<train::GPT> load_model(const std::string& path, std::vector<std::uint8_t>& vocabulary) {
@@ -42,12 +76,18 @@ std::unique_ptr<train::GPT> load_model(const std::string& path, std::vector<std:
   if (!c.language_model())
     throw train::UsageError(str("--checkpoint ", path, ": a model of --task ", c.task,
                                 ", not a language model (train one with xgrad-train --task lm)"));
+  try {
+    train::validate(c);  // as xgrad-train checks its flags
+  } catch (const train::UsageError& e) {
+    throw train::UsageError(str("--checkpoint ", path, ": its settings do not hold together: ", e.what()));
+  }
   const auto hex = contents.metadata.find("lm.vocabulary");
   const std::optional<std::vector<std::uint8_t>> bytes =
       hex == contents.metadata.end() ? std::nullopt : train::vocabulary_from_hex(hex->second);
   if (!bytes || bytes->size() != static_cast<std::size_t>(c.vocab))
     throw train::UsageError(str("--checkpoint ", path, ": its lm.vocabulary is missing or damaged"));
   vocabulary = *bytes;
+  check_settings_fit_tensors(contents, c, path);
   const auto size = [](int v) { return static_cast<std::size_t>(v); };
   auto model = std::make_unique<train::GPT>(train::GPTOptions{.vocab = vocabulary.size(),
                                                               .block = size(c.seq_len),
@@ -55,6 +95,8 @@ std::unique_ptr<train::GPT> load_model(const std::string& path, std::vector<std:
                                                               .heads = size(c.heads),
                                                               .d_model = size(c.d_model)});
   nn::load(contents, *model, nullptr, path);
+  if (const std::optional<std::string> bad = train::first_nonfinite(*model))
+    throw train::UsageError(str("--checkpoint ", path, ": the tensor ", *bad, " holds NaN or infinite values"));
   return model;
 }
 
@@ -70,6 +112,7 @@ int run(int argc, char** argv) {
       ->transform(train::whole_number<std::size_t>())
       ->capture_default_str();
   app.add_option("--temperature", o.temperature, "divides the logits; 0 takes the most likely byte (greedy)")
+      ->transform(train::real_number())
       ->capture_default_str();
   app.add_option("--top-k", o.top_k, "draw among the k most likely bytes only (0: all)")
       ->transform(train::whole_number<std::size_t>())
@@ -107,17 +150,17 @@ int run(int argc, char** argv) {
     throw train::UsageError(str("--prompt: ", e.what()));
   }
   std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
-  std::fflush(stdout);
+  check_output();
   Generator gen(o.seed);
   const auto started = std::chrono::steady_clock::now();
   train::generate(*model, prompt, o.tokens, {.temperature = o.temperature, .top_k = o.top_k, .use_cache = !o.no_cache},
                   gen, [&](std::int64_t token) {
                     std::putchar(vocabulary[static_cast<std::size_t>(token)]);
-                    std::fflush(stdout);
+                    check_output();
                   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::putchar('\n');
-  std::fflush(stdout);
+  check_output();
   std::fprintf(stderr, "xgrad-generate: %zu bytes in %.2f s, %.0f bytes/s (%s)\n", o.tokens, seconds,
                static_cast<double>(o.tokens) / std::max(seconds, 1e-9), o.no_cache ? "no cache" : "key/value cache");
   return 0;

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -74,9 +75,13 @@ void apply_language_model_defaults(Config& c, const std::set<std::string>& given
   fallback("steps", c.steps, 2000);
   fallback("optimizer", c.optimizer, std::string("adamw"));
   fallback("lr", c.lr, 1e-3);
-  fallback("min-lr", c.min_lr, 1e-4);
   fallback("schedule", c.schedule, std::string("cosine"));
-  fallback("warmup", c.warmup, 100);
+  // The recipe's final rate and warmup, fitted to what was given instead: a final rate
+  // at most a tenth of --lr, a warmup at most a tenth of --steps, and neither for a
+  // schedule that does not use it (noam needs a warmup of at least 1).
+  fallback("min-lr", c.min_lr, c.schedule == "cosine" ? std::min(1e-4, c.lr / 10) : 0.0);
+  const int warmup = std::min(100, c.steps / 10);
+  fallback("warmup", c.warmup, c.schedule == "cosine" ? warmup : c.schedule == "noam" ? std::max(1, warmup) : 0);
   fallback("weight-decay", c.weight_decay, 0.1);
   fallback("beta2", c.beta2, 0.99);
   fallback("clip", c.clip, 1.0);
@@ -93,7 +98,7 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
       "Examples: xgrad-train --task reverse --seq-len 8 --steps 500\n"
       "          xgrad-train --task lm --save kjv.safetensors"};
   app.get_formatter()->column_width(30);
-  const CLI::Validator whole = whole_number<int>();
+  const CLI::Validator whole = whole_number<int>(), real = real_number();
   app.add_option("--task", c.task,
                  "copy | reverse | sort (ascending) | add (digit-wise, least significant first) | lm (next byte of "
                  "--text)")
@@ -162,11 +167,17 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
        {"--seq-len", "--vocab", "--d-model", "--heads", "--layers", "--ff", "--batch", "--steps", "--warmup",
         "--threads", "--eval-every", "--eval-size", "--eval-batches", "--sample-every", "--accum-steps"})
     app.get_option(flag)->transform(whole);
+  for (const char* flag :
+       {"--dropout", "--lr", "--min-lr", "--weight-decay", "--beta2", "--clip", "--target-exact", "--target-val-loss"})
+    app.get_option(flag)->transform(real);
   app.set_version_flag("--version", xgrad::str("xgrad-train ", xgrad::version(), " (", xgrad::blas_summary(), ")"));
   app.footer(
       "--task lm defaults (nanoGPT's shakespeare_char recipe): --seq-len 64 --batch 12 --layers 4 --heads 4 "
       "--d-model 128 --steps 2000 --optimizer adamw --lr 1e-3 --min-lr 1e-4 --schedule cosine --warmup 100 "
-      "--weight-decay 0.1 --beta2 0.99 --clip 1 --eval-every 250.\nRuns on " +
+      "--weight-decay 0.1 --beta2 0.99 --clip 1 --eval-every 250 (--min-lr at most --lr/10 and --warmup at most "
+      "--steps/10 unless given; neither without a schedule that uses it).\n"
+      "--save replaces an existing file only when it is the checkpoint being resumed or another xgrad-train "
+      "checkpoint of the same --task.\nRuns on " +
       xgrad::blas_summary() + ", " + std::to_string(xgrad::num_threads()) + " threads.");
   try {
     app.parse(argc, argv);
@@ -240,6 +251,7 @@ void validate(const Config& c) {
   finite("beta2", c.beta2);
   if (c.target_val_loss) finite("target-val-loss", *c.target_val_loss);
   if (!(c.dropout >= 0 && c.dropout < 1)) throw UsageError("--dropout must lie in [0, 1)");
+  if (!(c.target_exact >= 0)) throw UsageError("--target-exact cannot be negative (above 1: never stop on it)");
   if (!(c.lr > 0)) throw UsageError("--lr must be positive");
   if (!(c.clip >= 0)) throw UsageError("--clip cannot be negative");
   if (!(c.weight_decay >= 0)) throw UsageError("--weight-decay cannot be negative");
@@ -281,6 +293,15 @@ void check_task_flags(const Config& c, const std::set<std::string>& given) {
     not_for("eval-batches", task.c_str(), "it evaluates --eval-size held-out sequences");
     not_for("sample-every", task.c_str(), "only --task lm writes samples");
   }
+  // And those the chosen options make meaningless.
+  if (c.optimizer == "sgd") not_for("beta2", "--optimizer sgd", "only adam and adamw keep a second moment");
+  if (c.schedule != "cosine" && c.schedule != "noam") {
+    const std::string schedule = "--schedule " + c.schedule;
+    not_for("warmup", schedule.c_str(), "only cosine and noam warm up");
+  }
+  if (c.eval_only)
+    for (const char* flag : {"save", "plot", "attention-png"})
+      not_for(flag, "--eval-only", "it writes nothing but --metrics");
 }
 
 namespace {
@@ -318,6 +339,17 @@ void read_setting(const Metadata& m, const std::string& key, Field& field) {
   }
 }
 
+// A setting as people read it: a real number in its shortest exact form ("0.1", not the
+// stored "0.10000000000000001").
+std::string readable(const std::string& flag, const std::string& text) {
+  static const std::set<std::string> real = {"dropout", "lr", "min-lr", "weight-decay", "beta2", "clip"};
+  const std::optional<double> value = real.count(flag) ? parse_real(text) : std::nullopt;
+  if (!value) return text;
+  char shortest[32];
+  const auto [end, error] = std::to_chars(shortest, shortest + sizeof shortest, *value);
+  return error == std::errc() ? std::string(shortest, end) : text;
+}
+
 // Every flag of `asked` must be in the checkpoint, and agree with it when given.
 void check_agreement(const Metadata& m, const std::map<std::string, std::string>& asked,
                      const std::set<std::string>& given) {
@@ -326,8 +358,8 @@ void check_agreement(const Metadata& m, const std::map<std::string, std::string>
     if (it == m.end())
       throw UsageError("the checkpoint has no setting for --" + flag + " (not written by this xgrad-train?)");
     if (given.count(flag) && it->second != value)
-      throw UsageError("the checkpoint is from another config: --" + flag + " " + value + " here, " + it->second +
-                       " in the checkpoint");
+      throw UsageError("the checkpoint is from another config: --" + flag + " " + readable(flag, value) + " here, " +
+                       readable(flag, it->second) + " in the checkpoint");
   }
 }
 

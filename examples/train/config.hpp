@@ -60,8 +60,10 @@ struct UsageError : std::runtime_error {
 // long names of the flags that appeared on the command line.
 bool parse_command_line(int argc, char** argv, Config& config, std::set<std::string>& given);
 
-// Flags that mean nothing for the task (--vocab for lm, --text for a toy task, ...) are
-// errors rather than silently ignored. After the checkpoint's settings are applied.
+// Flags that mean nothing for the task (--vocab for lm, --text for a toy task, ...) or
+// for the options chosen (--beta2 with sgd, --warmup with a constant or step schedule,
+// --save, --plot or --attention-png with --eval-only) are errors rather than silently
+// ignored. After the checkpoint's settings are applied.
 void check_task_flags(const Config& config, const std::set<std::string>& given);
 
 // Checks the combination (heads divide d_model, positive sizes, finite numbers, known

@@ -20,6 +20,7 @@
 
 #include "config.hpp"
 #include "display.hpp"
+#include "finite.hpp"
 #include "gpt.hpp"
 #include "plot.hpp"
 #include "preflight.hpp"
@@ -141,11 +142,17 @@ void write_line(std::ofstream& out, const Config& c, const std::string& line) {
 }
 
 // The evaluation as people read it: losses (lm: also in bits per character) and, for
-// the toy tasks, the greedy accuracies.
-std::string describe(const Evaluation& e, bool bits) {
+// the toy tasks, the greedy accuracies. Without train_loss when none was measured (a toy
+// task evaluated with no training step since the last evaluation).
+std::string describe(const Evaluation& e, bool bits, bool with_train_loss = true) {
   char text[160];
-  std::snprintf(text, sizeof text, "train loss %.4f  val loss %.4f", e.train_loss, e.val_loss);
-  std::string line = text;
+  std::string line;
+  if (with_train_loss) {
+    std::snprintf(text, sizeof text, "train loss %.4f  ", e.train_loss);
+    line = text;
+  }
+  std::snprintf(text, sizeof text, "val loss %.4f", e.val_loss);
+  line += text;
   if (bits) {
     std::snprintf(text, sizeof text, " (%.3f bits/char)", e.val_loss / std::log(2.0));
     line += text;
@@ -195,6 +202,9 @@ class Trainer {
       } catch (const Error& e) {
         throw UsageError(str(start.flag, ": the checkpoint does not fit this model: ", e.what()));
       }
+      if (const std::optional<std::string> bad = first_nonfinite(model_); bad && !c.allow_nonfinite)
+        throw UsageError(str(start.flag, " ", start.path, ": the tensor ", *bad,
+                             " holds NaN or infinite values (refusing it; --allow-nonfinite goes on)"));
       if (resume) {
         progress_ = read_progress(start.contents.metadata);
         schedule_->set_updates(progress_.step);
@@ -220,6 +230,9 @@ class Trainer {
   double train_step(std::int64_t step);
   // The mean training loss since the last evaluation (nan when no step ran since).
   double recent_train_loss() const { return progress_.recent_loss_sum / static_cast<double>(progress_.recent_steps); }
+  // Whether an evaluation now measures a train loss: lm measures it on its windows, a toy
+  // task's is the mean of the training steps since the last evaluation (if any ran).
+  bool measures_train_loss() const { return c_.language_model() || progress_.recent_steps > 0; }
   void save(const Progress& progress) const;
   void after_evaluation(std::int64_t step, const Evaluation& e, double lr);
   int finish(std::int64_t step);
@@ -257,7 +270,7 @@ int Trainer::evaluate_only() {
   const std::optional<Evaluation> e = evaluate(progress_.step, recent_train_loss());
   if (!e) return 128 + interrupted;
   std::printf("%s at step %lld: %s\n", c_.task.c_str(), static_cast<long long>(progress_.step),
-              describe(*e, c_.language_model()).c_str());
+              describe(*e, c_.language_model(), measures_train_loss()).c_str());
   const std::string line = metrics_line(progress_.step, *e, opt_->lr(), progress_.train_s, progress_.wall_s);
   std::printf("%s\n", line.c_str());
   if (metrics_.is_open()) write_line(metrics_, c_, line);
@@ -268,12 +281,14 @@ int Trainer::evaluate_only() {
 // written: its checkpoint, metrics and pictures stay as they are.
 int Trainer::report_finished() {
   std::optional<Evaluation> e = progress_.evaluation;
+  const bool with_train_loss = e || measures_train_loss();
   if (!e) e = evaluate(progress_.step, recent_train_loss());
   if (!e) return 128 + interrupted;
   const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*e, c_);
   std::printf("%s: %s at step %lld, %s; the run is finished (nothing to do: raise --steps%s to go on)\n",
-              c_.task.c_str(), describe(*e, c_.language_model()).c_str(), static_cast<long long>(progress_.step),
-              target_met ? "the target was reached" : "its last step", target_met ? " or the target" : "");
+              c_.task.c_str(), describe(*e, c_.language_model(), with_train_loss).c_str(),
+              static_cast<long long>(progress_.step), target_met ? "the target was reached" : "its last step",
+              target_met ? " or the target" : "");
   return 0;
 }
 

@@ -1,10 +1,11 @@
 #pragma once
 // Numbers from the command line and from checkpoints, read strictly (shared by
-// xgrad-train and xgrad-generate).
+// xgrad-train, xgrad-generate, xgrad-copy-task and xgrad-bench).
 
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -36,6 +37,28 @@ CLI::Validator whole_number() {
         const std::optional<Int> value = parse_whole<Int>(text);
         if (!value) return "'" + text + "' is not a whole number in range";
         text = std::to_string(*value);
+        return {};
+      },
+      "");
+}
+
+// The same for a number with a fraction or an exponent: decimal only (no hex, no text
+// around it, not empty); nan and inf pass, for the checks that name the flag. Rewritten
+// to text that reads back to the same double.
+inline CLI::Validator real_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::optional<double> value = parse_real(text);
+        if (!value) return "'" + text + "' is not a decimal number in range";
+        if (std::isnan(*value)) {
+          text = "nan";
+        } else if (std::isinf(*value)) {
+          text = *value > 0 ? "inf" : "-inf";
+        } else {
+          char exact[32];
+          const auto [end, error] = std::to_chars(exact, exact + sizeof exact, *value);
+          text.assign(exact, error == std::errc() ? end : exact);
+        }
         return {};
       },
       "");

@@ -1,18 +1,21 @@
 #include "preflight.hpp"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
+#include "memory.hpp"
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/nn/checkpoint.hpp"
 #include "xgrad/nn/files.hpp"
 
 namespace train {
@@ -53,6 +56,14 @@ struct Output {
   bool replaced;  // written as a new file renamed over the old one (else opened and appended to)
 };
 
+// A file the run reads, which no output may name.
+struct Input {
+  const char* flag;
+  const std::string& path;
+  const char* what;  // "the checkpoint being resumed"
+  const char* kind;  // "checkpoint"
+};
+
 void check_writable(const Output& out) {
   const std::string target = xgrad::nn::resolve_symlinks(out.path);
   struct stat info {};
@@ -72,46 +83,83 @@ void check_writable(const Output& out) {
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
     throw UsageError(
         xgrad::str(out.flag, " ", out.path, ": cannot write in ", folder, " (", std::strerror(errno), ")"));
+  const long name_max = ::pathconf(folder.c_str(), _PC_NAME_MAX);
+  const std::size_t name = std::filesystem::path(target).filename().string().size();
+  if (name_max > 0 && name > static_cast<std::size_t>(name_max))
+    throw UsageError(xgrad::str(out.flag, " ", out.path, ": the file name is ", name, " bytes long, more than the ",
+                                name_max, " its file system allows"));
 }
 
-// The smallest of what this process may use: RAM, the cgroup's limit, the address space.
-double available_bytes() {
-  double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
-  double limit = 0;
-  if (cgroup >> limit && limit > 0) bytes = std::min(bytes, limit);  // "max" (no limit) does not parse
-  rlimit address_space{};
-  if (::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY)
-    bytes = std::min(bytes, static_cast<double>(address_space.rlim_cur));
-  return bytes;
+// The task of the xgrad-train checkpoint at `path`; nothing when it is not one. The
+// header is looked at first, so that a text or a picture is not read whole.
+std::optional<std::string> checkpoint_task(const std::string& path, std::uintmax_t size) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char length[8] = {};
+  char first = 0;
+  if (!in.read(reinterpret_cast<char*>(length), sizeof length) || !in.get(first) || first != '{') return std::nullopt;
+  std::uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | length[i];
+  if (header > size - 8) return std::nullopt;
+  try {
+    const xgrad::nn::Metadata metadata = xgrad::nn::read_safetensors(path).metadata;
+    const auto by = metadata.find("written_by"), task = metadata.find("config.task");
+    if (by == metadata.end() || by->second != "xgrad-train" || task == metadata.end()) return std::nullopt;
+    return task->second;
+  } catch (const xgrad::Error&) {
+    return std::nullopt;
+  }
 }
 
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, bytes >= 1024.0 * 1024 * 1024 ? "%.1f GiB" : "%.0f MiB",
-                bytes >= 1024.0 * 1024 * 1024 ? bytes / (1024.0 * 1024 * 1024) : bytes / (1024.0 * 1024));
-  return text;
+// An existing --save file is replaced only when it is the checkpoint being resumed, or
+// another checkpoint of xgrad-train for the same task (a run started again); never a
+// text, a picture, another program's file or another task's model. An empty file holds
+// nothing to lose.
+void check_save_target(const Config& c) {
+  if (c.save.empty()) return;
+  const std::string target = xgrad::nn::resolve_symlinks(c.save);
+  struct stat info {};
+  if (::stat(target.c_str(), &info) != 0 || info.st_size == 0) return;
+  if (!c.resume.empty() && identify(c.resume) == identify(c.save)) return;
+  const std::optional<std::string> task = checkpoint_task(target, static_cast<std::uintmax_t>(info.st_size));
+  if (!task)
+    throw UsageError(xgrad::str("--save ", c.save,
+                                ": the file exists and is not a checkpoint of xgrad-train (refusing to replace it: "
+                                "remove it or choose another name)"));
+  if (*task != c.task)
+    throw UsageError(xgrad::str("--save ", c.save, ": the file holds a checkpoint of --task ", *task,
+                                " (refusing to replace it with one of --task ", c.task,
+                                ": remove it or choose another name)"));
 }
 
 }  // namespace
 
 void check_outputs(const Config& c) {
-  const std::vector<Output> outputs = {
-      {"--save", c.save, true}, {"--metrics", c.metrics, false}, {"--attention-png", c.attention_png, true}};
-  const FileIdentity resumed = c.resume.empty() ? FileIdentity{} : identify(c.resume);
+  const std::vector<Output> outputs = {{"--save", c.save, true},
+                                       {"--metrics", c.metrics, false},
+                                       {"--plot", c.plot, true},
+                                       {"--attention-png", c.attention_png, true}};
+  const std::string no_text;
+  const std::vector<Input> inputs = {
+      {"--resume", c.resume, "the checkpoint being resumed", "checkpoint"},
+      {"--init-from", c.init_from, "the checkpoint the run starts from", "checkpoint"},
+      {"--text", c.language_model() ? c.text : no_text, "the text being learned", "text"}};
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Output& out = outputs[i];
     if (out.path.empty()) continue;
     check_writable(out);
     const FileIdentity id = identify(out.path);
-    if (!c.resume.empty() && std::string(out.flag) != "--save" && id == resumed)
-      throw UsageError(xgrad::str(out.flag, " ", out.path, " is the checkpoint being resumed (--resume ", c.resume,
-                                  "); writing it would destroy the checkpoint"));
+    for (const Input& in : inputs) {
+      if (in.path.empty() || !(identify(in.path) == id)) continue;
+      if (std::string(out.flag) == "--save" && std::string(in.flag) == "--resume") continue;  // updated in place
+      throw UsageError(xgrad::str(out.flag, " ", out.path, " is ", in.what, " (", in.flag, " ", in.path,
+                                  "); writing it would destroy the ", in.kind));
+    }
     for (std::size_t j = 0; j < i; ++j)
       if (!outputs[j].path.empty() && identify(outputs[j].path) == id)
         throw UsageError(xgrad::str(out.flag, " ", out.path, " and ", outputs[j].flag, " ", outputs[j].path,
                                     " are the same file; each output needs its own"));
   }
+  check_save_target(c);
 }
 
 void check_memory(const Config& c) {
