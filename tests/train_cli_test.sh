@@ -57,14 +57,18 @@ check "the signal came during the evaluation at step 40" grep -q "interrupted at
 check "an evaluation cut short runs again on resume" diff <(evaluations "$work/calm.jsonl") \
   <(evaluations "$work/cut.jsonl")
 "$train" "${slow_eval[@]}" --steps 3000 --eval-every 500 --quiet --metrics "$work/calm.jsonl" >/dev/null
-"$train" "${slow_eval[@]}" --steps 3000 --eval-every 500 --metrics "$work/cut.jsonl" --save "$work/cut.ckpt" \
-  >"$work/cut.out" &
-for _ in $(seq 200); do [ -s "$work/cut.jsonl" ] && break; sleep 0.05; done
+# New files, so that the wait below sees this run's first evaluation: a signal sent
+# before the shell's child has become the trainer would end the child as the shell,
+# running this script's exit trap (the scratch folder removed under the test).
+"$train" "${slow_eval[@]}" --steps 3000 --eval-every 500 --metrics "$work/cut2.jsonl" --save "$work/cut2.ckpt" \
+  >"$work/cut2.out" &
+for _ in $(seq 200); do [ -s "$work/cut2.jsonl" ] && break; sleep 0.05; done  # the evaluation at step 500 is done
 kill -INT $!
 wait
-"$train" --resume "$work/cut.ckpt" --quiet --metrics "$work/cut.jsonl" >/dev/null
+check "the signal came between evaluations" grep -q "interrupted at step" "$work/cut2.out"
+"$train" --resume "$work/cut2.ckpt" --quiet --metrics "$work/cut2.jsonl" >/dev/null
 check "Ctrl-C between evaluations keeps train_loss exact" diff <(evaluations "$work/calm.jsonl") \
-  <(evaluations "$work/cut.jsonl")
+  <(evaluations "$work/cut2.jsonl")
 
 # Ctrl-C with --save keeps a checkpoint that resumes.
 "$train" --task sort --seq-len 6 --steps 1000000 --eval-every 1000000 --save "$work/int.ckpt" --quiet >"$work/int.out" &
