@@ -40,14 +40,15 @@ double sum_of_squares(const T* g, std::size_t n) {
 
 }  // namespace
 
-double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
+double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm, bool error_if_nonfinite) {
   XGRAD_CHECK(max_norm > 0.0, "clip_grad_norm", "max_norm ", max_norm, " must be > 0");
   double squares = 0;
   for_each_grad(parameters, [&](auto* g, std::size_t n) { squares += sum_of_squares(g, n); });
   const double norm = std::sqrt(squares);
-  XGRAD_CHECK(std::isfinite(norm), "clip_grad_norm", "the total gradient norm is not finite (", norm, ")");
+  XGRAD_CHECK(std::isfinite(norm) || !error_if_nonfinite, "clip_grad_norm", "the total gradient norm is not finite (",
+              norm, ")");
   const double scale = max_norm / (norm + 1e-6);
-  if (scale < 1.0)
+  if (!(scale >= 1.0))  // NaN too
     for_each_grad(parameters, [&](auto* g, std::size_t n) {
       using T = std::remove_pointer_t<decltype(g)>;
       parallel_for_chunks(n, kChunk, 1.0, [&](std::size_t begin, std::size_t end) {

@@ -84,6 +84,25 @@ wait $job
 check "a rank killed with SIGKILL ends the job" test $? -ne 0
 check "within 30 s" test $(($(date +%s) - start)) -le 30
 check "and no rank is left" bash -c "! pgrep -f '^$train ${long[*]}' >/dev/null"
+# SIGTERM to one rank alone, in the middle of a long evaluation: every rank stops at the
+# next step, rank 0 saving; the job never hangs.
+slow=(--task sort --steps 1000000 --eval-every 1 --eval-size 20000 --target-exact 2 --threads 1)
+start=$(date +%s)
+mpi 2 "$train" "${slow[@]}" --save term.st >term.out 2>term.err &
+job=$!
+for _ in $(seq 300); do [ -s term.st ] && break; sleep 0.1; done  # both ranks training
+pkill -TERM -n -f "^$train ${slow[*]}"  # the rank started last
+wait $job
+code=$?
+check "SIGTERM to one rank ends the job (exit $code)" test "$code" -ne 0 -a "$code" -ne 124
+check "within 30 s" test $(($(date +%s) - start)) -le 30
+check "rank 0 saved" grep -q "checkpoint saved" term.out
+check "and no rank is left" bash -c "! pgrep -f '^$train ${slow[*]}' >/dev/null"
+# Training that diverges stops every rank at once: rank 0 says why, in one line.
+code=$(mpi 3 "$train" --task sort --lr 1e38 --batch 63 --steps 5 --quiet 2>diverged.err >/dev/null; echo $?)
+check "a diverged loss under np 3 ends the job (exit $code)" test "$code" -ne 0 -a "$code" -ne 124
+check "with one message from rank 0" test "$(grep -c "xgrad-train: step [0-9]*: the loss is" diverged.err)" -eq 1
+check "and no MPI_Abort" bash -c "! grep -q MPI_ABORT diverged.err"
 # Ctrl-C on mpirun: rank 0 saves, and the checkpoint resumes.
 mpirun --allow-run-as-root --oversubscribe -np 2 "$train" --task sort --steps 1000000 --target-exact 2 --eval-every 20 \
   --eval-size 50 --save ctrl.st >ctrl.out 2>/dev/null &

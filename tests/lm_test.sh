@@ -113,11 +113,38 @@ refused "xgrad-generate on a text" "header length" "$generate" --checkpoint text
 printf 'short text\n' >short.txt
 /usr/bin/python3 -c 'open("other.txt", "w").write("0123456789" * 500)'
 refused "an empty text" "is empty" "$train" "${shape[@]}" --text empty.txt
-refused "a folder as the text" "is not a regular file" "$train" "${shape[@]}" --text .
+refused "a folder as the text" "is a folder" "$train" "${shape[@]}" --text .
 refused "a missing text" "cannot open" "$train" "${shape[@]}" --text nothing.txt
 refused "a text shorter than a window" "fewer than one window" "$train" "${shape[@]}" --text short.txt
 refused "resuming on a text with other bytes" "not the vocabulary the checkpoint was trained on" \
   "$train" --resume whole.st --text other.txt --steps 90
+refused "a negative --seq-len, before the text is looked at" "--seq-len must be at least 1" \
+  "$train" --task lm --text text.txt --seq-len -5 --quiet
+# The text is read once: cut short while the run goes on, it changes nothing.
+cp text.txt cut.txt
+"$train" "${shape[@]}" --steps 200 --eval-every 10 --text text.txt --metrics uncut.jsonl >/dev/null
+"$train" "${shape[@]}" --steps 200 --eval-every 10 --text cut.txt --metrics cut.jsonl >/dev/null &
+for _ in $(seq 200); do [ -s cut.jsonl ] && break; sleep 0.05; done  # training: the text was read
+: >cut.txt
+wait $!
+code=$?
+check "a text cut short during the run: exit 0 (got $code)" test "$code" -eq 0
+check "and the metrics of the text untouched" diff <(timeless uncut.jsonl) <(timeless cut.jsonl)
+# A text without a line break: xgrad-generate's default prompt is its first byte.
+tr '\n' ' ' <text.txt >oneline.txt
+"$train" "${shape[@]}" --text oneline.txt --steps 2 --eval-batches 1 --save oneline.st >/dev/null
+code=$(run "$generate" --checkpoint oneline.st --tokens 5)
+check "xgrad-generate without --prompt on a text without line breaks exits 0 (got $code)" test "$code" -eq 0
+check "and begins with the vocabulary's first byte, a space" test "$(head -c 1 out)" = " "
+# A long window with many heads: the picture shows the first 16 heads and 256 positions.
+code=$(run "$train" --task lm --text text.txt --seq-len 300 --batch 1 --layers 1 --heads 20 --d-model 40 --threads 1 \
+  --quiet --steps 1 --eval-batches 1 --attention-png wide.png)
+check "--attention-png of 20 heads x 300 positions exits 0 (got $code)" test "$code" -eq 0
+check "its picture is a PNG of bounded size" /usr/bin/python3 -c '
+import struct, sys
+head = open("wide.png", "rb").read(24)
+width, height = struct.unpack(">II", head[16:24])
+sys.exit(not (head[:8] == b"\x89PNG\r\n\x1a\n" and width < 2000 and height < 20000))'
 refused "--vocab with lm" "--vocab is not used by --task lm" "$train" "${small[@]}" --vocab 10
 refused "--eval-size with lm" "--eval-size is not used by --task lm" "$train" "${small[@]}" --eval-size 10
 refused "--target-exact with lm" "--target-exact is not used" "$train" "${small[@]}" --target-exact 0.5

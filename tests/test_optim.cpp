@@ -476,6 +476,19 @@ BOOST_AUTO_TEST_CASE(clip_grad_norm_returns_the_norm_and_scales) {
   Tensor c = Tensor::from_vector({1.0}, {1}, DType::float64, true);
   (c * std::numeric_limits<double>::infinity()).backward(Tensor::ones({1}, DType::float64));
   check_error([&] { optim::clip_grad_norm({c}, 1.0); }, {"clip_grad_norm", "not finite"});
+  // Without the error, as torch.nn.utils.clip_grad_norm_(error_if_nonfinite=False): the
+  // gradients are scaled by max_norm / (norm + 1e-6), 0 for an infinite norm.
+  Tensor d = Tensor::from_vector({2.0, 1.0}, {2}, DType::float64, true);
+  (d * Tensor::from_vector({std::numeric_limits<double>::infinity(), 1.0}, {2}, DType::float64))
+      .backward(Tensor::ones({2}, DType::float64));
+  BOOST_CHECK(std::isinf(optim::clip_grad_norm({d}, 1.0, false)));
+  const std::vector<double> scaled = d.grad().to_vector();
+  BOOST_CHECK(std::isnan(scaled[0]));  // infinity x 0
+  BOOST_CHECK_EQUAL(scaled[1], 0.0);
+  Tensor e = Tensor::from_vector({1.0}, {1}, DType::float64, true);
+  (e * std::numeric_limits<double>::quiet_NaN()).backward(Tensor::ones({1}, DType::float64));
+  BOOST_CHECK(std::isnan(optim::clip_grad_norm({e}, 1.0, false)));
+  BOOST_CHECK(std::isnan(e.grad().item()));
 }
 
 BOOST_AUTO_TEST_CASE(schedules_give_the_documented_rates) {

@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(unusable_files_are_named) {
   check_error([] { TextCorpus("/nonexistent/kjv.txt"); }, {"--text /nonexistent/kjv.txt", "cannot open"});
   const TextFile empty("");
   check_error([&] { TextCorpus corpus(empty.path); }, {"--text", "is empty"});
-  check_error([] { TextCorpus("/tmp"); }, {"--text /tmp", "not a regular file"});
+  check_error([] { TextCorpus("/tmp"); }, {"--text /tmp", "is a folder"});
 }
 
 // The default corpus that ./run writes (Debian's bible-kjv): about 4.3 MB, 73 distinct bytes.

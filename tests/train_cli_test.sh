@@ -135,6 +135,18 @@ check "--save over a checkpoint of the same task starts again" \
   test "$(exit_code "$train" "${tiny[@]}" --steps 2 --save "$work/tiny.st")" -eq 0
 : >"$work/empty.st"
 check "--save over an empty file" test "$(exit_code "$train" "${tiny[@]}" --steps 2 --save "$work/empty.st")" -eq 0
+# --metrics, --plot and --attention-png write over (or add to) only what they write.
+for flag in --metrics --plot --attention-png; do
+  bad "$flag over a text" "not a" "${tiny[@]}" --steps 2 "$flag" "$work/notes.txt"
+done
+bad "--metrics of a resumed run into a text" "not a metrics file" --resume "$work/base.st" --steps 4 \
+  --metrics "$work/notes.txt"
+bad "--plot over a checkpoint" "not a PNG" "${tiny[@]}" --steps 2 --plot "$work/sort.st"
+check "the text is untouched by them" test "$(cat "$work/notes.txt")" = notes
+"$train" "${tiny[@]}" --steps 2 --metrics "$work/rerun.jsonl" --plot "$work/rerun.png" >/dev/null
+check "a run started again writes over its own metrics and plot" \
+  test "$(exit_code "$train" "${tiny[@]}" --steps 4 --metrics "$work/rerun.jsonl" --plot "$work/rerun.png")" -eq 0
+check "the metrics are the new run's" grep -q '"steps": 4' "$work/rerun.jsonl"
 check "the checkpoint is untouched by every refusal" cmp -s "$work/base.st" "$work/base-original.st"
 
 # --eval-only prints what it measured (a toy task's train loss is that of the steps

@@ -95,6 +95,10 @@ check "its metrics are valid JSON" /usr/bin/python3 -c '
 import json, sys
 for line in open(sys.argv[1]): json.loads(line)' nan.jsonl
 check "a non-finite loss is written as null" grep -q '"train_loss": null, "val_loss": null' nan.jsonl
+code=$(run "${small[@]}" --steps 30 --eval-every 10 --lr 1e300 --clip 1 --allow-nonfinite --metrics nan-clip.jsonl)
+check "--allow-nonfinite goes on with --clip too (got $code)" test "$code" -eq 0
+code=$(run "${small[@]}" --steps 50 --eval-every 10 --lr 1e300 --clip 1)
+check "with --clip a diverging run names the loss, not the clipping" grep -q "step [0-9]*: the loss is" err
 # A finished run resumed: reported, nothing written.
 "$train" --task reverse --seq-len 6 --vocab 8 --steps 2000 --eval-every 50 --eval-size 200 --quiet --threads 1 \
   --save done.st --metrics done.jsonl >/dev/null
@@ -169,7 +173,8 @@ refused "seq-len beyond int" "--seq-len" "${small[@]}" --steps 5 --seq-len 99999
 check "--seq-len 010 is ten" diff <(timeless octal.jsonl) <(timeless decimal.jsonl)
 
 # ---- sizes too large for the machine: refused at once, naming the flags ---------------------
-for args in "--seq-len 100000" "--batch 1000000" "--vocab 2000000000" "--d-model 100000" "--layers 100000"; do
+for args in "--seq-len 100000" "--batch 1000000" "--vocab 2000000000" "--d-model 100000" "--d-model 536870912" \
+            "--layers 100000"; do
   start=$(date +%s%N)
   # shellcheck disable=SC2086
   refused "$args" "GiB" "${base[@]}" --steps 5 $args

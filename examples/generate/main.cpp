@@ -5,6 +5,7 @@
 //   xgrad-generate --checkpoint kjv.safetensors --prompt "And God said" --tokens 500
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -107,7 +108,9 @@ int run(int argc, char** argv) {
       "Example: xgrad-generate --checkpoint kjv.safetensors --prompt \"And God said\" --tokens 500"};
   app.get_formatter()->column_width(30);
   app.add_option("--checkpoint", o.checkpoint, "a checkpoint written by xgrad-train --task lm")->required();
-  app.add_option("--prompt", o.prompt, "the text to continue (bytes of the model's vocabulary; default a line break)");
+  app.add_option("--prompt", o.prompt,
+                 "the text to continue (bytes of the model's vocabulary; default a line break, or the vocabulary's "
+                 "first byte when the text had none)");
   app.add_option("--tokens", o.tokens, "bytes to generate")
       ->transform(train::whole_number<std::size_t>())
       ->capture_default_str();
@@ -143,6 +146,8 @@ int run(int argc, char** argv) {
 
   std::vector<std::uint8_t> vocabulary;
   std::unique_ptr<train::GPT> model = load_model(o.checkpoint, vocabulary);
+  if (app.count("--prompt") == 0 && std::find(vocabulary.begin(), vocabulary.end(), '\n') == vocabulary.end())
+    o.prompt = std::string(1, static_cast<char>(vocabulary.front()));  // as xgrad-train's samples begin
   std::vector<std::int64_t> prompt;
   try {
     prompt = train::encode(vocabulary, o.prompt);

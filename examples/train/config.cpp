@@ -266,8 +266,9 @@ void validate(const Config& c) {
   if (c.eval_only && c.resume.empty() && c.init_from.empty())
     throw UsageError("--eval-only evaluates a checkpoint: give it with --resume or --init-from");
   if (c.language_model()) {
-    if (c.ff != 0 && c.ff != 4 * c.d_model)
-      throw UsageError(xgrad::str("--task lm's MLP is 4 x --d-model = ", 4 * c.d_model, " wide, got --ff ", c.ff));
+    if (c.ff != 0 && c.ff != std::int64_t{4} * c.d_model)
+      throw UsageError(
+          xgrad::str("--task lm's MLP is 4 x --d-model = ", std::int64_t{4} * c.d_model, " wide, got --ff ", c.ff));
     if (c.dropout != 0) throw UsageError("--task lm trains without dropout (nanoGPT's recipe): --dropout must be 0");
     if (c.positions != "learned")
       throw UsageError("--task lm learns its positions (GPT-2's layout): --positions learned");

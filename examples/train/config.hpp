@@ -47,8 +47,9 @@ struct Config {
   bool allow_nonfinite = false;  // keep going after a NaN or infinite loss
 
   bool language_model() const { return task == "lm"; }
-  int micro_batches() const { return ranks * accum_steps; }  // per step, over the whole job
-  int ff_width() const { return ff > 0 ? ff : 4 * d_model; }
+  // Products of flags in 64 bits: int flags near their limit must not wrap.
+  std::int64_t micro_batches() const { return std::int64_t{ranks} * accum_steps; }  // per step, over the whole job
+  std::int64_t ff_width() const { return ff > 0 ? ff : std::int64_t{4} * d_model; }
 };
 
 // A bad flag or setting: main prints it on one line and exits with code 2.

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "canvas.hpp"
+#include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/ops.hpp"
 
 namespace train {
 
@@ -124,20 +126,31 @@ void print_attention(std::ostream& os, const xgrad::Tensor& maps, const std::vec
 
 void write_attention_png(const std::string& path, const xgrad::Tensor& maps, const std::vector<std::string>& labels,
                          const std::string& title, const std::string& label_note) {
-  const Maps m = row_scaled(maps);
+  // A picture people can read, of bounded size: at most the first 16 heads and 256
+  // positions (a causal map's first queries attend to the first keys only).
+  constexpr std::size_t kMostHeads = 16, kMostPositions = 256;
+  const xgrad::Shape s = maps.shape();
+  if (s.size() != 3) throw std::invalid_argument("attention maps must be [heads, queries, keys]");
+  const std::size_t heads = std::min(s[0], kMostHeads), rows = std::min(s[1], kMostPositions),
+                    cols = std::min(s[2], kMostPositions);
+  const Maps m = row_scaled(xgrad::slice(xgrad::slice(xgrad::slice(maps, 0, 0, heads), 1, 0, rows), 2, 0, cols));
+  std::string shown = title;
+  if (heads < s[0]) shown += xgrad::str(", heads 0-", heads - 1, " of ", s[0]);
+  if (rows < s[1] || cols < s[2]) shown += xgrad::str(", positions 0-", std::max(rows, cols) - 1, " of ", s[2]);
+  const std::vector<std::string> shown_labels(labels.begin(), labels.begin() + std::min(labels.size(), cols));
   const int L = static_cast<int>(std::max(m.rows, m.cols));
   const int cell = std::clamp(512 / L, 4, 24);
-  const bool labelled = labels.size() == m.cols && m.rows == m.cols && cell >= 8;
+  const bool labelled = labels.size() == s[2] && m.rows == m.cols && cell >= 8;
   const int label_room = labelled ? 14 : 0, axis_room = 16, gap = 28;
   const int panel_w = static_cast<int>(m.cols) * cell, panel_h = static_cast<int>(m.rows) * cell;
   int columns = static_cast<int>(m.heads);  // panels side by side, in rows when they would be too wide
   while (columns > 1 && columns * panel_w > 1600) columns = (columns + 1) / 2;
-  const int rows = (static_cast<int>(m.heads) + columns - 1) / columns;
+  const int panel_rows = (static_cast<int>(m.heads) + columns - 1) / columns;
   const int cell_w = axis_room + label_room + panel_w + gap, cell_h = 18 + axis_room + label_room + panel_h + gap;
   const int left = 16, top = 64, scale_w = 90;
-  Canvas canvas(std::max(left + columns * cell_w + scale_w, Canvas::text_width(title, 2) + 2 * left),
-                top + rows * cell_h + 8);
-  canvas.text(left, 12, title, kBlack, 2);
+  Canvas canvas(std::max(left + columns * cell_w + scale_w, Canvas::text_width(shown, 2) + 2 * left),
+                top + panel_rows * cell_h + 8);
+  canvas.text(left, 12, shown, kBlack, 2);
   canvas.text(left, 36,
               "each row is a query position and shows how it spreads its attention over the key positions; every row "
               "is scaled to its own maximum" +
@@ -156,7 +169,7 @@ void write_attention_png(const std::string& path, const xgrad::Tensor& maps, con
       }
     if (labelled)
       for (std::size_t i = 0; i < m.cols; ++i) {
-        const std::string& label = labels[i];
+        const std::string& label = shown_labels[i];
         const int offset = static_cast<int>(i) * cell + (cell - Canvas::text_width(label)) / 2;
         canvas.text(px + offset, py - label_room + 2, label, kBlack);
         canvas.text(px - label_room + 2, py + offset + 1, label, kBlack);

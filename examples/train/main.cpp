@@ -48,6 +48,12 @@ void on_interrupt(int signal) {
 }
 bool was_interrupted() { return interrupted != 0; }
 
+// An error every rank meets at the same point (a diverged loss, computed alike on all):
+// they all stop with exit code 2, rank 0 alone saying why, no MPI_Abort.
+struct EveryRankError : UsageError {
+  using UsageError::UsageError;
+};
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -116,7 +122,7 @@ std::shared_ptr<const TextCorpus> open_corpus(Config& c, const Start& start) {
     if (bytes < static_cast<std::size_t>(c.seq_len) + 1)
       throw UsageError(str("--text ", c.text, ": its ", split == Split::train ? "training" : "validation", " split (",
                            split == Split::train ? "the first 90%" : "the last 10%", ") holds ", bytes,
-                           " bytes, fewer than one window of --seq-len + 1 = ", c.seq_len + 1));
+                           " bytes, fewer than one window of --seq-len + 1 = ", std::int64_t{c.seq_len} + 1));
   }
   c.vocab = static_cast<int>(corpus->vocabulary().size());
   return corpus;
@@ -345,21 +351,31 @@ int Trainer::run() {
     if (!e) return false;
     live.clear();
     after_evaluation(step, *e, schedule_->rate(step - 1));
-    return !progress_.reached_target;
+    // Under mpirun rank 0's evaluation decides for every rank: ranks on different CPUs may
+    // differ in the last bits, and one rank stopping alone would leave the others waiting.
+    return communicator_.size() > 1 ? communicator_.all_gather({progress_.reached_target ? 1.0 : 0.0})[0] == 0.0
+                                    : !progress_.reached_target;
   };
 
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(c_.batch) * c_.seq_len;
   Clock::time_point last_shown = Clock::now();
   std::int64_t step = start_step;
   bool going_on = !evaluation_due || evaluate_and_go_on(step);
-  while (going_on && step < c_.steps && !interrupted) {
+  // A signal ends the loop where every rank learns of it (the check after each step); a
+  // rank leaving on its own flag would leave the others waiting in the next step.
+  while (going_on && step < c_.steps && (communicator_.size() > 1 || !interrupted)) {
     ++step;
     const Clock::time_point step_began = Clock::now();
     const double step_loss = train_step(step);
-    if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip);
+    // The loss and the reduced gradients are the same on every rank: so are these errors.
     if (!std::isfinite(step_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
-      throw UsageError(str("step ", step, ": the loss is ", step_loss,
-                           "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
+      throw EveryRankError(str("step ", step, ": the loss is ", step_loss,
+                               "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
+    try {
+      if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip, !c_.allow_nonfinite);
+    } catch (const Error& e) {
+      throw EveryRankError(str("step ", step, ": ", e.what(), " (lower --lr, or pass --allow-nonfinite to go on)"));
+    }
     opt_->step();
     schedule_->step();
     progress_.train_s += seconds_since(step_began);
@@ -476,10 +492,10 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, const distribu
   if (start.flag && !c.resume.empty()) apply_metadata(start.contents.metadata, c, given);
   if (start.flag && !c.init_from.empty()) apply_model_metadata(start.contents.metadata, c, given);
   check_task_flags(c, given);
+  validate(c);
   std::shared_ptr<const TextCorpus> corpus;
   if (c.language_model()) corpus = open_corpus(c, start);
-  validate(c);
-  check_memory(c);
+  check_memory(c, communicator.local_size(), corpus ? corpus->size() : 0);
   if (!communicator.is_root()) {  // rank 0 alone prints and writes
     c.save.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
     c.quiet = true;
@@ -539,6 +555,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     return status;
+  } catch (const EveryRankError& e) {  // every rank stops here: rank 0 says why
+    if (communicator.is_root()) std::fprintf(stderr, "xgrad-train: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     const std::string message =
         str("xgrad-train: ", communicator.size() > 1 ? str("rank ", communicator.rank(), ": ") : "", e.what());

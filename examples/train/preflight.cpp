@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "memory.hpp"
@@ -131,6 +133,29 @@ void check_save_target(const Config& c) {
                                 ": remove it or choose another name)"));
 }
 
+// Whether the file at `path` begins with one of `openings`.
+bool opens_with(const std::string& path, std::initializer_list<std::string_view> openings) {
+  std::ifstream in(path, std::ios::binary);
+  char head[16] = {};
+  in.read(head, sizeof head);
+  const std::string_view read(head, static_cast<std::size_t>(in.gcount()));
+  return std::any_of(openings.begin(), openings.end(), [&](std::string_view o) { return read.starts_with(o); });
+}
+
+// An existing, non-empty --metrics, --plot or --attention-png file is written over (or,
+// for the metrics of a resumed run, added to) only when it holds what the flag writes: a
+// metrics file of xgrad-train, a PNG. A text or a model named by mistake is kept.
+void check_existing_kind(const char* flag, const std::string& path, std::initializer_list<std::string_view> openings,
+                         const char* kind) {
+  if (path.empty()) return;
+  const std::string target = xgrad::nn::resolve_symlinks(path);
+  struct stat info {};
+  if (::stat(target.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_size == 0) return;
+  if (!opens_with(target, openings))
+    throw UsageError(xgrad::str(flag, " ", path, ": the file exists and is not ", kind,
+                                " (refusing to write over it: remove it or choose another name)"));
+}
+
 }  // namespace
 
 void check_outputs(const Config& c) {
@@ -160,27 +185,42 @@ void check_outputs(const Config& c) {
                                     " are the same file; each output needs its own"));
   }
   check_save_target(c);
+  check_existing_kind("--metrics", c.metrics, {"{\"step\": ", "{\"final\": "}, "a metrics file of xgrad-train");
+  constexpr std::string_view png_signature("\x89PNG\r\n\x1a\n", 8);
+  check_existing_kind("--plot", c.plot, {png_signature}, "a PNG");
+  check_existing_kind("--attention-png", c.attention_png, {png_signature}, "a PNG");
 }
 
-void check_memory(const Config& c) {
+void check_memory(const Config& c, int ranks_here, std::size_t text_bytes) {
   // float32 throughout. Parameters: embeddings, positions, per layer attention (4 d^2),
   // feed-forward (2 d ff) and norms, the head; each with a gradient and Adam's two
   // moments. Activations kept for backward, per token and layer: about 12 d + 3 ff
-  // values, twice over with their gradients; logits 4 x vocab per token.
-  const double d = c.d_model, ff = c.ff_width(), L = c.seq_len, vocab = c.vocab, layers = c.layers;
+  // values, twice over with their gradients; logits 4 x vocab per token; for one
+  // micro-batch at a time. The reducer keeps every micro-batch's gradients (so that
+  // their sum is the same in any number of processes), and every rank its own copy of
+  // the text; each rank on this machine needs all of it.
+  const double d = c.d_model, ff = static_cast<double>(c.ff_width()), L = c.seq_len, vocab = c.vocab, layers = c.layers,
+               micro_batches = static_cast<double>(c.micro_batches());
   const double parameters = 2 * vocab * d + L * d + layers * (4 * d * d + 2 * d * ff + 10 * d + ff) + vocab;
   const double state = parameters * 4 * 4;
+  const double reducer = micro_batches > 1 ? (micro_batches + 1) * parameters * 4 : 0;
   const double per_token = layers * (12 * d + 3 * ff) * 2 + 4 * vocab + 4 * d;
-  const double training = static_cast<double>(c.batch) * L * per_token * 4;
+  const double training = c.batch / micro_batches * L * per_token * 4;
   const double evaluation = std::min(500.0, static_cast<double>(c.eval_size)) * L * (3 * d + ff + 2 * vocab) * 4;
-  const double needed = state + std::max(training, evaluation);
+  const double per_rank = state + reducer + static_cast<double>(text_bytes) + std::max(training, evaluation);
+  const double needed = per_rank * std::max(ranks_here, 1);
   const double available = available_bytes();
   if (needed <= available) return;
-  throw UsageError(xgrad::str("the run needs about ", gib(needed), " of memory, more than the ", gib(available),
-                              " this process may use: ", gib(state), " for ", static_cast<long long>(parameters),
-                              " parameters and their optimizer state (--vocab ", c.vocab, ", --d-model ", c.d_model,
-                              ", --layers ", c.layers, ", --ff ", c.ff_width(), "), ", gib(training),
-                              " for the activations of a step (--batch ", c.batch, " x --seq-len ", c.seq_len, ")"));
+  throw UsageError(xgrad::str(
+      "the run needs about ", gib(needed), " of memory, more than the ", gib(available), " this ",
+      ranks_here > 1 ? xgrad::str("machine's ", ranks_here, " ranks") : std::string("process"),
+      " may use: ", gib(state), " for ", static_cast<long long>(parameters),
+      " parameters and their optimizer state (--vocab ", c.vocab, ", --d-model ", c.d_model, ", --layers ", c.layers,
+      ", --ff ", c.ff_width(), "), ", gib(training), " for the activations of a micro-batch (--batch ", c.batch, " / ",
+      c.micro_batches(), " x --seq-len ", c.seq_len, ")",
+      reducer > 0 ? xgrad::str(", ", gib(reducer), " for the gradients of ", c.micro_batches(), " micro-batches") : "",
+      text_bytes > 0 ? xgrad::str(", ", gib(static_cast<double>(text_bytes)), " for the text") : "",
+      ranks_here > 1 ? xgrad::str(", in each of ", ranks_here, " ranks") : ""));
 }
 
 }  // namespace train

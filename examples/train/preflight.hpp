@@ -7,14 +7,15 @@
 //     and none names an input (--text, --init-from, --resume; except --save, which
 //     updates the resumed checkpoint in place). An existing --save file is replaced only
 //     when it is a checkpoint of xgrad-train for the same task (or empty).
-//   check_memory: the run's estimated memory fits the machine (RAM, cgroup limit,
-//     address-space limit); otherwise the message names the flags that need it.
+//   check_memory: the run's estimated memory, in each of the `ranks_here` processes on
+//     this machine, fits it (RAM, cgroup limit, address-space limit); otherwise the
+//     message names the flags that need it. `text_bytes`: the --text held in memory.
 
 #include "config.hpp"
 
 namespace train {
 
 void check_outputs(const Config& config);
-void check_memory(const Config& config);
+void check_memory(const Config& config, int ranks_here, std::size_t text_bytes);
 
 }  // namespace train

@@ -1,48 +1,24 @@
 #include "text.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/nn/files.hpp"
 
 namespace train {
 
-TextCorpus::TextCorpus(const std::string& path) : path_(path) {
-  const std::string op = xgrad::str("--text ", path);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  XGRAD_CHECK(fd >= 0, op, "cannot open: ", std::strerror(errno));
-  struct stat info {};
-  const bool regular = ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
-  size_ = regular ? static_cast<std::size_t>(info.st_size) : 0;
-  if (regular && size_ > 0) {
-    void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    bytes_ = mapped == MAP_FAILED ? nullptr : static_cast<const std::uint8_t*>(mapped);
-  }
-  const int error = errno;
-  ::close(fd);
-  XGRAD_CHECK(regular, op, "is not a regular file");
-  XGRAD_CHECK(size_ > 0, op, "is empty");
-  XGRAD_CHECK(bytes_ != nullptr, op, "cannot be mapped: ", std::strerror(error));
-  ::madvise(const_cast<std::uint8_t*>(bytes_), size_, MADV_RANDOM);  // windows are read at random offsets
+TextCorpus::TextCorpus(const std::string& path)
+    : path_(path), bytes_(xgrad::nn::read_regular_file(path, xgrad::str("--text ", path))) {
+  XGRAD_CHECK(!bytes_.empty(), xgrad::str("--text ", path), "is empty");
   std::array<bool, 256> seen{};
-  for (std::size_t i = 0; i < size_; ++i) seen[bytes_[i]] = true;
+  for (const char b : bytes_) seen[static_cast<std::uint8_t>(b)] = true;
   for (int b = 0; b < 256; ++b)
     if (seen[static_cast<std::size_t>(b)]) {
       token_of_[b] = static_cast<std::int64_t>(vocabulary_.size());
       vocabulary_.push_back(static_cast<std::uint8_t>(b));
     }
-  train_size_ = size_ - size_ / 10;
-}
-
-TextCorpus::~TextCorpus() {
-  if (bytes_) ::munmap(const_cast<std::uint8_t*>(bytes_), size_);
+  train_size_ = bytes_.size() - bytes_.size() / 10;
 }
 
 Batch TextCorpus::batch(Split split, std::size_t batch, std::size_t seq_len, xgrad::Generator& gen) const {
@@ -53,7 +29,7 @@ Batch TextCorpus::batch(Split split, std::size_t batch, std::size_t seq_len, xgr
   const std::size_t offsets = end - begin - window + 1;
   std::vector<std::int64_t> inputs(batch * seq_len), targets(batch * seq_len);
   for (std::size_t r = 0; r < batch; ++r) {
-    const std::uint8_t* w = bytes_ + begin + gen.below(offsets);
+    const auto* w = reinterpret_cast<const std::uint8_t*>(bytes_.data()) + begin + gen.below(offsets);
     for (std::size_t i = 0; i < seq_len; ++i) {
       inputs[r * seq_len + i] = token_of_[w[i]];
       targets[r * seq_len + i] = token_of_[w[i + 1]];

@@ -1,9 +1,9 @@
 #pragma once
 // A text file as a character-level (byte-level) language-modelling corpus, for
-// `xgrad-train --task lm`. The file is memory-mapped, never read into memory or copied,
-// so a file of any size works. The vocabulary is the set of distinct bytes of the file,
-// sorted; token i is the i-th of them. The first 90% of the file is the training split,
-// the last 10% the validation split; a window never crosses from one into the other.
+// `xgrad-train --task lm`. The file is read into memory once, so that a file changed or
+// cut short while a run goes on changes nothing (the memory check counts it). The
+// vocabulary is the set of distinct bytes of the file, sorted; token i is the i-th of them. The first 90% of the file
+// is the training split, the last 10% the validation split; a window never crosses from one into the other.
 
 #include <cstdint>
 #include <optional>
@@ -24,14 +24,13 @@ std::string decode(const std::vector<std::uint8_t>& vocabulary, const std::vecto
 class TextCorpus {
  public:
   explicit TextCorpus(const std::string& path);  // an Error naming the file when unusable
-  ~TextCorpus();
   TextCorpus(const TextCorpus&) = delete;
   TextCorpus& operator=(const TextCorpus&) = delete;
 
   const std::vector<std::uint8_t>& vocabulary() const { return vocabulary_; }
-  std::size_t size() const { return size_; }
+  std::size_t size() const { return bytes_.size(); }
   std::size_t split_begin(Split split) const { return split == Split::train ? 0 : train_size_; }
-  std::size_t split_end(Split split) const { return split == Split::train ? train_size_ : size_; }
+  std::size_t split_end(Split split) const { return split == Split::train ? train_size_ : bytes_.size(); }
 
   // `batch` windows of seq_len + 1 bytes at offsets drawn from gen inside the split:
   // inputs are their first seq_len tokens, targets the last seq_len. An Error when the
@@ -42,8 +41,8 @@ class TextCorpus {
 
  private:
   std::string path_;
-  const std::uint8_t* bytes_ = nullptr;
-  std::size_t size_ = 0, train_size_ = 0;
+  std::string bytes_;  // the whole file, read once: a file changed during the run does not change it
+  std::size_t train_size_ = 0;
   std::vector<std::uint8_t> vocabulary_;
   std::int64_t token_of_[256] = {};
 };
