@@ -46,10 +46,13 @@ check "a run is deterministic" diff <(evaluations "$work/whole.jsonl") <(evaluat
 slow_eval=(--task sort --seq-len 6 --vocab 8 --d-model 32 --heads 2 --target-exact 2 --threads 1 --seed 4)
 "$train" "${slow_eval[@]}" --steps 60 --eval-every 20 --eval-size 100000 --quiet --metrics "$work/calm.jsonl" \
   >/dev/null
+began=$(date +%s%N)
 "$train" "${slow_eval[@]}" --steps 60 --eval-every 20 --eval-size 100000 --metrics "$work/cut.jsonl" --save "$work/cut.ckpt" \
   >"$work/cut.out" &
-for _ in $(seq 200); do [ -s "$work/cut.jsonl" ] && break; sleep 0.05; done  # the evaluation at step 20 is done
-sleep 0.3  # well inside the one at step 40 (each takes about 0.8 s)
+for _ in $(seq 600); do [ -s "$work/cut.jsonl" ] && break; sleep 0.05; done  # the evaluation at step 20 is done
+# Inside the one at step 40 on a machine of any speed: start-up, 20 steps and an evaluation
+# took T; 20 steps are a small part of it, so half of T later the next evaluation is on.
+sleep "$(( ($(date +%s%N) - began) / 2000000 ))e-3"
 kill -INT $!
 wait
 check "the signal came during the evaluation at step 40" grep -q "interrupted at step 40;" "$work/cut.out"
