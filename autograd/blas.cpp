@@ -35,10 +35,14 @@ bool cpu_has_avx2() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-// What the start-up check did, for blas_summary().
+// What the start-up check did, for blas_summary(), and who chose the kernels.
 std::string& selection_note() {
   static std::string note;
   return note;
+}
+std::string& chooser() {
+  static std::string who = "OpenBLAS";
+  return who;
 }
 
 }  // namespace
@@ -87,17 +91,29 @@ bool detail::force_blas_core(const std::string& core) {
   return lower(blas_core()) == lower(core);
 }
 
+std::string blas_core_chosen_by() { return chooser(); }
+
 std::string detail::select_blas_kernels() {
   std::string& note = selection_note();
   const std::string picked = blas_core();
-  if (std::getenv("OPENBLAS_CORETYPE"))
-    note = "OPENBLAS_CORETYPE set by the user";
-  else if (blas_core_fits_cpu(picked))
-    note = "";
-  else if (force_blas_core(cpu_vector_class() == "avx512" ? "SkylakeX" : "Haswell"))
-    note = "chosen by xgrad: OpenBLAS picked " + picked;
-  else
-    note = "OpenBLAS picked " + picked + "; xgrad could not switch it";
+  const char* user = std::getenv("OPENBLAS_CORETYPE");
+  if (user && !*user) user = nullptr;  // set but empty: OpenBLAS ignores it too
+  if (user && lower(user) == lower(picked)) {
+    chooser() = "user";
+    return note = "OPENBLAS_CORETYPE set by the user";
+  }
+  // A name OpenBLAS does not know leaves it to its own detection: said, then checked as usual.
+  const std::string not_taken =
+      user ? "OPENBLAS_CORETYPE=" + std::string(user) + " set by the user is not a kernel family OpenBLAS knows; " : "";
+  chooser() = "OpenBLAS";
+  if (blas_core_fits_cpu(picked)) {
+    note = user ? not_taken + "it picked " + picked : "";
+  } else if (force_blas_core(cpu_vector_class() == "avx512" ? "SkylakeX" : "Haswell")) {
+    chooser() = "xgrad";
+    note = not_taken + "chosen by xgrad: OpenBLAS picked " + picked;
+  } else {
+    note = not_taken + "OpenBLAS picked " + picked + "; xgrad could not switch it";
+  }
   return note;
 }
 

@@ -10,7 +10,8 @@
 // against it) it compares OpenBLAS's choice with the CPU: if OpenBLAS chose kernels below
 // what the CPU runs, it switches OpenBLAS to SkylakeX kernels (AVX-512) or Haswell
 // kernels (AVX2 + FMA). A CPU that OpenBLAS recognises, or an OPENBLAS_CORETYPE set by
-// the user, is left alone.
+// the user, is left alone (a name OpenBLAS does not know is reported, then treated as
+// unset).
 
 #include <string>
 
@@ -23,6 +24,9 @@ int blas_threads_per_call();
 // One line for logs: library, build, kernels, and why, e.g.
 // "OpenBLAS 0.3.21 pthreads, SkylakeX kernels (chosen by xgrad: OpenBLAS picked Prescott)".
 std::string blas_summary();
+// Who chose the kernels in use: "user" (OPENBLAS_CORETYPE), "xgrad" (the start-up check
+// replaced kernels below the CPU) or "OpenBLAS" (its own detection).
+std::string blas_core_chosen_by();
 // The kernel class the CPU supports best: "avx512", "avx2" or "baseline".
 std::string cpu_vector_class();
 // Whether `core` (an OpenBLAS core name) uses the CPU's best vector class.

@@ -8,7 +8,8 @@
 #   bench/compare.sh --lm [--rounds N]              the language model: 2000 steps on the KJV
 #
 # Installs Debian's python3-torch when missing (it runs with /usr/bin/python3).
-# xgrad runs exactly as shipped: no OPENBLAS_* or OMP_* variable is set for it.
+# Both run exactly as shipped: OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE, OPENBLAS_NUM_THREADS
+# and OMP_NUM_THREADS are unset first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=3 threads=2 mode=steps
@@ -20,6 +21,12 @@ while [ $# -gt 0 ]; do
     --lm) mode=lm; shift ;;
     *) echo "usage: bench/compare.sh [--train | --lm] [--rounds N] [--threads N]" >&2; exit 2 ;;
   esac
+done
+# Both sides as shipped on a clean machine: a shell's OpenBLAS or OpenMP settings would
+# pick other kernels or threads for one of them (fair_env.py sets PyTorch's own).
+for variable in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS OMP_NUM_THREADS; do
+  [ -n "${!variable+set}" ] && echo "compare.sh: measuring without $variable=${!variable}, as shipped" >&2
+  unset "$variable"
 done
 reference=${XGRAD_TORCH_BENCH:-../shared/bench}
 [ -f "$reference/torch_reference.py" ] || {

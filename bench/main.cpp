@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "gpt.hpp"  // xgrad-train's models (examples/train)
@@ -59,6 +60,16 @@ double peak_rss_mb() {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// The BLAS in use, as JSON fields: the kernels, who chose them (the user through
+// OPENBLAS_CORETYPE, xgrad or OpenBLAS) and the summary line.
+std::string blas_fields() {
+  const std::string object = nlohmann::json{
+      {"blas_core", blas_core()},
+      {"blas_chosen_by", blas_core_chosen_by()},
+      {"blas", blas_summary()}}.dump();
+  return object.substr(1, object.size() - 2);  // without the braces
+}
+
 // Times `step` (warmup untimed steps, then `steps`, or about 3 s when 0) and prints the
 // JSON line.
 template <class Step>
@@ -78,9 +89,9 @@ int time_steps(const std::string& name, const BenchConfig& c, int threads, int s
       "{\"config\": \"%s\", \"batch\": %zu, \"seq_len\": %zu, \"d_model\": %zu, \"heads\": %zu, "
       "\"layers\": %zu, \"vocab\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
       "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-%s\", \"model_gflop\": %.4f, "
-      "\"gflops\": %.2f, \"blas_core\": \"%s\"}\n",
+      "\"gflops\": %.2f, %s}\n",
       name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms, peak_rss_mb(), loss,
-      version(), gflop, gflop / (ms / 1e3), blas_core().c_str());
+      version(), gflop, gflop / (ms / 1e3), blas_fields().c_str());
   return 0;
 }
 
@@ -254,8 +265,8 @@ int run_sgemm(int threads, int steps) {
   const double seconds = seconds_since(t) / steps;
   std::printf(
       "{\"config\": \"sgemm\", \"n\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_gemm\": %.3f, "
-      "\"gflops\": %.2f, \"impl\": \"xgrad-%s\", \"blas_core\": \"%s\"}\n",
-      n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9, version(), blas_core().c_str());
+      "\"gflops\": %.2f, \"impl\": \"xgrad-%s\", %s}\n",
+      n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9, version(), blas_fields().c_str());
   return 0;
 }
 

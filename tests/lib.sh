@@ -3,6 +3,8 @@
 # lines without their timings (which differ from run to run); `refused NAME TEXT ARGS...`
 # checks that the script's own `run ARGS...` (which runs a program with ARGS, its output
 # in ./out and ./err, and prints the exit code) exits 2 with one line saying TEXT.
+# `same_checkpoint A B` holds when two checkpoints have bitwise the same tensors and the
+# same metadata but for timings (it names what differs on stderr).
 # `forge IN OUT KEY=VALUE...` writes a copy of a checkpoint with metadata entries changed
 # (nan=TENSOR fills that tensor with NaN instead).
 # $work: a scratch folder, removed on exit.
@@ -28,6 +30,22 @@ refused() {
   check "$name says '$text'" grep -q -- "$text" err
   check "$name says it in one line" test "$(wc -l <err)" -eq 1
 }
+same_checkpoint() {
+  /usr/bin/python3 - "$references" "$@" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import safetensors_numpy
+(a, meta_a), (b, meta_b) = (safetensors_numpy.read(path) for path in sys.argv[2:4])
+timings = {"train_s", "wall_s"}
+differ = [name for name in sorted(set(a) | set(b)) if name not in a or name not in b or
+          a[name].dtype != b[name].dtype or a[name].shape != b[name].shape or a[name].tobytes() != b[name].tobytes()]
+differ += ["metadata " + key for key in sorted((set(meta_a) | set(meta_b)) - timings) if meta_a.get(key) != meta_b.get(key)]
+if differ:
+    sys.exit(f"{sys.argv[2]} and {sys.argv[3]} differ in {len(differ)}: {', '.join(differ[:5])}")
+PY
+}
+export -f same_checkpoint
+export references
 forge() {
   /usr/bin/python3 - "$references" "$@" <<'PY'
 import sys

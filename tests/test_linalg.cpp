@@ -1,6 +1,10 @@
 #define BOOST_TEST_MODULE linalg
 #include "helpers.hpp"
 
+#include <cctype>
+#include <cstdlib>
+#include <optional>
+
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/parallel.hpp"
 
@@ -22,53 +26,135 @@ std::vector<double> naive_matmul(const std::vector<double>& a, const std::vector
   return c;
 }
 
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Sets (or, with nullopt, unsets) OPENBLAS_CORETYPE for a scope, and then puts back the
+// variable, the kernels and the start-up check's note as they were.
+class CoreTypeVariable {
+ public:
+  explicit CoreTypeVariable(const std::optional<std::string>& value) {
+    if (const char* user = std::getenv(kName)) saved_ = user;
+    if (value)
+      setenv(kName, value->c_str(), 1);
+    else
+      unsetenv(kName);
+  }
+  ~CoreTypeVariable() {
+    if (saved_)
+      setenv(kName, saved_->c_str(), 1);
+    else
+      unsetenv(kName);
+    detail::force_blas_core(core_);
+    detail::select_blas_kernels();
+  }
+  CoreTypeVariable(const CoreTypeVariable&) = delete;
+  CoreTypeVariable& operator=(const CoreTypeVariable&) = delete;
+
+ private:
+  static constexpr const char* kName = "OPENBLAS_CORETYPE";
+  std::optional<std::string> saved_;
+  std::string core_ = blas_core();
+};
+
 }  // namespace
 
-// OpenBLAS must run the kernels of the CPU's vector class (AVX-512: SkylakeX class; AVX2:
-// Haswell or Zen class), whether it recognised the CPU itself or xgrad corrected it.
-BOOST_AUTO_TEST_CASE(blas_runs_the_cpus_best_kernels) {
+// Without OPENBLAS_CORETYPE, OpenBLAS must run the kernels of the CPU's vector class
+// (AVX-512: SkylakeX class; AVX2: Haswell or Zen class), whether it recognised the CPU
+// itself or xgrad corrected it. With it, the user's kernels run, and the summary says so.
+BOOST_AUTO_TEST_CASE(blas_runs_the_cpus_best_kernels_or_the_users) {
   BOOST_TEST_MESSAGE("BLAS: " << blas_summary() << "; CPU class " << cpu_vector_class());
-  BOOST_TEST(blas_core_fits_cpu(blas_core()),
-             "OpenBLAS runs " << blas_core() << " kernels on a " << cpu_vector_class() << " CPU");
+  if (const char* expected = std::getenv("XGRAD_EXPECTED_BLAS_CORE"))  // tests/with_blas_kernels.sh
+    BOOST_TEST_REQUIRE(blas_core() == expected, blas_summary());
+  const char* variable = std::getenv("OPENBLAS_CORETYPE");
+  const char* user = variable && *variable ? variable : nullptr;  // set but empty is unset
+  if (user && lower(user) == lower(blas_core())) {
+    BOOST_TEST(blas_core_chosen_by() == "user");
+    BOOST_TEST(blas_summary().find(blas_core() + " kernels (OPENBLAS_CORETYPE set by the user)") != std::string::npos,
+               blas_summary());
+  } else {
+    BOOST_TEST(blas_core_fits_cpu(blas_core()),
+               "OpenBLAS runs " << blas_core() << " kernels on a " << cpu_vector_class() << " CPU");
+    BOOST_TEST(blas_core_chosen_by() != "user");
+    if (user)  // a name OpenBLAS does not know: said
+      BOOST_TEST(blas_summary().find("is not a kernel family OpenBLAS knows") != std::string::npos, blas_summary());
+  }
   BOOST_TEST(blas_threads_per_call() == 1);  // xgrad's pool splits the products
 }
 
 // What happens on a CPU that OpenBLAS does not know: it falls back to Prescott (SSE3).
-// The start-up check must replace those kernels, and products stay right.
+// The start-up check must replace those kernels, and products stay right. (Checked with
+// OPENBLAS_CORETYPE unset for the test, whatever the environment holds.)
 BOOST_AUTO_TEST_CASE(kernels_below_the_cpu_are_replaced) {
   if (cpu_vector_class() == "baseline") return;  // nothing better to choose
-  const std::string before = blas_core();
+  const CoreTypeVariable unset(std::nullopt);
   BOOST_REQUIRE(detail::force_blas_core("Prescott"));
   BOOST_TEST(!blas_core_fits_cpu(blas_core()));
   const std::string note = detail::select_blas_kernels();
   BOOST_TEST(note == "chosen by xgrad: OpenBLAS picked Prescott");
+  BOOST_TEST(blas_core_chosen_by() == "xgrad");
   BOOST_TEST(blas_core_fits_cpu(blas_core()), blas_core());
   const Tensor a = randn64({70, 40}, 1), b = randn64({40, 30}, 2);
   check_close(matmul(a, b).to_vector(), naive_matmul(a.to_vector(), b.to_vector(), 1, 70, 40, 30), 1e-12);
   BOOST_TEST(blas_core_fits_cpu("SkylakeX") == (cpu_vector_class() != "baseline"));
   BOOST_TEST(!blas_core_fits_cpu("Prescott"));
-  BOOST_REQUIRE(detail::force_blas_core(before));
 }
 
-// Products large enough to be split over the pool (by rows, by columns, and along k when
-// it dominates), in every layout: the same values as the plain loop, and bitwise the same
-// on every run with the same thread count.
+// A user's OPENBLAS_CORETYPE is kept even below the CPU's class, and said; a name that
+// OpenBLAS does not know is said too, and the CPU's check applies as without it.
+BOOST_AUTO_TEST_CASE(a_users_kernels_are_kept) {
+  {
+    const CoreTypeVariable user("Prescott");
+    BOOST_REQUIRE(detail::force_blas_core("Prescott"));  // as if OpenBLAS had been loaded with it
+    BOOST_TEST(detail::select_blas_kernels() == "OPENBLAS_CORETYPE set by the user");
+    BOOST_TEST(blas_core() == "Prescott");
+    BOOST_TEST(blas_core_chosen_by() == "user");
+    BOOST_TEST(blas_summary().find("Prescott kernels (OPENBLAS_CORETYPE set by the user)") != std::string::npos,
+               blas_summary());
+    const Tensor a = randn64({70, 40}, 1), b = randn64({40, 30}, 2);
+    check_close(matmul(a, b).to_vector(), naive_matmul(a.to_vector(), b.to_vector(), 1, 70, 40, 30), 1e-12);
+  }
+  if (cpu_vector_class() == "baseline") return;
+  const CoreTypeVariable unknown("NoSuchKernels");
+  BOOST_REQUIRE(detail::force_blas_core("Prescott"));  // an unknown CPU, and a name OpenBLAS ignored
+  const std::string note = detail::select_blas_kernels();
+  BOOST_TEST(note ==
+                 "OPENBLAS_CORETYPE=NoSuchKernels set by the user is not a kernel family OpenBLAS knows; "
+                 "chosen by xgrad: OpenBLAS picked Prescott",
+             note);
+  BOOST_TEST(blas_core_fits_cpu(blas_core()), blas_core());
+}
+
+// Products large enough to be split over the pool (by rows, by columns, several panels
+// of each, and along k when it dominates), in every layout: the same values as the plain
+// loop, and bitwise the same on any thread count (the cut depends on the shapes alone).
 BOOST_AUTO_TEST_CASE(split_products_match_and_repeat) {
   const int threads = num_threads();
-  for (const int t : {1, 2, 3}) {
+  const std::vector<std::array<std::size_t, 3>> shapes{{300, 120, 90}, {70, 150, 410}, {33, 700, 129},
+                                                       {40, 1200, 50}, {2100, 64, 64}, {40, 64, 2100}};
+  std::vector<std::vector<double>> on_one_thread, on_one_thread_f32;  // float32 -> double is exact
+  for (const int t : {1, 2, 3, 8}) {
     set_num_threads(t);
-    for (const auto& [n, k, m] :
-         std::vector<std::array<std::size_t, 3>>{{300, 120, 90}, {70, 150, 410}, {33, 700, 129}, {40, 1200, 50}}) {
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+      const auto [n, k, m] = shapes[s];
       const Tensor a = randn64({n, k}, 3), b = randn64({k, m}, 4);
       const std::vector<double> expected = naive_matmul(a.to_vector(), b.to_vector(), 1, n, k, m);
       const Tensor c = matmul(a, b);
       check_close(c.to_vector(), expected, 1e-12);
-      BOOST_TEST(matmul(a, b).to_vector() == c.to_vector());
       check_close(matmul(transpose(a, 0, 1), b, true, false).to_vector(), expected, 1e-12);
       check_close(matmul(a, transpose(b, 0, 1), false, true).to_vector(), expected, 1e-12);
       check_close(matmul(transpose(a, 0, 1), transpose(b, 0, 1), true, true).to_vector(), expected, 1e-12);
       const Tensor af = a.to(DType::float32), bf = b.to(DType::float32);
-      BOOST_TEST(matmul(af, bf).to_vector() == matmul(af, bf).to_vector());
+      const std::vector<double> cf = matmul(af, bf).to_vector();
+      if (t == 1) {
+        on_one_thread.push_back(c.to_vector());
+        on_one_thread_f32.push_back(cf);
+      } else {
+        BOOST_TEST((c.to_vector() == on_one_thread[s]), n << " x " << k << " x " << m << " on " << t << " threads");
+        BOOST_TEST((cf == on_one_thread_f32[s]), n << " x " << k << " x " << m << " (float32) on " << t << " threads");
+      }
     }
   }
   set_num_threads(threads);
