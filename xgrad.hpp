@@ -10,6 +10,7 @@
 #include "xgrad/autograd/gradcheck.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/random.hpp"
 #include "xgrad/autograd/state.hpp"
 #include "xgrad/autograd/tensor.hpp"

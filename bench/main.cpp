@@ -22,8 +22,10 @@
 #include "model.hpp"
 #include "numbers.hpp"
 #include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/kernels/gemm.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/distributed/reducer.hpp"
 #include "xgrad/optim/optim.hpp"
@@ -60,20 +62,24 @@ double peak_rss_mb() {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The BLAS in use, as JSON fields: the kernels, who chose them (the user through
-// OPENBLAS_CORETYPE, xgrad or OpenBLAS) and the summary line.
-std::string blas_fields() {
-  const std::string object = nlohmann::json{
-      {"blas_core", blas_core()},
-      {"blas_chosen_by", blas_core_chosen_by()},
-      {"blas", blas_summary()}}.dump();
+// The kernels in use, as JSON fields: the BLAS kernels, who chose them (the user through
+// OPENBLAS_CORETYPE, xgrad or OpenBLAS) and its summary line; the precision of the
+// products and, in bf16, what runs them.
+std::string kernel_fields(Precision precision) {
+  nlohmann::json fields{{"blas_core", blas_core()},
+                        {"blas_chosen_by", blas_core_chosen_by()},
+                        {"blas", blas_summary()},
+                        {"precision", precision_name(precision)}};
+  if (precision == Precision::bfloat16) fields["bf16"] = bf16_summary();
+  const std::string object = fields.dump();
   return object.substr(1, object.size() - 2);  // without the braces
 }
 
 // Times `step` (warmup untimed steps, then `steps`, or about 3 s when 0) and prints the
 // JSON line.
 template <class Step>
-int time_steps(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, const Step& step) {
+int time_steps(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, Precision precision,
+               const Step& step) {
   for (int i = 0; i < warmup; ++i) step();
   if (steps <= 0) {
     const auto t = Clock::now();
@@ -91,11 +97,11 @@ int time_steps(const std::string& name, const BenchConfig& c, int threads, int s
       "\"peak_rss_mb\": %.1f, \"final_loss\": %.5f, \"impl\": \"xgrad-%s\", \"model_gflop\": %.4f, "
       "\"gflops\": %.2f, %s}\n",
       name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms, peak_rss_mb(), loss,
-      version(), gflop, gflop / (ms / 1e3), blas_fields().c_str());
+      version(), gflop, gflop / (ms / 1e3), kernel_fields(precision).c_str());
   return 0;
 }
 
-int run_model(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup) {
+int run_model(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, Precision precision) {
   manual_seed(0);
   train::SequenceModel model({.vocab = c.vocab,
                               .seq_len = c.seq_len,
@@ -114,18 +120,22 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
   const Indices inputs(x, {c.batch, c.seq_len}), targets(y, {c.batch, c.seq_len});
   const auto step = [&] {
     adam.zero_grad();
-    Tensor loss = cross_entropy(model.forward(inputs), targets);
+    Tensor loss;
+    {
+      const AutocastGuard autocast(precision);
+      loss = cross_entropy(model.forward(inputs), targets);
+    }
     loss.backward();
     adam.step();
     return loss.item();
   };
-  return time_steps(name, c, threads, steps, warmup, step);
+  return time_steps(name, c, threads, steps, warmup, precision, step);
 }
 
 // One step of `xgrad-train --task lm`'s default recipe (nanoGPT's shakespeare_char on
 // CPU): a 4-layer GPT of width 128, 12 windows of 64 tokens over 73 characters, AdamW on
 // nanoGPT's decay groups, the gradient norm clipped to 1.
-int run_lm(int threads, int steps, int warmup) {
+int run_lm(int threads, int steps, int warmup, Precision precision) {
   const BenchConfig c{12, 64, 128, 4, 4, 73};
   manual_seed(0);
   train::GPT model({.vocab = c.vocab, .block = c.seq_len, .layers = c.layers, .heads = c.heads, .d_model = c.d_model});
@@ -137,13 +147,17 @@ int run_lm(int threads, int steps, int warmup) {
       targets(std::vector<std::int64_t>(x.begin() + 1, x.end()), {c.batch, c.seq_len});
   const auto step = [&] {
     adamw.zero_grad();
-    Tensor loss = cross_entropy(model.forward(inputs), targets);
+    Tensor loss;
+    {
+      const AutocastGuard autocast(precision);
+      loss = cross_entropy(model.forward(inputs), targets);
+    }
     loss.backward();
     optim::clip_grad_norm(model.parameters(), 1.0);
     adamw.step();
     return loss.item();
   };
-  return time_steps("lm", c, threads, steps, warmup, step);
+  return time_steps("lm", c, threads, steps, warmup, precision, step);
 }
 
 // Gradients of `bytes` (float32) in parameters of 256 KiB, for timing the reducer alone:
@@ -253,20 +267,31 @@ int run_allreduce(const distributed::Communicator& world, int threads, int steps
   return 0;
 }
 
-int run_sgemm(int threads, int steps) {
+// A 1024 x 1024 x 1024 product: OpenBLAS's sgemm through xgrad's panels, or in bf16 the
+// mixed-precision kernels on operands rounded beforehand (the products' own rate).
+int run_sgemm(int threads, int steps, Precision precision) {
   const std::size_t n = 1024;
   Generator gen(0);
   const Tensor a = Tensor::randn({n, n}, gen), b = Tensor::randn({n, n}, gen);
-  NoGradGuard no_grad;
-  matmul(a, b);  // warm up
+  std::vector<kernels::bfloat16> a16(n * n), b16(n * n);
+  kernels::round_to_bfloat16(a.data<float>(), n, n, n, a16.data());
+  kernels::round_to_bfloat16(b.data<float>(), n, n, n, b16.data());
+  std::vector<float> c(n * n);
+  const auto product = [&] {
+    if (precision == Precision::bfloat16)
+      kernels::gemm(false, false, n, n, n, 1.0f, a16.data(), n, b16.data(), n, 0.0f, c.data(), n);
+    else
+      kernels::gemm(false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data(), n);
+  };
+  product();  // warm up
   steps = steps > 0 ? steps : 20;
   const auto t = Clock::now();
-  for (int i = 0; i < steps; ++i) matmul(a, b);
+  for (int i = 0; i < steps; ++i) product();
   const double seconds = seconds_since(t) / steps;
   std::printf(
       "{\"config\": \"sgemm\", \"n\": %zu, \"threads\": %d, \"steps\": %d, \"ms_per_gemm\": %.3f, "
       "\"gflops\": %.2f, \"impl\": \"xgrad-%s\", %s}\n",
-      n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9, version(), blas_fields().c_str());
+      n, threads, steps, seconds * 1e3, 2.0 * n * n * n / seconds / 1e9, version(), kernel_fields(precision).c_str());
   return 0;
 }
 
@@ -292,16 +317,16 @@ int run_overhead(int threads, int steps) {
 
 // Runs the configuration; every error (a bad flag, a failed write) is one line on stderr
 // and exit status 2.
-int run(const std::string& config, int threads, int steps, int warmup) {
+int run(const std::string& config, int threads, int steps, int warmup, Precision precision) {
   set_num_threads(threads);
   if (config == "allreduce") {
     const distributed::Communicator world;
     return run_allreduce(world, threads, steps);
   }
-  if (config == "sgemm") return run_sgemm(threads, steps);
+  if (config == "sgemm") return run_sgemm(threads, steps, precision);
   if (config == "overhead") return run_overhead(threads, steps);
-  if (config == "lm") return run_lm(threads, steps, warmup);
-  return run_model(config, kConfigs.at(config), threads, steps, warmup);
+  if (config == "lm") return run_lm(threads, steps, warmup, precision);
+  return run_model(config, kConfigs.at(config), threads, steps, warmup, precision);
 }
 
 }  // namespace
@@ -316,6 +341,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads for kernels and BLAS")->capture_default_str();
   app.add_option("--steps", steps, "timed steps (0: about 3 s)")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
+  std::string precision = "float32";
+  app.add_option("--precision", precision, "float32 | bf16: the matrix products' operands (bf16: float32 sums)")
+      ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
   for (const char* flag : {"--threads", "--steps", "--warmup"})
     app.get_option(flag)->transform(train::whole_number<int>());  // decimal: "010" is ten
   try {
@@ -332,7 +361,8 @@ int main(int argc, char** argv) {
           str("--threads must lie in [1, ", max_threads(), "] (4 per CPU this process may use), got ", threads));
     if (steps < 0 || warmup < 0)
       throw std::invalid_argument(str("--steps and --warmup cannot be negative, got ", steps, " and ", warmup));
-    const int status = run(config, threads, steps, warmup);
+    const int status =
+        run(config, threads, steps, warmup, precision == "bf16" ? Precision::bfloat16 : Precision::float32);
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
       throw std::runtime_error(str("writing to standard output failed (", std::strerror(errno), ")"));
     return status;

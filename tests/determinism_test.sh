@@ -45,6 +45,15 @@ check "np 2 with --accum-steps 2 is --accum-steps 4" same_checkpoint accum4.st n
 check "accumulation is another sum than one batch (the comparison can fail)" \
   bash -c "test -s plain.st -a -s t1.st && ! same_checkpoint plain.st t1.st 2>/dev/null"
 
+# Mixed precision keeps the promise: bf16 products on 1 and 5 threads, and under np 2.
+for threads in 1 5; do
+  "$train" "${sort[@]}" --steps 100 --accum-steps 2 --precision bf16 --threads "$threads" --save "bf16_t$threads.st" \
+    >/dev/null
+done
+check "bf16: 5 threads train the bits of 1 thread" same_checkpoint bf16_t1.st bf16_t5.st
+mpi 2 "$train" "${sort[@]}" --steps 100 --precision bf16 --threads 1 --save bf16_np2.st >/dev/null
+check "bf16: np 2 gives the weights of one process with --accum-steps 2" same_checkpoint bf16_t1.st bf16_np2.st
+
 # An uneven rank count, with dropout.
 three=(--task reverse --seq-len 8 --steps 60 --eval-every 30 --quiet --batch 48 --dropout 0.1)
 "$train" "${three[@]}" --accum-steps 3 --save accum3.st >/dev/null

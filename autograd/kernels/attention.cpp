@@ -56,6 +56,20 @@ struct ScoreBlock {
       : rows(std::min(kBlockQ, p.lq)), cols(std::min(kBlockK, p.lk)), scores(rows * cols) {}
 };
 
+// A block product in the problem's precision: in bf16 (float32 problems under autocast)
+// both operands are rounded first, the sums staying float32.
+template <class T>
+void block_gemm(const AttentionProblem<T>& p, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                T alpha, const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (p.bf16) {
+      gemm_rounding(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
+  }
+  gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 // One entry's rows [rows, cols] (row stride ld) transposed into a dense [cols, rows]:
 // products against K^T and V^T then run as plain A B, which OpenBLAS's small-matrix
 // kernels do about 20% faster than A B^T at attention's shapes.
@@ -82,7 +96,7 @@ void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0,
                     std::size_t bk, const T* keys_t, ScoreBlock<T>& block) {
   const T* q = p.q + p.q_rows.at(b, i0);
   T* s = block.scores.data();
-  gemm<T>(false, false, bq, bk, p.dk, p.scale, q, p.q_rows.stride, keys_t + j0, p.lk, T(0), s, bk);
+  block_gemm(p, false, false, bq, bk, p.dk, p.scale, q, p.q_rows.stride, keys_t + j0, p.lk, T(0), s, bk);
   const T minus_inf = -std::numeric_limits<T>::infinity();
   if (!p.keep.data && !p.bias.data) {  // at most causal: hide each row's future keys in one fill
     if (p.causal)
@@ -136,8 +150,8 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
           for (std::size_t c = 0; c < bk; ++c) s[c] *= dropout_factor(p, b, i0 + r, j0 + c);
       }
       // acc += P V for the block
-      gemm<T>(false, false, bq, p.dv, bk, T(1), block.scores.data(), bk, p.v + p.v_rows.at(b, j0), p.v_rows.stride,
-              T(1), acc.data(), p.dv);
+      block_gemm(p, false, false, bq, p.dv, bk, T(1), block.scores.data(), bk, p.v + p.v_rows.at(b, j0),
+                 p.v_rows.stride, T(1), acc.data(), p.dv);
     }
     for (std::size_t r = 0; r < bq; ++r) {
       T* o = out + p.out_rows.at(b, i0 + r);
@@ -193,9 +207,10 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
           for (std::size_t c = 0; c < bk; ++c)
             dropped[r * bk + c] = prob[r * bk + c] * dropout_factor(p, b, i0 + r, j0 + c);
       // dV += (P o Z)^T dO;   dP = dO V^T
-      gemm<T>(true, false, bk, p.dv, bq, T(1), with_dropout ? dropped.data() : prob, bk, g + i0 * g_ld, g_ld, key_beta,
-              dv_b + j0 * dv_ld, dv_ld);
-      gemm<T>(false, false, bq, bk, p.dv, T(1), g + i0 * g_ld, g_ld, values_t.data() + j0, p.lk, T(0), dp.data(), bk);
+      block_gemm(p, true, false, bk, p.dv, bq, T(1), with_dropout ? dropped.data() : prob, bk, g + i0 * g_ld, g_ld,
+                 key_beta, dv_b + j0 * dv_ld, dv_ld);
+      block_gemm(p, false, false, bq, bk, p.dv, T(1), g + i0 * g_ld, g_ld, values_t.data() + j0, p.lk, T(0), dp.data(),
+                 bk);
       // dS = P o (dP o Z - D) * scale, written over dp
       for (std::size_t r = 0; r < bq; ++r) {
         const T d = delta[i0 + r];
@@ -208,9 +223,10 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
           for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] - d) * p.scale;
       }
       // dQ += dS K;   dK += dS^T Q
-      gemm<T>(false, false, bq, p.dk, bk, T(1), dp.data(), bk, k + j0 * k_ld, k_ld, query_beta, dq_b + i0 * dq_ld,
-              dq_ld);
-      gemm<T>(true, false, bk, p.dk, bq, T(1), dp.data(), bk, q + i0 * q_ld, q_ld, key_beta, dk_b + j0 * dk_ld, dk_ld);
+      block_gemm(p, false, false, bq, p.dk, bk, T(1), dp.data(), bk, k + j0 * k_ld, k_ld, query_beta, dq_b + i0 * dq_ld,
+                 dq_ld);
+      block_gemm(p, true, false, bk, p.dk, bq, T(1), dp.data(), bk, q + i0 * q_ld, q_ld, key_beta, dk_b + j0 * dk_ld,
+                 dk_ld);
       key_beta = 1;
     }
     if (key_beta == T(0))
@@ -262,10 +278,10 @@ void weights_backward_one(const AttentionProblem<T>& p, std::size_t b, const T* 
     for (std::size_t j = 0; j < lk; ++j) row[j] = prob[i * lk + j] * (row[j] - d) * p.scale;
   }
   // dq += dS K, dk += dS^T Q, at the entry's rows.
-  gemm(false, false, lq, p.dk, lk, T(1), ds.data(), lk, p.k + p.k_rows.at(b, 0), p.k_rows.stride, T(1),
-       dq + p.dq_rows.at(b, 0), p.dq_rows.stride);
-  gemm(true, false, lk, p.dk, lq, T(1), ds.data(), lk, p.q + p.q_rows.at(b, 0), p.q_rows.stride, T(1),
-       dk + p.dk_rows.at(b, 0), p.dk_rows.stride);
+  block_gemm(p, false, false, lq, p.dk, lk, T(1), ds.data(), lk, p.k + p.k_rows.at(b, 0), p.k_rows.stride, T(1),
+             dq + p.dq_rows.at(b, 0), p.dq_rows.stride);
+  block_gemm(p, true, false, lk, p.dk, lq, T(1), ds.data(), lk, p.q + p.q_rows.at(b, 0), p.q_rows.stride, T(1),
+             dk + p.dk_rows.at(b, 0), p.dk_rows.stride);
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ struct AttentionProblem {
   T scale = 1;
   double dropout_p = 0;            // on the probabilities, inverted scaling
   std::uint64_t dropout_seed = 0;  // the mask is a hash of (seed, b, i, j)
+  bool bf16 = false;               // float32 only: block products on bfloat16 operands (autocast)
 };
 
 // out (at out_rows) and lse [batches, lq]. A row with every key masked gets zeros and

@@ -1,9 +1,12 @@
 #include "xgrad/autograd/kernels/gemm.hpp"
 
 #include <cblas.h>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -34,6 +37,70 @@ void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::si
                std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
   cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), as_int(m), as_int(n), as_int(k), alpha, a, as_int(lda), b,
               as_int(ldb), beta, c, as_int(ldc));
+}
+
+// bfloat16 x bfloat16 -> float32, row-major like cblas_sgemm: exported by libdnnl and used
+// by its own tests and by TensorFlow, but not declared in oneDNN 2.6's headers.
+extern "C" dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N, dnnl_dim_t K,
+                                               float alpha, const std::uint16_t* A, dnnl_dim_t lda,
+                                               const std::uint16_t* B, dnnl_dim_t ldb, float beta, float* C,
+                                               dnnl_dim_t ldc);
+
+// oneDNN (Debian's is an OpenMP build) runs a call on omp_get_max_threads() threads of
+// the calling thread: set to one for the call, so that it stays on xgrad's thread and
+// libgomp never starts a team of spinning workers beside xgrad's pool.
+class OneOpenMPThread {
+ public:
+  OneOpenMPThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneOpenMPThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneOpenMPThread(const OneOpenMPThread&) = delete;
+  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+bool isa_includes(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t part) { return (isa & part) == part; }
+
+Bf16Path detect_bf16_path() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();  // honours DNNL_MAX_CPU_ISA
+  if (isa_includes(isa, dnnl_cpu_isa_avx512_core_bf16)) return Bf16Path::kOneDnnNative;
+  if (isa_includes(isa, dnnl_cpu_isa_avx512_core)) return Bf16Path::kOneDnnEmulated;
+  return Bf16Path::kWidened;
+}
+
+// A rows x cols block of bfloat16 (row stride ld) as dense float32: exact.
+std::vector<float> widen(const bfloat16* x, std::size_t rows, std::size_t cols, std::size_t ld) {
+  std::vector<float> out(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) out[r * cols + c] = to_float(x[r * ld + c]);
+  return out;
+}
+
+// One bfloat16 call: oneDNN's kernels on AVX-512 CPUs (native bf16 dot products where the
+// CPU has them), elsewhere OpenBLAS's sgemm on the operands widened to float32 (exact):
+// the same inputs and float32 accumulation, slower.
+void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
+               std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  if (bf16_path() != Bf16Path::kWidened) {
+    const OneOpenMPThread one_thread;
+    const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
+    const dnnl_status_t status =
+        dnnl_gemm_bf16bf16f32(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', dim(m), dim(n), dim(k), alpha,
+                              reinterpret_cast<const std::uint16_t*>(a), dim(lda),
+                              reinterpret_cast<const std::uint16_t*>(b), dim(ldb), beta, c, dim(ldc));
+    XGRAD_CHECK(status == dnnl_success, "matmul (bfloat16)", "oneDNN's dnnl_gemm_bf16bf16f32 failed (status ", status,
+                ") for ", m, " x ", k, " x ", n);
+    return;
+  }
+  const std::vector<float> wide_a = trans_a ? widen(a, k, m, lda) : widen(a, m, k, lda);
+  const std::vector<float> wide_b = trans_b ? widen(b, n, k, ldb) : widen(b, k, n, ldb);
+  blas_gemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), std::max<std::size_t>(1, trans_a ? m : k), wide_b.data(),
+            std::max<std::size_t>(1, trans_b ? k : n), beta, c, ldc);
 }
 
 // Below this many multiply-adds a product is one BLAS call: waking the pool costs more.
@@ -81,41 +148,42 @@ Cut cut_of(std::size_t m, std::size_t n, std::size_t k) {
   return cut;
 }
 
-}  // namespace
-
-// OpenBLAS runs each call on its caller's thread; a large product is cut into panels that
-// the pool's threads share. The cut depends only on the shapes, never on the thread
-// count, and one thread makes the very same BLAS calls as many: a BLAS kernel may sum an
-// element differently depending on the shape of the call it is in (edge tiles, paths for
-// small matrices, blocking chosen by size), so only the same calls give the same bits on
-// any number of threads, on every kernel family (what lets data parallelism over
-// processes with fewer threads each equal one process).
+// Runs C = op(A) op(B) (scaled as `call` does) as the pieces of `cut`: call(trans_a,
+// trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc) computes one piece, C = alpha op(A)
+// op(B) + beta C with the caller's alpha, through one library call.
+//
+// A large product is cut into panels that the pool's threads share. The cut depends only
+// on the shapes, never on the thread count, and one thread makes the very same library
+// calls as many: a kernel may sum an element differently depending on the shape of the
+// call it is in (edge tiles, paths for small matrices, blocking chosen by size), so only
+// the same calls give the same bits on any number of threads, on every kernel family
+// (what lets data parallelism over processes with fewer threads each equal one process).
 //
 // When the inner dimension dominates (a weight gradient summed over every position) the
 // cut is along k, each panel packing only its share of A and B, with the partial products
 // added in panel order; otherwise each panel is a band of C's rows, or of its columns
-// when C is wider than tall, each element of C computed whole by one BLAS call.
-template <class T>
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
-          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+// when C is wider than tall, each element of C computed whole by one call.
+template <class In, class Out, class Call>
+void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const In* a,
+                   std::size_t lda, const In* b, std::size_t ldb, Out beta, Out* c, std::size_t ldc, const Call& call) {
   const Cut cut = cut_of(m, n, k);
   if (cut.axis == Cut::kNone) {
-    blas_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    call(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   const double work =
       static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / static_cast<double>(cut.panels);
   if (cut.axis == Cut::kInner) {
-    std::vector<T> partial(cut.panels * m * n);
+    std::vector<Out> partial(cut.panels * m * n);
     parallel_for(cut.panels, work, [&](std::size_t p) {
       const std::size_t begin = p * cut.step, size = std::min(k, begin + cut.step) - begin;  // columns of op(A)
-      blas_gemm(trans_a, trans_b, m, n, size, alpha, trans_a ? a + begin * lda : a + begin, lda,
-                trans_b ? b + begin : b + begin * ldb, ldb, T(0), partial.data() + p * m * n, n);
+      call(trans_a, trans_b, m, n, size, trans_a ? a + begin * lda : a + begin, lda,
+           trans_b ? b + begin : b + begin * ldb, ldb, Out(0), partial.data() + p * m * n, n);
     });
     for (std::size_t i = 0; i < m; ++i) {
-      T* row = c + i * ldc;
+      Out* row = c + i * ldc;
       for (std::size_t j = 0; j < n; ++j) {
-        T sum = beta == T(0) ? T(0) : beta * row[j];
+        Out sum = beta == Out(0) ? Out(0) : beta * row[j];
         for (std::size_t p = 0; p < cut.panels; ++p) sum += partial[(p * m + i) * n + j];
         row[j] = sum;
       }
@@ -126,12 +194,71 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
     const std::size_t extent = cut.axis == Cut::kRows ? m : n;
     const std::size_t begin = p * cut.step, size = std::min(extent, begin + cut.step) - begin;
     if (cut.axis == Cut::kRows)  // rows of op(A) and of C
-      blas_gemm(trans_a, trans_b, size, n, k, alpha, trans_a ? a + begin : a + begin * lda, lda, b, ldb, beta,
-                c + begin * ldc, ldc);
+      call(trans_a, trans_b, size, n, k, trans_a ? a + begin : a + begin * lda, lda, b, ldb, beta, c + begin * ldc,
+           ldc);
     else  // columns of op(B) and of C
-      blas_gemm(trans_a, trans_b, m, size, k, alpha, a, lda, trans_b ? b + begin * ldb : b + begin, ldb, beta,
-                c + begin, ldc);
+      call(trans_a, trans_b, m, size, k, a, lda, trans_b ? b + begin * ldb : b + begin, ldb, beta, c + begin, ldc);
   });
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc,
+                [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const T* pa, std::size_t plda,
+                        const T* pb, std::size_t pldb, T pbeta, T* pc, std::size_t pldc) {
+                  blas_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc);
+                });
+}
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
+          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // a sum of no terms: C = beta C, as BLAS leaves it
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  split_product(
+      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc,
+      [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const bfloat16* pa, std::size_t plda,
+              const bfloat16* pb, std::size_t pldb, float pbeta, float* pc,
+              std::size_t pldc) { bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc); });
+}
+
+void gemm_rounding(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                   std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  const std::size_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const std::size_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  thread_local std::vector<bfloat16> a16, b16;  // reused: attention calls this for every block
+  a16.resize(a_rows * a_cols);
+  b16.resize(b_rows * b_cols);
+  round_to_bfloat16(a, a_rows, a_cols, lda, a16.data());
+  round_to_bfloat16(b, b_rows, b_cols, ldb, b16.data());
+  gemm(trans_a, trans_b, m, n, k, alpha, a16.data(), std::max<std::size_t>(1, a_cols), b16.data(),
+       std::max<std::size_t>(1, b_cols), beta, c, ldc);
+}
+
+Bf16Path bf16_path() {
+  static const Bf16Path path = detect_bf16_path();
+  return path;
+}
+
+std::string bf16_path_name() {
+  const dnnl_version_t* v = dnnl_version();
+  const std::string onednn =
+      "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  switch (bf16_path()) {
+    case Bf16Path::kOneDnnNative:
+      return onednn + ", native bf16 dot products (AVX512_BF16)";
+    case Bf16Path::kOneDnnEmulated:
+      return onednn + ", bf16 dot products emulated on AVX-512";
+    case Bf16Path::kWidened:
+      break;
+  }
+  return "OpenBLAS sgemm on the bf16 operands widened to float32 (no AVX-512 for oneDNN: slower)";
 }
 
 template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,

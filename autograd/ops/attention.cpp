@@ -3,10 +3,12 @@
 
 #include <array>
 #include <cmath>
+#include <type_traits>
 
 #include "xgrad/autograd/kernels/attention.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/random.hpp"
 
 namespace xgrad {
@@ -166,6 +168,7 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     p.scale = static_cast<T>(options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(p.dk)));
     p.dropout_p = options.dropout_p;
     p.dropout_seed = dropout_seed;
+    p.bf16 = std::is_same_v<T, float> && autocast_precision() == Precision::bfloat16;  // backward keeps it
     p.q = q.node()->values<T>().data();
     p.k = k.node()->values<T>().data();
     p.v = v.node()->values<T>().data();

@@ -1,13 +1,17 @@
 // Batched matrix product through CBLAS. Transposes (requested, or needed by backward)
 // become GEMM flags, never copies; broadcast batch gradients are summed by GEMMs with
-// beta = 1 into the same slot.
+// beta = 1 into the same slot. Inside an AutocastGuard(bfloat16) float32 products take
+// bf16 operands (autograd/precision.hpp).
 
 #include <algorithm>
+#include <memory>
+#include <type_traits>
 
 #include "xgrad/autograd/kernels/gemm.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/shape_util.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
 
 namespace xgrad {
 
@@ -20,6 +24,22 @@ constexpr std::size_t kBiasColumns = 32;
 
 std::size_t rows_per_chunk(std::size_t width) {
   return std::max<std::size_t>(1, kChunkElements / std::max<std::size_t>(1, width));
+}
+
+// A float32 operand rounded to bfloat16 once, shared by the forward and backward products
+// that use it (autocast: autograd/precision.hpp).
+using Bf16Copy = std::shared_ptr<const std::vector<kernels::bfloat16>>;
+
+Bf16Copy rounded(const float* x, std::size_t rows, std::size_t cols) {
+  auto out = std::make_shared<std::vector<kernels::bfloat16>>(rows * cols);
+  kernels::round_to_bfloat16(x, rows, cols, cols, out->data());
+  return out;
+}
+
+// Products of float32 tensors in bf16: inside an AutocastGuard(bfloat16).
+template <class T>
+bool products_in_bf16() {
+  return std::is_same_v<T, float> && autocast_precision() == Precision::bfloat16;
 }
 
 // Everything one matmul call needs: sizes of op(A) [m, k], op(B) [k, n] (GEMM's names),
@@ -108,6 +128,40 @@ void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
   }
 }
 
+// The same backward with the products in bf16: A and B as rounded in forward, dC rounded.
+void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy& b, BackwardContext<float>& ctx) {
+  if (is_empty(p)) {
+    for (std::size_t i = 0; i < 2; ++i)
+      if (ctx.needs_grad(i)) ctx.grad_buffer(i);
+    return;
+  }
+  const std::size_t c_size = p.m * p.n;
+  const Bf16Copy g = rounded(ctx.grad().data(), ctx.grad().size() / p.n, p.n);
+  const kernels::bfloat16 *gv = g->data(), *av = a->data(), *bv = b->data();
+  if (ctx.needs_grad(0)) {
+    float* da = ctx.grad_buffer(0).data();
+    for (std::size_t i = 0; i < p.a_offset.size(); ++i) {
+      if (!p.trans_a)
+        kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, bv + p.b_offset[i], p.ldb, 1.0f,
+                      da + p.a_offset[i], p.lda);
+      else
+        kernels::gemm(p.trans_b, true, p.k, p.m, p.n, 1.0f, bv + p.b_offset[i], p.ldb, gv + i * c_size, p.n, 1.0f,
+                      da + p.a_offset[i], p.lda);
+    }
+  }
+  if (ctx.needs_grad(1)) {
+    float* db = ctx.grad_buffer(1).data();
+    for (std::size_t i = 0; i < p.b_offset.size(); ++i) {
+      if (!p.trans_b)
+        kernels::gemm(!p.trans_a, false, p.k, p.n, p.m, 1.0f, av + p.a_offset[i], p.lda, gv + i * c_size, p.n, 1.0f,
+                      db + p.b_offset[i], p.ldb);
+      else
+        kernels::gemm(true, p.trans_a, p.n, p.k, p.m, 1.0f, gv + i * c_size, p.n, av + p.a_offset[i], p.lda, 1.0f,
+                      db + p.b_offset[i], p.ldb);
+    }
+  }
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
@@ -131,6 +185,17 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(plan.out_shape));
     if (is_empty(plan)) out.fill(T(0));  // a sum over k = 0 terms; GEMM would not run
     const std::size_t c_size = plan.m * plan.n;
+    if constexpr (std::is_same_v<T, float>) {
+      if (products_in_bf16<T>()) {
+        const Bf16Copy ab = rounded(av, numel(a.shape()) / plan.lda, plan.lda);
+        const Bf16Copy bb = rounded(bv, numel(b.shape()) / plan.ldb, plan.ldb);
+        for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i)
+          kernels::gemm(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, 1.0f, ab->data() + plan.a_offset[i],
+                        plan.lda, bb->data() + plan.b_offset[i], plan.ldb, 0.0f, out.data() + i * c_size, plan.n);
+        return record<T>("matmul", std::move(out), {a, b},
+                         [plan, ab, bb](BackwardContext<T>& ctx) { matmul_backward_bf16(plan, ab, bb, ctx); });
+      }
+    }
     for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i)
       kernels::gemm<T>(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, T(1), av + plan.a_offset[i], plan.lda,
                        bv + plan.b_offset[i], plan.ldb, T(0), out.data() + i * c_size, plan.n);
@@ -141,6 +206,46 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 }  // namespace xgrad
 
 namespace xgrad {
+
+namespace {
+
+// db = column sums of g, each column summed whole by one thread, row by row.
+template <class T>
+void bias_gradient(const T* g, std::size_t rows, std::size_t out, T* db) {
+  parallel_for_chunks(out, kBiasColumns, static_cast<double>(rows), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t o = begin; o < end; ++o) db[o] += g[r * out + o];
+  });
+}
+
+// linear with its products in bf16: x and W rounded once, kept for backward; y holds the
+// bias (or zeros) already.
+Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt::xarray<float> y, std::size_t rows,
+                   std::size_t in, std::size_t out) {
+  const Bf16Copy xb = rounded(x.node()->values<float>().data(), rows, in);
+  const Bf16Copy wb = rounded(weight.node()->values<float>().data(), out, in);
+  if (rows && out && in)
+    kernels::gemm(false, true, rows, out, in, 1.0f, xb->data(), in, wb->data(), in, 1.0f, y.data(), out);
+  return record<float>("linear", std::move(y), {x, weight, bias}, [rows, in, out, xb, wb](BackwardContext<float>& ctx) {
+    if (rows && out && in) {
+      const Bf16Copy g = rounded(ctx.grad().data(), rows, out);
+      if (ctx.needs_grad(0)) {  // dx = g W
+        const auto dx = ctx.grad_target(0);
+        kernels::gemm(false, false, rows, in, out, 1.0f, g->data(), out, wb->data(), in, dx.beta(), dx.data, in);
+      }
+      if (ctx.needs_grad(1)) {  // dW = g^T x
+        const auto dw = ctx.grad_target(1);
+        kernels::gemm(true, false, out, in, rows, 1.0f, g->data(), out, xb->data(), in, dw.beta(), dw.data, in);
+      }
+    } else {
+      for (std::size_t i = 0; i < 2; ++i)
+        if (ctx.needs_grad(i)) ctx.grad_buffer(i);
+    }
+    if (ctx.needs_grad(2)) bias_gradient(ctx.grad().data(), rows, out, ctx.grad_buffer(2).data());
+  });
+}
+
+}  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_same_dtype("linear", x, weight);
@@ -165,6 +270,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       for (std::size_t r = begin; r < end; ++r)
         b ? std::copy_n(b, out, yv + r * out) : std::fill_n(yv + r * out, out, T(0));
     });
+    if constexpr (std::is_same_v<T, float>) {
+      if (products_in_bf16<T>()) return linear_bf16(x, weight, bias, std::move(y), rows, in, out);
+    }
     if (rows && out && in)  // y += x W^T, the bias (or zeros) as GEMM's accumulator
       kernels::gemm<T>(false, true, rows, out, in, T(1), x.node()->values<T>().data(), in,
                        weight.node()->values<T>().data(), in, T(1), yv, out);
@@ -183,13 +291,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         for (std::size_t i = 0; i < 2; ++i)
           if (ctx.needs_grad(i)) ctx.grad_buffer(i);
       }
-      if (ctx.needs_grad(2)) {  // db = column sums of g, each column summed whole by one thread, row by row
-        T* db = ctx.grad_buffer(2).data();
-        parallel_for_chunks(out, kBiasColumns, static_cast<double>(rows), [&](std::size_t begin, std::size_t end) {
-          for (std::size_t r = 0; r < rows; ++r)
-            for (std::size_t o = begin; o < end; ++o) db[o] += g[r * out + o];
-        });
-      }
+      if (ctx.needs_grad(2)) bias_gradient(g, rows, out, ctx.grad_buffer(2).data());
     });
   });
 }

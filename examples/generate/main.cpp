@@ -20,6 +20,7 @@
 #include "text.hpp"
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/nn/checkpoint.hpp"
 
@@ -34,6 +35,7 @@ struct Options {
   std::uint64_t seed = 0;
   bool no_cache = false;
   int threads = 0;
+  std::string precision = "float32";
 };
 
 // Standard output that cannot be written (a full disk, a closed pipe) ends the program
@@ -127,7 +129,11 @@ int run(int argc, char** argv) {
   app.add_option("--threads", o.threads, "threads (0: every core)")
       ->transform(train::whole_number<int>())
       ->capture_default_str();
-  app.set_version_flag("--version", str("xgrad-generate ", version(), " (", blas_summary(), ")"));
+  app.add_option("--precision", o.precision, "float32 | bf16: the matrix products' operands (bf16: float32 sums)")
+      ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
+  app.set_version_flag(
+      "--version", str("xgrad-generate ", version(), " (", blas_summary(), "; bf16 products: ", bf16_summary(), ")"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -157,6 +163,7 @@ int run(int argc, char** argv) {
   std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
   check_output();
   Generator gen(o.seed);
+  const AutocastGuard precision(o.precision == "bf16" ? Precision::bfloat16 : Precision::float32);
   const auto started = std::chrono::steady_clock::now();
   train::generate(*model, prompt, o.tokens, {.temperature = o.temperature, .top_k = o.top_k, .use_cache = !o.no_cache},
                   gen, [&](std::int64_t token) {

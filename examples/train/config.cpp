@@ -13,6 +13,7 @@
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/version.hpp"
 
 namespace train {
@@ -23,6 +24,7 @@ const std::set<std::string> kTasks = {"copy", "reverse", "sort", "add", "lm"};
 const std::set<std::string> kPositions = {"learned", "sinusoidal"};
 const std::set<std::string> kOptimizers = {"adam", "adamw", "sgd"};
 const std::set<std::string> kSchedules = {"constant", "cosine", "noam", "step"};
+const std::set<std::string> kPrecisions = {"float32", "bf16"};
 
 // A number as text that reads back to the same double.
 std::string exact_text(double v) {
@@ -57,7 +59,8 @@ std::map<std::string, std::string> learning_settings(const Config& c) {
                                                     {"beta2", exact_text(c.beta2)},
                                                     {"warmup", std::to_string(c.warmup)},
                                                     {"clip", exact_text(c.clip)},
-                                                    {"seed", std::to_string(c.seed)}});
+                                                    {"seed", std::to_string(c.seed)},
+                                                    {"precision", c.precision}});
   return settings;
 }
 
@@ -135,6 +138,11 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
   app.add_option("--seed", c.seed, "seed for the model, the data and dropout")
       ->transform(whole_number<std::uint64_t>())
       ->capture_default_str();
+  app.add_option("--precision", c.precision,
+                 "float32 | bf16: the matrix products' operands in bfloat16, their sums and everything else in "
+                 "float32 (mixed precision; the checkpoint stays float32)")
+      ->check(CLI::IsMember(kPrecisions))
+      ->capture_default_str();
   app.add_option("--threads", c.threads, "threads (0: every core; under mpirun the machine's cores / its ranks)")
       ->capture_default_str();
   app.add_option("--accum-steps", c.accum_steps,
@@ -170,7 +178,8 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
   for (const char* flag :
        {"--dropout", "--lr", "--min-lr", "--weight-decay", "--beta2", "--clip", "--target-exact", "--target-val-loss"})
     app.get_option(flag)->transform(real);
-  app.set_version_flag("--version", xgrad::str("xgrad-train ", xgrad::version(), " (", xgrad::blas_summary(), ")"));
+  app.set_version_flag("--version", xgrad::str("xgrad-train ", xgrad::version(), " (", xgrad::blas_summary(),
+                                               "; bf16 products: ", xgrad::bf16_summary(), ")"));
   app.footer(
       "--task lm defaults (nanoGPT's shakespeare_char recipe): --seq-len 64 --batch 12 --layers 4 --heads 4 "
       "--d-model 128 --steps 2000 --optimizer adamw --lr 1e-3 --min-lr 1e-4 --schedule cosine --warmup 100 "
@@ -239,6 +248,7 @@ void validate(const Config& c) {
   member("positions", c.positions, kPositions);
   member("optimizer", c.optimizer, kOptimizers);
   member("schedule", c.schedule, kSchedules);
+  member("precision", c.precision, kPrecisions);
   const auto finite = [](const char* flag, double v) {
     if (!std::isfinite(v)) throw UsageError(xgrad::str("--", flag, " must be a finite number, got ", v));
   };
@@ -408,14 +418,16 @@ Metadata to_metadata(const Config& c) {
   return m;
 }
 
-void apply_metadata(const Metadata& m, Config& c, const std::set<std::string>& given) {
+void apply_metadata(const Metadata& checkpoint, Config& c, const std::set<std::string>& given) {
+  Metadata m = checkpoint;
+  m.try_emplace("config.precision", "float32");  // written before --precision existed: float32
   check_agreement(m, learning_settings(c), given);
   read_model_settings(m, c);
   const auto learned = [&](const char* flag, auto& field) { read_setting(m, std::string("config.") + flag, field); };
   learned("dropout", c.dropout), learned("batch", c.batch), learned("lr", c.lr), learned("min-lr", c.min_lr);
   learned("optimizer", c.optimizer), learned("schedule", c.schedule), learned("weight-decay", c.weight_decay);
   learned("beta2", c.beta2);
-  learned("warmup", c.warmup), learned("clip", c.clip), learned("seed", c.seed);
+  learned("warmup", c.warmup), learned("clip", c.clip), learned("seed", c.seed), learned("precision", c.precision);
   const auto carry = [&](const char* flag, auto& field) {
     const std::string key = std::string("run.") + flag;
     if (m.count(key) && !given.count(flag)) read_setting(m, key, field);

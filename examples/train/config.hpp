@@ -30,6 +30,7 @@ struct Config {
   int warmup = 0;
   double clip = 0.0;
   std::uint64_t seed = 0;
+  std::string precision = "float32";  // the matrix products' operands: float32 | bf16 (float32 sums)
   // How this run goes (free to change on --resume).
   int steps = 3000;
   int accum_steps = 1;  // micro-batches per step in each process (gradient accumulation)

@@ -28,6 +28,7 @@
 #include "workload.hpp"
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/distributed/communicator.hpp"
 #include "xgrad/distributed/reducer.hpp"
@@ -508,7 +509,8 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, const distribu
   if (c.verbose)
     std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads"
               << (communicator.size() > 1 ? str(" in each of ", communicator.size(), " ranks") : std::string())
-              << std::endl;
+              << "; products in " << c.precision
+              << (c.precision == "bf16" ? str(" (", bf16_summary(), ")") : std::string()) << std::endl;
   manual_seed(c.seed);
   return std::make_unique<Trainer>(
       c, communicator, c.language_model() ? make_language_workload(c, corpus) : make_toy_workload(c), start);
@@ -534,6 +536,8 @@ int run(int argc, char** argv, const distributed::Communicator& communicator) {
     return 2;
   }
   if (!trainer) return 0;
+  // Every forward of the run (training, evaluation, samples) runs on this thread.
+  const AutocastGuard precision(c.precision == "bf16" ? Precision::bfloat16 : Precision::float32);
   trainer->start();
   return trainer->run();
 }

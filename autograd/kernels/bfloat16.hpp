@@ -1,0 +1,30 @@
+#pragma once
+// bfloat16: the top 16 bits of a float32 (sign, the same 8-bit exponent, 7 stored
+// mantissa bits: 8 significant bits, a relative rounding error of at most 2^-8). xgrad
+// stores it only as the operands of mixed-precision matrix products (autograd/precision.hpp).
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace xgrad::kernels {
+
+struct bfloat16 {
+  std::uint16_t bits;
+};
+
+// Round to nearest, ties to even, as vcvtneps2bf16 does; a NaN stays a (quiet) NaN of the
+// same sign, and values past bfloat16's largest round to infinity. Denormals are kept.
+inline bfloat16 to_bfloat16(float x) {
+  const auto u = std::bit_cast<std::uint32_t>(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<std::uint16_t>((u >> 16) | 0x0040u)};
+  return {static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+
+inline float to_float(bfloat16 x) { return std::bit_cast<float>(static_cast<std::uint32_t>(x.bits) << 16); }
+
+// out[r * cols + c] = to_bfloat16(in[r * ld + c]) for a rows x cols block stored with row
+// stride ld: an operand made dense and rounded once, then used by every panel of a product.
+void round_to_bfloat16(const float* in, std::size_t rows, std::size_t cols, std::size_t ld, bfloat16* out);
+
+}  // namespace xgrad::kernels

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Mixed precision end to end: xgrad-train --precision bf16 learns as float32 does (sort
+# reaches 0.99 exact-match within 1.25x float32's steps; with --lm, the KJV language
+# model's validation loss after the recipe's 2000 steps is within 0.03 of float32's),
+# writes float32 checkpoints that record the precision, resumes in it, refuses to change
+# it; xgrad-generate and xgrad-bench take the flag; bad values are one line and exit 2.
+#   usage: precision_test.sh XGRAD_TRAIN XGRAD_GENERATE XGRAD_BENCH [--lm KJV_TEXT]
+set -u
+train=$1 generate=$2 bench=$3 lm_text=${5:-}
+source "$(dirname "$0")/lib.sh"
+cd "$work"
+run() { timeout 300 "$@" >out 2>err; echo $?; }
+final() { /usr/bin/python3 -c "import json, sys; print(json.loads(open(sys.argv[1]).readlines()[-1])[sys.argv[2]])" "$@"; }
+
+if [ -n "$lm_text" ]; then
+  for precision in float32 bf16; do
+    "$train" --task lm --text "$lm_text" --precision "$precision" --quiet --metrics "lm_$precision.jsonl" >/dev/null
+  done
+  f32=$(final lm_float32.jsonl val_loss) b16=$(final lm_bf16.jsonl val_loss)
+  echo "lm, 2000 steps: validation loss $f32 in float32, $b16 in bf16"
+  check "bf16's validation loss $b16 is within 0.03 of float32's $f32" \
+    /usr/bin/python3 -c "import sys; sys.exit(abs($b16 - $f32) > 0.03)"
+  finish
+  exit
+fi
+
+for precision in float32 bf16; do
+  "$train" --task sort --precision "$precision" --quiet --eval-every 50 --metrics "sort_$precision.jsonl" \
+    --save "sort_$precision.st" >/dev/null
+done
+f32=$(final sort_float32.jsonl steps_to_target) b16=$(final sort_bf16.jsonl steps_to_target)
+echo "sort to 0.99 exact-match: $f32 steps in float32, $b16 in bf16"
+check "bf16 reaches the target" test "$(final sort_bf16.jsonl reached_target)" = True
+check "within 1.25x float32's steps ($b16 against $f32)" \
+  /usr/bin/python3 -c "import sys; sys.exit(not (0 < 4 * int('$b16') <= 5 * int('$f32')))"
+check "bf16 is another run than float32 (the products were rounded)" \
+  bash -c "! same_checkpoint sort_float32.st sort_bf16.st 2>/dev/null"
+check "the checkpoint holds the tensors of float32's, as float32's, and records bf16" \
+  /usr/bin/python3 - sort_float32.st sort_bf16.st <<'PY'
+import json, struct, sys
+def header(path):
+    data = open(path, "rb").read()
+    return json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])
+f32, b16 = header(sys.argv[1]), header(sys.argv[2])
+meta_f32, meta_b16 = f32.pop("__metadata__"), b16.pop("__metadata__")
+same_tensors = {k: (v["dtype"], v["shape"]) for k, v in f32.items()} == {k: (v["dtype"], v["shape"]) for k, v in b16.items()}
+sys.exit(not (same_tensors and meta_b16["config.precision"] == "bf16" and meta_f32["config.precision"] == "float32"))
+PY
+
+# Resume keeps the precision: stopped and resumed equals the run that never stopped.
+"$train" --task sort --precision bf16 --steps 100 --eval-every 50 --quiet --save half.st >/dev/null
+"$train" --task sort --precision bf16 --steps 200 --eval-every 50 --quiet --save whole.st >/dev/null
+"$train" --resume half.st --steps 200 --save half.st --verbose >resumed.out
+check "a bf16 checkpoint resumes in bf16" grep -q "products in bf16" resumed.out
+check "to the bits of the run that never stopped" same_checkpoint whole.st half.st
+code=$(run "$train" --resume half.st --steps 300 --precision float32)
+check "resuming with another precision exits 2 (got $code)" test "$code" -eq 2
+check "and says which" grep -q -- "--precision float32 here, bf16 in the checkpoint" err
+"$train" --task sort --steps 20 --quiet --save old.st >/dev/null
+/usr/bin/python3 - old.st older.st "$references" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+import safetensors_numpy
+arrays, metadata = safetensors_numpy.read(sys.argv[1])
+del metadata["config.precision"]
+safetensors_numpy.write(sys.argv[2], arrays, metadata)
+PY
+"$train" --resume older.st --steps 30 --verbose >older.out
+check "a checkpoint from before --precision resumes in float32" grep -q "products in float32" older.out
+
+for args in "--precision bf8" "--precision BF16" "--precision"; do
+  refused "xgrad-train $args" "precision" "$train" --task sort --steps 1 $args
+done
+refused "xgrad-generate --precision fp16" "precision" "$generate" --checkpoint sort_bf16.st --precision fp16
+refused "xgrad-bench --precision half" "precision" "$bench" --config tiny --precision half
+check "xgrad-train --version names the bf16 kernels" grep -q "bf16 products: " <("$train" --version)
+
+# The language model and generation in bf16: a short run, then text from its checkpoint.
+printf 'In the beginning God created the heaven and the earth.\n%.0s' $(seq 200) >text.txt
+"$train" --task lm --text text.txt --seq-len 16 --batch 8 --layers 1 --heads 2 --d-model 16 --steps 30 --warmup 3 \
+  --eval-every 15 --eval-batches 2 --quiet --precision bf16 --save lm.st >/dev/null
+code=$(run "$generate" --checkpoint lm.st --precision bf16 --tokens 40 --prompt "In")
+check "xgrad-generate --precision bf16 writes text (exit $code)" test "$code" -eq 0 -a "$(wc -c <out)" -ge 40
+code=$(run "$bench" --config sgemm --precision bf16 --steps 2)
+check "xgrad-bench --precision bf16 reports its kernels (exit $code)" /usr/bin/python3 -c '
+import json, sys
+r = json.loads(open("out").readline())
+sys.exit(not (r["precision"] == "bf16" and r["bf16"].startswith(("oneDNN", "OpenBLAS"))))' 
+finish

@@ -1,0 +1,378 @@
+#define BOOST_TEST_MODULE bf16
+// Mixed precision: bfloat16 rounding, bf16 products (oneDNN, or OpenBLAS on widened
+// operands: ctest runs this suite under each path), and AutocastGuard on matmul and linear.
+//
+// Tolerances, from the format: a bf16 operand carries 8 significant bits, so rounding one
+// to nearest moves it by at most u16 = 2^-8 of itself (half a unit in the last place); the product of two bf16 values
+// has at most 16 significant bits and is exact in float32; a float32 sum of k terms, in any order, is within k * u32
+// (u32 = 2^-24) of the exact sum of their magnitudes. So, for C = alpha A B
+// + beta C0 in bf16 against float64 on the same rounded operands:
+//   |C - exact| <= (k + 2) * u32 * (|alpha| sum_p |a_ip b_pj| + |beta c0_ij|),
+// and against float32 on the unrounded operands, each term a_ip b_pj moving by at most
+// (2 u16 + u16^2) of itself, add (2 u16 + u16^2) |alpha| sum_p |a_ip b_pj|.
+#include "helpers.hpp"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "xgrad/autograd/kernels/bfloat16.hpp"
+#include "xgrad/autograd/kernels/gemm.hpp"
+#include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+using kernels::bfloat16;
+
+namespace {
+
+constexpr double kU32 = 0x1p-24, kU16 = 0x1p-8;
+
+float round_trip(float x) { return kernels::to_float(kernels::to_bfloat16(x)); }
+
+std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
+  Generator gen(seed);
+  const Tensor t = Tensor::randn({n}, gen);
+  return {t.data<float>(), t.data<float>() + n};
+}
+
+struct Product {
+  bool trans_a, trans_b;
+  std::size_t m, n, k;
+};
+
+// C = alpha op(A) op(B) + beta C0 in float64 on the given operands, and the bound's scale
+// |alpha| sum |a b| + |beta c0| per element.
+void reference(const Product& p, double alpha, const std::vector<double>& a, const std::vector<double>& b, double beta,
+               const std::vector<double>& c0, std::vector<double>& c, std::vector<double>& scale) {
+  c.assign(p.m * p.n, 0);
+  scale.assign(p.m * p.n, 0);
+  for (std::size_t i = 0; i < p.m; ++i)
+    for (std::size_t j = 0; j < p.n; ++j) {
+      double sum = 0, magnitude = 0;
+      for (std::size_t q = 0; q < p.k; ++q) {
+        const double x = p.trans_a ? a[q * p.m + i] : a[i * p.k + q];
+        const double y = p.trans_b ? b[j * p.k + q] : b[q * p.n + j];
+        sum += x * y;
+        magnitude += std::abs(x * y);
+      }
+      c[i * p.n + j] = alpha * sum + beta * c0[i * p.n + j];
+      scale[i * p.n + j] = std::abs(alpha) * magnitude + std::abs(beta * c0[i * p.n + j]);
+    }
+}
+
+// Shapes that stay one call, split by rows, by columns and along k.
+const std::vector<std::array<std::size_t, 3>> kShapes{{7, 5, 3}, {300, 120, 90}, {70, 150, 410}, {40, 1200, 50}};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(rounding_is_to_nearest_even) {
+  BOOST_TEST_MESSAGE("bf16 products: " << bf16_summary());
+  BOOST_TEST(kernels::to_bfloat16(1.0f).bits == 0x3f80);
+  BOOST_TEST(kernels::to_bfloat16(1.0f + 0x1p-8f).bits == 0x3f80);             // a tie: to the even neighbour
+  BOOST_TEST(kernels::to_bfloat16(1.0f + 3 * 0x1p-8f).bits == 0x3f82);         // a tie: up, to the even one
+  BOOST_TEST(kernels::to_bfloat16(1.0f + 0x1p-8f + 0x1p-20f).bits == 0x3f81);  // past the tie: up
+  BOOST_TEST(kernels::to_bfloat16(-0.0f).bits == 0x8000);
+  BOOST_TEST(std::isinf(round_trip(std::numeric_limits<float>::max())));  // past bf16's largest
+  BOOST_TEST(round_trip(-std::numeric_limits<float>::infinity()) == -std::numeric_limits<float>::infinity());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(std::isnan(round_trip(nan)));
+  BOOST_TEST(std::isnan(round_trip(std::bit_cast<float>(0x7f800001u))));  // a NaN only in the low bits
+  BOOST_TEST(std::signbit(round_trip(-nan)));
+  BOOST_TEST(round_trip(1e-40f) != 0.0f);  // denormals are kept
+  for (const float x : random_floats(10000, 1)) {
+    const float r = round_trip(x);
+    BOOST_TEST(std::abs(r - x) <= kU16 * std::abs(x), x);
+    BOOST_TEST((std::bit_cast<std::uint32_t>(r) & 0xffffu) == 0u);
+  }
+  std::vector<float> block(6 * 9), rows(4 * 5);
+  for (std::size_t i = 0; i < block.size(); ++i) block[i] = static_cast<float>(i) + 0.3f;
+  std::vector<bfloat16> dense(rows.size());
+  kernels::round_to_bfloat16(block.data() + 1, 4, 5, 9, dense.data());  // a 4 x 5 block, row stride 9
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t c = 0; c < 5; ++c)
+      BOOST_TEST(kernels::to_float(dense[r * 5 + c]) == round_trip(block[1 + r * 9 + c]));
+}
+
+BOOST_AUTO_TEST_CASE(bf16_products_are_within_the_format_bounds) {
+  for (const auto& [m, n, k] : kShapes)
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true})
+        for (const auto& [alpha, beta] : std::vector<std::array<float, 2>>{{1.0f, 0.0f}, {0.5f, 1.0f}}) {
+          const Product p{trans_a, trans_b, m, n, k};
+          const std::vector<float> a = random_floats(m * k, 3), b = random_floats(k * n, 4),
+                                   c0 = random_floats(m * n, 5);
+          std::vector<bfloat16> ab(a.size()), bb(b.size());
+          kernels::round_to_bfloat16(a.data(), 1, a.size(), a.size(), ab.data());
+          kernels::round_to_bfloat16(b.data(), 1, b.size(), b.size(), bb.data());
+          std::vector<float> c = c0;
+          kernels::gemm(trans_a, trans_b, m, n, k, alpha, ab.data(), trans_a ? m : k, bb.data(), trans_b ? k : n, beta,
+                        c.data(), n);
+          std::vector<double> a_rounded(a.size()), b_rounded(b.size()), exact, scale, unrounded, unrounded_scale;
+          for (std::size_t i = 0; i < a.size(); ++i) a_rounded[i] = kernels::to_float(ab[i]);
+          for (std::size_t i = 0; i < b.size(); ++i) b_rounded[i] = kernels::to_float(bb[i]);
+          const std::vector<double> c0d(c0.begin(), c0.end());
+          reference(p, alpha, a_rounded, b_rounded, beta, c0d, exact, scale);
+          reference(p, alpha, std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()), beta,
+                    c0d, unrounded, unrounded_scale);
+          std::size_t worst = 0, moved = 0;
+          double worst_ratio = 0;
+          for (std::size_t i = 0; i < c.size(); ++i) {
+            const double bound = static_cast<double>(k + 2) * kU32 * scale[i];
+            const double ratio = std::abs(c[i] - exact[i]) / bound;
+            if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+            const double near_f32 = bound + (2 * kU16 + kU16 * kU16) * (unrounded_scale[i] - std::abs(beta * c0d[i]));
+            BOOST_TEST(std::abs(c[i] - unrounded[i]) <= near_f32);
+            moved += std::abs(c[i] - unrounded[i]) > static_cast<double>(k + 2) * kU32 * unrounded_scale[i];
+          }
+          BOOST_TEST(worst_ratio <= 1.0, m << " x " << k << " x " << n << " trans " << trans_a << trans_b
+                                           << ": element " << worst << " at " << worst_ratio << " of the bound");
+          // The operands were rounded: some element is further from float32's product than
+          // float32's own error allows (this fails if the product ran in float32).
+          BOOST_TEST(moved > 0u);
+        }
+}
+
+BOOST_AUTO_TEST_CASE(bf16_products_give_the_same_bits_on_any_thread_count) {
+  const int threads = num_threads();
+  std::vector<std::vector<float>> on_one_thread;
+  for (const int t : {1, 2, 3, 8}) {
+    set_num_threads(t);
+    for (std::size_t s = 0; s < kShapes.size(); ++s) {
+      const auto [m, n, k] = kShapes[s];
+      const std::vector<float> a = random_floats(m * k, 6), b = random_floats(k * n, 7);
+      std::vector<bfloat16> ab(a.size()), bb(b.size());
+      kernels::round_to_bfloat16(a.data(), 1, a.size(), a.size(), ab.data());
+      kernels::round_to_bfloat16(b.data(), 1, b.size(), b.size(), bb.data());
+      std::vector<float> c(m * n);
+      kernels::gemm(false, false, m, n, k, 1.0f, ab.data(), k, bb.data(), n, 0.0f, c.data(), n);
+      if (t == 1)
+        on_one_thread.push_back(c);
+      else
+        BOOST_TEST((c == on_one_thread[s]), m << " x " << k << " x " << n << " on " << t << " threads");
+    }
+  }
+  set_num_threads(threads);
+}
+
+namespace {
+
+// A float32 tensor whose values bf16 represents exactly (so that rounding it changes
+// nothing), and its float64 copy.
+Tensor representable(Shape shape, std::uint64_t seed, bool requires_grad = true) {
+  Generator gen(seed);
+  std::vector<double> values = Tensor::randn(shape, gen).to_vector();
+  for (double& v : values) v = round_trip(static_cast<float>(v));
+  return Tensor::from_vector(values, std::move(shape), DType::float32, requires_grad);
+}
+
+// |got - exact| within (k + 2) u32 of the magnitudes: each magnitude taken from the same
+// computation on absolute values in float64.
+void check_within(const Tensor& got, const Tensor& exact, const Tensor& magnitude, std::size_t k, const char* what) {
+  const std::vector<double> g = got.to_vector(), e = exact.to_vector(), s = magnitude.to_vector();
+  BOOST_REQUIRE_EQUAL(g.size(), e.size());
+  for (std::size_t i = 0; i < g.size(); ++i)
+    BOOST_TEST(std::abs(g[i] - e[i]) <= static_cast<double>(k + 2) * kU32 * s[i] + 1e-30, what << " element " << i);
+}
+
+}  // namespace
+
+// linear and matmul inside the guard: forward and every gradient within the bounds of
+// float64 on the same (bf16-exact) values; a seed of bf16-exact values keeps dY exact too.
+BOOST_AUTO_TEST_CASE(autocast_linear_and_matmul_forward_and_backward) {
+  const std::size_t rows = 96, in = 70, out = 50;
+  const Tensor x = representable({4, 24, in}, 11), w = representable({out, in}, 12), bias = representable({out}, 13);
+  const Tensor seed = representable({4, 24, out}, 14, false);
+  Tensor y;
+  {
+    const AutocastGuard bf16(Precision::bfloat16);
+    y = linear(x, w, bias);
+  }
+  y.backward(seed);
+  const Tensor x64 = x.detach().to(DType::float64), w64 = w.detach().to(DType::float64);
+  const Tensor b64 = bias.detach().to(DType::float64), s64 = seed.to(DType::float64);
+  check_within(y, linear(x64, w64, b64), linear(abs(x64), abs(w64), abs(b64)), in, "linear forward");
+  check_within(x.grad(), matmul(s64, w64), matmul(abs(s64), abs(w64)), out, "linear dx");
+  check_within(w.grad(), matmul(reshape(s64, Shape{rows, out}), reshape(x64, Shape{rows, in}), true, false),
+               matmul(reshape(abs(s64), Shape{rows, out}), reshape(abs(x64), Shape{rows, in}), true, false), rows,
+               "linear dW");
+  check_within(bias.grad(), sum(reshape(s64, Shape{rows, out}), {0}), sum(reshape(abs(s64), Shape{rows, out}), {0}),
+               rows, "linear db");
+
+  const Tensor a = representable({3, 40, 30}, 15), b = representable({30, 20}, 16);
+  const Tensor mseed = representable({3, 40, 20}, 17, false);
+  Tensor c;
+  {
+    const AutocastGuard bf16(Precision::bfloat16);
+    c = matmul(a, b);
+  }
+  c.backward(mseed);
+  const Tensor a64 = a.detach().to(DType::float64), bm64 = b.detach().to(DType::float64);
+  const Tensor ms64 = mseed.to(DType::float64);
+  check_within(c, matmul(a64, bm64), matmul(abs(a64), abs(bm64)), 30, "matmul forward");
+  check_within(a.grad(), matmul(ms64, bm64, false, true), matmul(abs(ms64), abs(bm64), false, true), 20, "matmul dA");
+  check_within(b.grad(), matmul(reshape(a64, {120, 30}), reshape(ms64, {120, 20}), true, false),
+               matmul(reshape(abs(a64), {120, 30}), reshape(abs(ms64), {120, 20}), true, false), 120, "matmul dB");
+}
+
+// Operands that bf16 does not represent are rounded, in forward and in backward (the
+// backward of a product runs in its forward's precision even after the guard is gone);
+// outside a guard, and for float64 inside one, nothing changes bit for bit.
+BOOST_AUTO_TEST_CASE(autocast_rounds_only_inside_the_guard) {
+  Generator gen(21);
+  Tensor x = Tensor::randn({64, 48}, gen).requires_grad_(), w = Tensor::randn({32, 48}, gen).requires_grad_();
+  const Tensor before = linear(x, w).detach();
+  Tensor inside;
+  {
+    const AutocastGuard bf16(Precision::bfloat16);
+    BOOST_TEST((autocast_precision() == Precision::bfloat16));
+    {
+      const AutocastGuard nested(Precision::float32);
+      BOOST_TEST((linear(x, w).to_vector() == before.to_vector()));
+    }
+    inside = linear(x, w);
+    const Tensor x64 = x.detach().to(DType::float64), w64 = w.detach().to(DType::float64);
+    const AutocastGuard bf16_again(Precision::bfloat16);
+    BOOST_TEST((linear(x64, w64).to_vector() == linear(x64, w64).to_vector()));
+    Precision other_thread = Precision::bfloat16;
+    std::thread([&] { other_thread = autocast_precision(); }).join();
+    BOOST_TEST((other_thread == Precision::float32));  // the guard is the calling thread's
+  }
+  BOOST_TEST((autocast_precision() == Precision::float32));
+  BOOST_TEST((linear(x, w).to_vector() == before.to_vector()));
+  BOOST_TEST((inside.to_vector() != before.to_vector()));
+  // Expected: the same product on operands rounded by hand, in bf16 kernels.
+  std::vector<double> xr = x.to_vector(), wr = w.to_vector();
+  for (double& v : xr) v = round_trip(static_cast<float>(v));
+  for (double& v : wr) v = round_trip(static_cast<float>(v));
+  const Tensor xr32 = Tensor::from_vector(xr, {64, 48}), wr32 = Tensor::from_vector(wr, {32, 48});
+  {
+    const AutocastGuard bf16(Precision::bfloat16);
+    BOOST_TEST((linear(xr32, wr32).to_vector() == inside.to_vector()));  // rounding twice changes nothing
+  }
+  // Backward outside the guard, in bf16 all the same: equal to one run inside it.
+  const Tensor seed = Tensor::randn({64, 32}, gen);
+  inside.backward(seed);
+  const Tensor dx_outside = x.grad().clone(), dw_outside = w.grad().clone();
+  x.zero_grad();
+  w.zero_grad();
+  {
+    const AutocastGuard bf16(Precision::bfloat16);
+    linear(x, w).backward(seed);
+  }
+  BOOST_TEST((x.grad().to_vector() == dx_outside.to_vector()));
+  BOOST_TEST((w.grad().to_vector() == dw_outside.to_vector()));
+  x.zero_grad();
+  w.zero_grad();
+  linear(x, w).backward(seed);
+  BOOST_TEST((x.grad().to_vector() != dx_outside.to_vector()));  // float32's gradients differ
+}
+
+namespace {
+
+// Attention in float64 on given float32 tensors [B, L, d]: the probabilities and the output.
+struct Attended {
+  std::vector<double> probs, out;  // [B, Lq, Lk], [B, Lq, dv]
+};
+
+Attended attend64(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                  std::size_t batches, std::size_t lq, std::size_t lk, std::size_t d) {
+  Attended a{std::vector<double>(batches * lq * lk), std::vector<double>(batches * lq * d)};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (std::size_t b = 0; b < batches; ++b)
+    for (std::size_t i = 0; i < lq; ++i) {
+      double* p = a.probs.data() + (b * lq + i) * lk;
+      double top = -INFINITY, total = 0;
+      for (std::size_t j = 0; j < lk; ++j) {
+        double s = 0;
+        for (std::size_t c = 0; c < d; ++c) s += q[(b * lq + i) * d + c] * k[(b * lk + j) * d + c];
+        p[j] = s * scale;
+        top = std::max(top, p[j]);
+      }
+      for (std::size_t j = 0; j < lk; ++j) total += (p[j] = std::exp(p[j] - top));
+      for (std::size_t j = 0; j < lk; ++j) p[j] /= total;
+      for (std::size_t c = 0; c < d; ++c) {
+        double o = 0;
+        for (std::size_t j = 0; j < lk; ++j) o += p[j] * v[(b * lk + j) * d + c];
+        a.out[(b * lq + i) * d + c] = o;
+      }
+    }
+  return a;
+}
+
+}  // namespace
+
+// Attention's block products in bf16. Forward, against float64 on the unrounded inputs:
+// rounding q and k moves each score s = scale q.k by at most delta = (2 u16 + u16^2) scale
+// sum |q_c k_c|, so each probability by a factor within e^(+-2 delta_max) of its row; the
+// probabilities are rounded (u16) before P V, v too (u16), and the float32 sums add
+// (lk + 2) u32. So |out - exact| <= ((1 + u16)^2 e^(2 delta_max) - 1 + (lk + 2) u32)
+// sum_j p_j |v_j|. Backward runs in bf16 too (its dV has the forward's structure and
+// bound, with dO for v); every gradient gives the same bits on any thread count.
+BOOST_AUTO_TEST_CASE(autocast_attention_blocks_within_the_format_bounds) {
+  const std::size_t batches = 3, lq = 150, lk = 140, d = 16;  // more than one 128-block each way
+  Generator gen(31);
+  Tensor q = Tensor::randn({batches, lq, d}, gen).requires_grad_();
+  Tensor k = Tensor::randn({batches, lk, d}, gen).requires_grad_();
+  Tensor v = Tensor::randn({batches, lk, d}, gen).requires_grad_();
+  const Tensor seed = Tensor::randn({batches, lq, d}, gen);
+  const auto run = [&](Precision precision) {
+    q.zero_grad(), k.zero_grad(), v.zero_grad();
+    Tensor out;
+    {
+      const AutocastGuard autocast(precision);
+      out = scaled_dot_product_attention(q, k, v).output;
+    }
+    out.backward(seed);
+    return std::vector<std::vector<double>>{out.to_vector(), q.grad().to_vector(), k.grad().to_vector(),
+                                            v.grad().to_vector()};
+  };
+  const int threads = num_threads();
+  set_num_threads(1);
+  const auto bf16 = run(Precision::bfloat16);
+  set_num_threads(3);
+  BOOST_TEST((run(Precision::bfloat16) == bf16), "attention in bf16 on 3 threads");
+  set_num_threads(threads);
+  const auto f32 = run(Precision::float32);
+  for (std::size_t i = 0; i < 4; ++i) BOOST_TEST((bf16[i] != f32[i]), "bf16 result " << i << " is float32's");
+
+  const std::vector<double> qv = q.to_vector(), kv = k.to_vector(), vv = v.to_vector(), g = seed.to_vector();
+  const Attended exact = attend64(qv, kv, vv, batches, lq, lk, d);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d)), term = 2 * kU16 + kU16 * kU16;
+  for (std::size_t b = 0; b < batches; ++b) {
+    std::vector<double> row_delta(lq, 0.0);  // the largest score move of each query row
+    for (std::size_t i = 0; i < lq; ++i)
+      for (std::size_t j = 0; j < lk; ++j) {
+        double magnitude = 0;
+        for (std::size_t c = 0; c < d; ++c) magnitude += std::abs(qv[(b * lq + i) * d + c] * kv[(b * lk + j) * d + c]);
+        row_delta[i] = std::max(row_delta[i], term * scale * magnitude);
+      }
+    const double entry_delta = *std::max_element(row_delta.begin(), row_delta.end());
+    const auto factor = [](double delta, std::size_t terms) {
+      return (1 + kU16) * (1 + kU16) * std::exp(2 * delta) - 1 + static_cast<double>(terms + 2) * kU32;
+    };
+    for (std::size_t i = 0; i < lq; ++i)
+      for (std::size_t c = 0; c < d; ++c) {
+        double magnitude = 0;
+        for (std::size_t j = 0; j < lk; ++j)
+          magnitude += exact.probs[(b * lq + i) * lk + j] * std::abs(vv[(b * lk + j) * d + c]);
+        const std::size_t at = (b * lq + i) * d + c;
+        BOOST_TEST(std::abs(bf16[0][at] - exact.out[at]) <= factor(row_delta[i], lk) * magnitude, "out " << at);
+      }
+    // dV_j = sum_i p_ij dO_i: the same bound, with dO's rounding in place of v's and every
+    // row's probabilities moved by at most the entry's largest delta.
+    for (std::size_t j = 0; j < lk; ++j)
+      for (std::size_t c = 0; c < d; ++c) {
+        double dv = 0, magnitude = 0;
+        for (std::size_t i = 0; i < lq; ++i) {
+          const double p = exact.probs[(b * lq + i) * lk + j], dout = g[(b * lq + i) * d + c];
+          dv += p * dout;
+          magnitude += p * std::abs(dout);
+        }
+        const std::size_t at = (b * lk + j) * d + c;
+        BOOST_TEST(std::abs(bf16[3][at] - dv) <= factor(entry_delta, lq) * magnitude, "dv " << at);
+      }
+  }
+}
