@@ -6,22 +6,28 @@
 #   bench/compare.sh [--rounds N] [--threads N]     (after ./run test or ./run build)
 #   bench/compare.sh --train [--rounds N]           time to 0.99 exact-match instead
 #   bench/compare.sh --lm [--rounds N]              the language model: 2000 steps on the KJV
+#   ... --precision bf16                            with --train or --lm: xgrad in bf16
+# The step table always shows xgrad in float32 and bf16 beside PyTorch in float32 and in
+# its own bf16 autocast (../shared/bench/device/torch_variants.py --variant bf16).
 #
 # Installs Debian's python3-torch when missing (it runs with /usr/bin/python3).
 # Both run exactly as shipped: OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE, OPENBLAS_NUM_THREADS
 # and OMP_NUM_THREADS are unset first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=3 threads=2 mode=steps
+rounds=3 threads=2 mode=steps precision=float32
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --train) mode=train; shift ;;
     --lm) mode=lm; shift ;;
-    *) echo "usage: bench/compare.sh [--train | --lm] [--rounds N] [--threads N]" >&2; exit 2 ;;
+    --precision) precision=$2; shift 2 ;;
+    *) echo "usage: bench/compare.sh [--train | --lm] [--precision float32|bf16] [--rounds N] [--threads N]" >&2
+       exit 2 ;;
   esac
 done
+case "$precision" in float32 | bf16) ;; *) echo "compare.sh: --precision is float32 or bf16, not '$precision'" >&2; exit 2 ;; esac
 # Both sides as shipped on a clean machine: a shell's OpenBLAS or OpenMP settings would
 # pick other kernels or threads for one of them (fair_env.py sets PyTorch's own).
 for variable in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS OMP_NUM_THREADS; do
@@ -56,6 +62,9 @@ if [ "$mode" = steps ]; then
     for config in tiny medium long xlong; do
       build/bin/xgrad-bench --config "$config" --threads "$threads" >>"$results"
       torch "$reference/torch_reference.py" --config "$config" --threads "$threads" >>"$results"
+      build/bin/xgrad-bench --config "$config" --threads "$threads" --precision bf16 >>"$results"
+      PYTHONPATH=$reference XGRAD_TORCH_AS_IS=0 torch "$reference/device/torch_variants.py" --config "$config" \
+        --threads "$threads" --variant bf16 >>"$results"
     done
     echo "compare.sh: round $round of $rounds done" >&2
   done
@@ -66,13 +75,16 @@ if [ "$mode" = steps ]; then
     build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
     OPENBLAS_CORETYPE=$best build/bin/xgrad-bench --config sgemm --threads "$threads" |
       sed 's/"config": "sgemm"/"config": "sgemm_best"/' >>"$results"
+    build/bin/xgrad-bench --config sgemm --threads "$threads" --precision bf16 |
+      sed 's/"config": "sgemm"/"config": "bf16gemm"/' >>"$results"
   done
   build/bin/xgrad-bench --config overhead --threads "$threads" >>"$results"
   bench/concurrency.sh --rounds "$rounds" | tee -a "$results" >&2
 elif [ "$mode" = train ]; then
   for round in $(seq "$rounds"); do
     for task in sort reverse copy; do
-      build/bin/xgrad-train --task "$task" --threads "$threads" --quiet --metrics /dev/stdout 2>/dev/null |
+      build/bin/xgrad-train --task "$task" --threads "$threads" --precision "$precision" --quiet --metrics /dev/stdout \
+        2>/dev/null |
         grep '"final"' | sed 's/"impl": "xgrad[^"]*"/"impl": "xgrad"/' >>"$results"
       torch "$reference/torch_train_reference.py" --task "$task" --threads "$threads" |
         grep '"final"' | sed 's/"impl": "pytorch[^"]*"/"impl": "pytorch"/' >>"$results"
@@ -83,34 +95,43 @@ elif [ "$mode" = train ]; then
 else
   # Both with their defaults: nanoGPT's shakespeare_char recipe, 2000 steps, seed 0.
   for round in $(seq "$rounds"); do
-    build/bin/xgrad-train --task lm --text data/kjv.txt --threads "$threads" --quiet --metrics /dev/stdout \
-      2>/dev/null | grep '"final"' >>"$results"
+    build/bin/xgrad-train --task lm --text data/kjv.txt --threads "$threads" --precision "$precision" --quiet \
+      --metrics /dev/stdout 2>/dev/null | grep '"final"' >>"$results"
     torch "$reference/torch_lm_reference.py" --text data/kjv.txt --threads "$threads" | grep '"final"' >>"$results"
     echo "compare.sh: round $round of $rounds done" >&2
   done
   build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
 fi
 
-/usr/bin/python3 - "$results" "$mode" "$threads" <<'PY'
+/usr/bin/python3 - "$results" "$mode" "$threads" "$precision" <<'PY'
 import json, statistics, sys, platform, datetime, os
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
-mode, threads = sys.argv[2], sys.argv[3]
+mode, threads, precision = sys.argv[2], sys.argv[3], sys.argv[4]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 core = next((r["blas_core"] for r in rows if "blas_core" in r), "?")
 print(f"Machine: {cpu}, {os.cpu_count()} cores; {threads} threads; {datetime.date.today()}; medians of alternating runs.")
 print(f"xgrad as shipped (OpenBLAS kernels: {core}); PyTorch through ../shared/bench (fair_env.py) on OpenBLAS's OpenMP build.\n")
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 if mode == "steps":
-    print("| config | B, L, d, heads, layers | xgrad ms/step | PyTorch ms/step | speed-up | xgrad GFLOP/s | xgrad peak MB | PyTorch peak MB |")
-    print("|---|---|---|---|---|---|---|---|")
+    torch_version = next((r["impl"] for r in rows if r.get("impl", "").startswith("pytorch")), "pytorch-?")
+    print(f"PyTorch: Debian's {torch_version} on OpenBLAS; its bf16 is torch.autocast('cpu', dtype=torch.bfloat16).\n")
+    print("| config | B, L, d, heads, layers | xgrad fp32 ms | PyTorch fp32 ms | fp32 speed-up | xgrad bf16 ms | "
+          "PyTorch bf16 ms | xgrad bf16 vs PyTorch fp32 | xgrad bf16 vs PyTorch bf16 | xgrad GFLOP/s fp32, bf16 | "
+          "xgrad peak MB fp32, bf16 | PyTorch peak MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for config in ["tiny", "medium", "long", "xlong"]:
-        x = [r for r in rows if r.get("config") == config and r["impl"].startswith("xgrad")]
-        t = [r for r in rows if r.get("config") == config and r["impl"].startswith("pytorch")]
+        of = lambda impl, prec: [r for r in rows if r.get("config") == config and r.get("impl", "").startswith(impl)
+                                 and r.get("precision", r.get("variant", "float32")) in prec]
+        x, t = of("xgrad", ("float32",)), of("pytorch", ("float32",))
+        xb, tb = of("xgrad", ("bf16",)), of("torch", ("bf16",))
         if not x or not t: continue
         c = x[0]
-        xm, tm = med([r["ms_per_step"] for r in x]), med([r["ms_per_step"] for r in t])
-        print(f"| {config} | {c['batch']}, {c['seq_len']}, {c['d_model']}, {c['heads']}, {c['layers']} | {xm:.1f} | {tm:.1f} | "
-              f"{tm / xm:.2f}x | {med([r['gflops'] for r in x]):.1f} | {med([r['peak_rss_mb'] for r in x]):.0f} | "
+        ms = lambda rs: med([r["ms_per_step"] for r in rs])
+        xm, tm, xbm, tbm = ms(x), ms(t), ms(xb), ms(tb)
+        print(f"| {config} | {c['batch']}, {c['seq_len']}, {c['d_model']}, {c['heads']}, {c['layers']} | {xm:.1f} | "
+              f"{tm:.1f} | {tm / xm:.2f}x | {xbm:.1f} | {tbm:.1f} | {tm / xbm:.2f}x | {tbm / xbm:.2f}x | "
+              f"{med([r['gflops'] for r in x]):.0f}, {med([r['gflops'] for r in xb]):.0f} | "
+              f"{med([r['peak_rss_mb'] for r in x]):.0f}, {med([r['peak_rss_mb'] for r in xb]):.0f} | "
               f"{med([r['peak_rss_mb'] for r in t]):.0f} |")
     shipped = med([r["gflops"] for r in rows if r.get("config") == "sgemm"])
     best = [r for r in rows if r.get("config") == "sgemm_best"]
@@ -118,6 +139,9 @@ if mode == "steps":
     if best:
         print(f"; with {best[0]['blas_core']} kernels forced: {med([r['gflops'] for r in best]):.1f} GFLOP/s "
               f"(ratio {shipped / med([r['gflops'] for r in best]):.2f})")
+    bf16gemm = [r for r in rows if r.get("config") == "bf16gemm"]
+    if bf16gemm:
+        print(f"bf16 products 1024 x 1024 ({bf16gemm[0]['bf16']}): {med([r['gflops'] for r in bf16gemm]):.1f} GFLOP/s")
     for r in rows:
         if r.get("config") == "overhead": print(f"per-op overhead (forward + backward, chain of {r['chain']} tiny ops): {r['us_per_op']:.2f} us")
     for line in open(sys.argv[1]):
@@ -125,7 +149,7 @@ if mode == "steps":
 elif mode == "lm":
     x = [r for r in rows if r.get("final") and r["impl"].startswith("xgrad")]
     t = [r for r in rows if r.get("final") and r["impl"].startswith("pytorch")]
-    print(f"--task lm, KJV (data/kjv.txt), 2000 steps of 12 x 64 tokens, {len(x)} runs each.\n")
+    print(f"--task lm, KJV (data/kjv.txt), 2000 steps of 12 x 64 tokens, {len(x)} runs each; xgrad in {precision}.\n")
     print("| | xgrad | PyTorch | xgrad / PyTorch |")
     print("|---|---|---|---|")
     for key, label, fmt in [("val_loss", "validation loss after 2000 steps", "{:.4f}"),

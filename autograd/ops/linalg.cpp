@@ -28,11 +28,11 @@ std::size_t rows_per_chunk(std::size_t width) {
 
 // A float32 operand rounded to bfloat16 once, shared by the forward and backward products
 // that use it (autocast: autograd/precision.hpp).
-using Bf16Copy = std::shared_ptr<const std::vector<kernels::bfloat16>>;
+using Bf16Copy = std::shared_ptr<const kernels::bfloat16[]>;
 
 Bf16Copy rounded(const float* x, std::size_t rows, std::size_t cols) {
-  auto out = std::make_shared<std::vector<kernels::bfloat16>>(rows * cols);
-  kernels::round_to_bfloat16(x, rows, cols, cols, out->data());
+  std::shared_ptr<kernels::bfloat16[]> out(new kernels::bfloat16[rows * cols]);  // not zeroed: written next
+  kernels::round_to_bfloat16(x, rows, cols, cols, out.get());
   return out;
 }
 
@@ -137,7 +137,7 @@ void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy
   }
   const std::size_t c_size = p.m * p.n;
   const Bf16Copy g = rounded(ctx.grad().data(), ctx.grad().size() / p.n, p.n);
-  const kernels::bfloat16 *gv = g->data(), *av = a->data(), *bv = b->data();
+  const kernels::bfloat16 *gv = g.get(), *av = a.get(), *bv = b.get();
   if (ctx.needs_grad(0)) {
     float* da = ctx.grad_buffer(0).data();
     for (std::size_t i = 0; i < p.a_offset.size(); ++i) {
@@ -190,8 +190,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
         const Bf16Copy ab = rounded(av, numel(a.shape()) / plan.lda, plan.lda);
         const Bf16Copy bb = rounded(bv, numel(b.shape()) / plan.ldb, plan.ldb);
         for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i)
-          kernels::gemm(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, 1.0f, ab->data() + plan.a_offset[i],
-                        plan.lda, bb->data() + plan.b_offset[i], plan.ldb, 0.0f, out.data() + i * c_size, plan.n);
+          kernels::gemm(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, 1.0f, ab.get() + plan.a_offset[i], plan.lda,
+                        bb.get() + plan.b_offset[i], plan.ldb, 0.0f, out.data() + i * c_size, plan.n);
         return record<T>("matmul", std::move(out), {a, b},
                          [plan, ab, bb](BackwardContext<T>& ctx) { matmul_backward_bf16(plan, ab, bb, ctx); });
       }
@@ -225,17 +225,17 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
   const Bf16Copy xb = rounded(x.node()->values<float>().data(), rows, in);
   const Bf16Copy wb = rounded(weight.node()->values<float>().data(), out, in);
   if (rows && out && in)
-    kernels::gemm(false, true, rows, out, in, 1.0f, xb->data(), in, wb->data(), in, 1.0f, y.data(), out);
+    kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, wb.get(), in, 1.0f, y.data(), out);
   return record<float>("linear", std::move(y), {x, weight, bias}, [rows, in, out, xb, wb](BackwardContext<float>& ctx) {
     if (rows && out && in) {
       const Bf16Copy g = rounded(ctx.grad().data(), rows, out);
       if (ctx.needs_grad(0)) {  // dx = g W
         const auto dx = ctx.grad_target(0);
-        kernels::gemm(false, false, rows, in, out, 1.0f, g->data(), out, wb->data(), in, dx.beta(), dx.data, in);
+        kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, wb.get(), in, dx.beta(), dx.data, in);
       }
       if (ctx.needs_grad(1)) {  // dW = g^T x
         const auto dw = ctx.grad_target(1);
-        kernels::gemm(true, false, out, in, rows, 1.0f, g->data(), out, xb->data(), in, dw.beta(), dw.data, in);
+        kernels::gemm(true, false, out, in, rows, 1.0f, g.get(), out, xb.get(), in, dw.beta(), dw.data, in);
       }
     } else {
       for (std::size_t i = 0; i < 2; ++i)
