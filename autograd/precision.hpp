@@ -2,10 +2,10 @@
 // Mixed precision, as torch.autocast("cpu", dtype=torch.bfloat16): while an
 // AutocastGuard(Precision::bfloat16) lives, on the thread that made it, the matrix
 // products of float32 tensors (matmul, linear) round their operands to bfloat16 and
-// accumulate in float32, about twice the speed of float32 on CPUs with bf16 dot products
-// (AVX512_BF16, AMX). Their outputs, every other op, parameters, gradients and optimizer
-// state stay float32; a product's backward runs in the precision of its forward, whenever
-// it runs. float64 tensors, and everything outside a guard, are untouched, bit for bit.
+// accumulate in float32: products about twice float32's rate on CPUs with bf16 dot
+// products (AVX512_BF16, AMX; a whole step gains less). Their outputs, every other op, parameters, gradients and
+// optimizer state stay float32; a product's backward runs in the precision of its forward, whenever it runs. float64
+// tensors, and everything outside a guard, are untouched, bit for bit.
 //
 //   {
 //     xgrad::AutocastGuard bf16(xgrad::Precision::bfloat16);

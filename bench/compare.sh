@@ -57,20 +57,22 @@ torch() { LD_LIBRARY_PATH="$openmp_blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" /u
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
+# The CPU's best OpenBLAS kernels, as fair_env.py picks them for PyTorch.
+best=$(grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512bw && echo SkylakeX || echo Haswell)
 if [ "$mode" = steps ]; then
   for round in $(seq "$rounds"); do
     for config in tiny medium long xlong; do
       build/bin/xgrad-bench --config "$config" --threads "$threads" >>"$results"
       torch "$reference/torch_reference.py" --config "$config" --threads "$threads" >>"$results"
       build/bin/xgrad-bench --config "$config" --threads "$threads" --precision bf16 >>"$results"
-      PYTHONPATH=$reference XGRAD_TORCH_AS_IS=0 torch "$reference/device/torch_variants.py" --config "$config" \
-        --threads "$threads" --variant bf16 >>"$results"
+      # torch_variants.py imports torch before fair_env.py: its settings, given here.
+      PYTHONPATH=$reference OPENBLAS_CORETYPE=$best OMP_WAIT_POLICY=PASSIVE \
+        torch "$reference/device/torch_variants.py" --config "$config" --threads "$threads" --variant bf16 >>"$results"
     done
     echo "compare.sh: round $round of $rounds done" >&2
   done
   # sgemm as shipped, and with the CPU's best OpenBLAS kernels forced by hand (what
   # fair_env.py gives PyTorch), alternating.
-  best=$(grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512bw && echo SkylakeX || echo Haswell)
   for round in $(seq "$rounds"); do
     build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
     OPENBLAS_CORETYPE=$best build/bin/xgrad-bench --config sgemm --threads "$threads" |
@@ -161,6 +163,7 @@ elif mode == "lm":
     sgemm = [r["gflops"] for r in rows if r.get("config") == "sgemm"]
     if sgemm: print(f"\nsgemm 1024 x 1024 in the same run: {med(sgemm):.1f} GFLOP/s ({core} kernels)")
 else:
+    print(f"xgrad in {precision}, PyTorch in float32.\n")
     print("| task | xgrad s to 0.99 | PyTorch s to 0.99 | time ratio | xgrad steps | PyTorch steps |")
     print("|---|---|---|---|---|---|")
     for task in ["sort", "reverse", "copy"]:

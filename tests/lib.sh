@@ -3,8 +3,9 @@
 # lines without their timings (which differ from run to run); `refused NAME TEXT ARGS...`
 # checks that the script's own `run ARGS...` (which runs a program with ARGS, its output
 # in ./out and ./err, and prints the exit code) exits 2 with one line saying TEXT.
-# `same_checkpoint A B` holds when two checkpoints have bitwise the same tensors and the
-# same metadata but for timings (it names what differs on stderr).
+# `same_checkpoint A B [--tensors]` holds when two checkpoints have bitwise the same tensors
+# and the same metadata but for timings (--tensors: the tensors alone); it names what
+# differs on stderr.
 # `forge IN OUT KEY=VALUE...` writes a copy of a checkpoint with metadata entries changed
 # (nan=TENSOR fills that tensor with NaN instead).
 # $work: a scratch folder, removed on exit.
@@ -39,7 +40,9 @@ import safetensors_numpy
 timings = {"train_s", "wall_s"}
 differ = [name for name in sorted(set(a) | set(b)) if name not in a or name not in b or
           a[name].dtype != b[name].dtype or a[name].shape != b[name].shape or a[name].tobytes() != b[name].tobytes()]
-differ += ["metadata " + key for key in sorted((set(meta_a) | set(meta_b)) - timings) if meta_a.get(key) != meta_b.get(key)]
+if sys.argv[4:] != ["--tensors"]:
+    differ += ["metadata " + key for key in sorted((set(meta_a) | set(meta_b)) - timings)
+               if meta_a.get(key) != meta_b.get(key)]
 if differ:
     sys.exit(f"{sys.argv[2]} and {sys.argv[3]} differ in {len(differ)}: {', '.join(differ[:5])}")
 PY
