@@ -10,9 +10,9 @@ thread_local Precision t_precision = Precision::float32;
 
 const char* precision_name(Precision precision) { return precision == Precision::bfloat16 ? "bf16" : "float32"; }
 
-AutocastGuard::AutocastGuard(Precision precision) : saved_(t_precision) { t_precision = precision; }
+AutocastGuard::AutocastGuard(Precision precision) : previous_(t_precision) { t_precision = precision; }
 
-AutocastGuard::~AutocastGuard() { t_precision = saved_; }
+AutocastGuard::~AutocastGuard() { t_precision = previous_; }
 
 Precision autocast_precision() { return t_precision; }
 

@@ -32,7 +32,7 @@ class AutocastGuard {
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
  private:
-  Precision saved_;
+  Precision previous_;
 };
 
 // The calling thread's precision for float32 products: float32 outside every guard.
