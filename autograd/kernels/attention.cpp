@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "xgrad/autograd/kernels/gemm.hpp"
 #include "xgrad/autograd/kernels/vexp.hpp"
@@ -13,7 +14,14 @@ namespace xgrad::kernels {
 namespace {
 
 constexpr std::size_t kBlockQ = 128;  // query rows per block
-constexpr std::size_t kBlockK = 128;  // keys per block
+
+// Keys per block. bf16 products cost oneDNN more per call than OpenBLAS's float32 ones
+// (both operands packed each call): wider key blocks halve the calls, at about 1.6x the
+// rate for the scores' [128, 128, d] products at d = 32 (Zen 5, one thread).
+template <class T>
+std::size_t key_block(const AttentionProblem<T>& p) {
+  return p.bf16 ? 256 : 128;
+}
 
 template <class T>
 inline T dot(std::size_t n, const T* x, const T* y) {
@@ -47,56 +55,136 @@ std::size_t key_end(const AttentionProblem<T>& p, std::size_t i0, std::size_t bq
 }
 
 // Scratch space for one block of scores, owned by one thread; as large as the problem's
-// blocks get (short sequences need far less than kBlockQ x kBlockK).
+// blocks get (short sequences need far less than kBlockQ x key_block).
 template <class T>
 struct ScoreBlock {
   std::size_t rows, cols;
   std::vector<T> scores;  // [rows, cols]
   explicit ScoreBlock(const AttentionProblem<T>& p)
-      : rows(std::min(kBlockQ, p.lq)), cols(std::min(kBlockK, p.lk)), scores(rows * cols) {}
+      : rows(std::min(kBlockQ, p.lq)), cols(std::min(key_block(p), p.lk)), scores(rows * cols) {}
 };
 
-// A block product in the problem's precision: in bf16 (float32 problems under autocast)
-// both operands are rounded first, the sums staying float32.
+// One operand of a block product, as the product reads it: the problem's own values, or
+// under bf16 autocast their rounding to bfloat16 (then the product runs on bf16); stored
+// as the matrix it stands for or as its transpose.
 template <class T>
-void block_gemm(const AttentionProblem<T>& p, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
-                T alpha, const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+struct Operand {
+  const T* wide = nullptr;
+  const bfloat16* narrow = nullptr;  // used instead of wide when rounded
+  std::size_t ld = 1;                // row stride, as stored
+  bool rounded = false;
+  bool stored_transposed = false;
+
+  // The operand from the matrix's element (row, col) on: a block of it.
+  Operand at(std::size_t row, std::size_t col) const {
+    const std::size_t offset = stored_transposed ? col * ld + row : row * ld + col;
+    return {wide ? wide + offset : nullptr, narrow ? narrow + offset : nullptr, ld, rounded, stored_transposed};
+  }
+  // The transpose, reading the same storage.
+  Operand transposed() const { return {wide, narrow, ld, rounded, !stored_transposed}; }
+};
+
+template <class T>
+void block_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, Operand<T> a,
+                Operand<T> b, T beta, T* c, std::size_t ldc) {
+  trans_a = trans_a != a.stored_transposed;
+  trans_b = trans_b != b.stored_transposed;
   if constexpr (std::is_same_v<T, float>) {
-    if (p.bf16) {
-      gemm_rounding(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (a.rounded) {  // then both are: the problem runs in bf16
+      gemm(trans_a, trans_b, m, n, k, alpha, a.narrow, a.ld, b.narrow, b.ld, beta, c, ldc);
       return;
     }
   }
-  gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm<T>(trans_a, trans_b, m, n, k, alpha, a.wide, a.ld, b.wide, b.ld, beta, c, ldc);
 }
 
-// One entry's rows [rows, cols] (row stride ld) transposed into a dense [cols, rows]:
-// products against K^T and V^T then run as plain A B, which OpenBLAS's small-matrix
-// kernels do about 20% faster than A B^T at attention's shapes.
+// Where an entry's operand lives when it is not read in place: rounded, or transposed.
+template <class T>
+struct OperandCopy {
+  std::vector<T> wide;
+  std::unique_ptr<bfloat16[]> narrow;  // not zeroed: written in full when made
+};
+
+// An entry's rows x cols matrix at `rows_begin` (row stride ld), as its block products
+// read it. In bf16 it is rounded here, once per entry, rather than once per block
+// product: every block then reads the same rounded values.
+template <class T>
+Operand<T> entry_operand(const AttentionProblem<T>& p, const T* rows_begin, std::size_t ld, std::size_t rows,
+                         std::size_t cols, OperandCopy<T>& copy) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (p.bf16) {
+      copy.narrow.reset(new bfloat16[rows * cols]);
+      bfloat16* out = copy.narrow.get();
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) out[r * cols + c] = to_bfloat16(rows_begin[r * ld + c]);
+      return {nullptr, out, std::max<std::size_t>(1, cols), true};
+    }
+  }
+  return {rows_begin, nullptr, ld};
+}
+
+// The transpose of an entry operand x (rows x cols), as products against K^T and V^T
+// read it. In bf16, x's own storage read transposed (oneDNN packs either layout alike);
+// otherwise copied into a dense [cols, rows], so that they run as plain A B, which
+// OpenBLAS's small-matrix kernels do about 20% faster than A B^T at attention's shapes.
 // Copied in 8 x 8 tiles, so that both the strided reads and the writes stay in cache lines.
 template <class T>
-std::vector<T> transposed(const T* rows_begin, std::size_t ld, std::size_t rows, std::size_t cols) {
-  std::vector<T> t(rows * cols);
+Operand<T> entry_transpose(const Operand<T>& x, std::size_t rows, std::size_t cols, OperandCopy<T>& copy) {
+  if (x.rounded) return x.transposed();
+  copy.wide.resize(rows * cols);
   constexpr std::size_t kTile = 8;
   for (std::size_t r0 = 0; r0 < rows; r0 += kTile)
     for (std::size_t c0 = 0; c0 < cols; c0 += kTile) {
       const std::size_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
       for (std::size_t r = r0; r < r1; ++r)
-        for (std::size_t c = c0; c < c1; ++c) t[c * rows + r] = rows_begin[r * ld + c];
+        for (std::size_t c = c0; c < c1; ++c) copy.wide[c * rows + r] = x.wide[r * x.ld + c];
     }
-  return t;
+  return {copy.wide.data(), nullptr, std::max<std::size_t>(1, rows)};
 }
 
+// Room for a block made on the fly (probabilities, dS) rounded to bf16: allocated (not
+// zeroed) only where the problem runs in bf16.
+template <class T>
+std::unique_ptr<bfloat16[]> rounded_block_space(const AttentionProblem<T>& p, std::size_t elements) {
+  return p.bf16 ? std::unique_ptr<bfloat16[]>(new bfloat16[elements]) : nullptr;
+}
+
+// A dense rows x cols block made on the fly as an operand: in place, or in bf16 rounded
+// into `space` (from rounded_block_space, at least rows x cols).
+template <class T>
+Operand<T> block_operand(const AttentionProblem<T>& p, const T* block, std::size_t rows, std::size_t cols,
+                         bfloat16* space) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (p.bf16) {
+      for (std::size_t i = 0; i < rows * cols; ++i) space[i] = to_bfloat16(block[i]);
+      return {nullptr, space, std::max<std::size_t>(1, cols), true};
+    }
+  }
+  return {block, nullptr, std::max<std::size_t>(1, cols)};
+}
+
+// An entry's Q, K and K^T, as every block of scores reads them.
+template <class T>
+struct ScoreOperands {
+  OperandCopy<T> q_copy, k_copy, kt_copy;
+  Operand<T> q, k, kt;
+
+  ScoreOperands(const AttentionProblem<T>& p, std::size_t b)
+      : q(entry_operand(p, p.q + p.q_rows.at(b, 0), p.q_rows.stride, p.lq, p.dk, q_copy)),
+        k(entry_operand(p, p.k + p.k_rows.at(b, 0), p.k_rows.stride, p.lk, p.dk, k_copy)),
+        kt(entry_transpose(k, p.lk, p.dk, kt_copy)) {}
+  ScoreOperands(const ScoreOperands&) = delete;  // the operands may point into the copies
+  ScoreOperands& operator=(const ScoreOperands&) = delete;
+};
+
 // scores[r][c] = scale * q[i0 + r] . k[j0 + c] + bias, or -inf where masked (by the
-// keep mask, causality, or an additive -inf). keys_t is the entry's K^T [dk, lk]. The
-// product is one small GEMM, run on the calling thread (a product inside a parallel_for
-// body is never split again).
+// keep mask, causality, or an additive -inf). The product is one small GEMM, run on the
+// calling thread (a product inside a parallel_for body is never split again).
 template <class T>
 void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq, std::size_t j0,
-                    std::size_t bk, const T* keys_t, ScoreBlock<T>& block) {
-  const T* q = p.q + p.q_rows.at(b, i0);
+                    std::size_t bk, const ScoreOperands<T>& operands, ScoreBlock<T>& block) {
   T* s = block.scores.data();
-  block_gemm(p, false, false, bq, bk, p.dk, p.scale, q, p.q_rows.stride, keys_t + j0, p.lk, T(0), s, bk);
+  block_gemm(false, false, bq, bk, p.dk, p.scale, operands.q.at(i0, 0), operands.kt.at(0, j0), T(0), s, bk);
   const T minus_inf = -std::numeric_limits<T>::infinity();
   if (!p.keep.data && !p.bias.data) {  // at most causal: hide each row's future keys in one fill
     if (p.causal)
@@ -121,7 +209,10 @@ void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0,
 template <class T>
 void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
   ScoreBlock<T> block(p);
-  const std::vector<T> keys_t = transposed(p.k + p.k_rows.at(b, 0), p.k_rows.stride, p.lk, p.dk);
+  const ScoreOperands<T> operands(p, b);
+  OperandCopy<T> v_copy;
+  const Operand<T> v = entry_operand(p, p.v + p.v_rows.at(b, 0), p.v_rows.stride, p.lk, p.dv, v_copy);
+  const auto rounded_block = rounded_block_space(p, block.scores.size());
   std::vector<T> row_max(block.rows), row_sum(block.rows), acc(block.rows * p.dv);
   const T minus_inf = -std::numeric_limits<T>::infinity();
   for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
@@ -129,9 +220,9 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
     std::fill(row_max.begin(), row_max.end(), minus_inf);
     std::fill(row_sum.begin(), row_sum.end(), T(0));
     std::fill(acc.begin(), acc.end(), T(0));
-    for (std::size_t j0 = 0; j0 < key_end(p, i0, bq); j0 += kBlockK) {
-      const std::size_t bk = std::min(kBlockK, p.lk - j0);
-      compute_scores(p, b, i0, bq, j0, bk, keys_t.data(), block);
+    for (std::size_t j0 = 0; j0 < key_end(p, i0, bq); j0 += key_block(p)) {
+      const std::size_t bk = std::min(key_block(p), p.lk - j0);
+      compute_scores(p, b, i0, bq, j0, bk, operands, block);
       for (std::size_t r = 0; r < bq; ++r) {
         T* s = block.scores.data() + r * bk;
         const T new_max = max_or_nan(row_max[r], max_of(s, bk));
@@ -150,8 +241,8 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
           for (std::size_t c = 0; c < bk; ++c) s[c] *= dropout_factor(p, b, i0 + r, j0 + c);
       }
       // acc += P V for the block
-      block_gemm(p, false, false, bq, p.dv, bk, T(1), block.scores.data(), bk, p.v + p.v_rows.at(b, j0),
-                 p.v_rows.stride, T(1), acc.data(), p.dv);
+      block_gemm(false, false, bq, p.dv, bk, T(1), block_operand(p, block.scores.data(), bq, bk, rounded_block.get()),
+                 v.at(j0, 0), T(1), acc.data(), p.dv);
     }
     for (std::size_t r = 0; r < bq; ++r) {
       T* o = out + p.out_rows.at(b, i0 + r);
@@ -172,16 +263,19 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
                   T* dv) {
   ScoreBlock<T> block(p);
   std::vector<T> dropped(p.dropout_p > 0 ? block.scores.size() : 0), dp(block.scores.size());
-  const std::size_t q_ld = p.q_rows.stride, k_ld = p.k_rows.stride, v_ld = p.v_rows.stride, g_ld = p.out_rows.stride;
+  const std::size_t g_ld = p.out_rows.stride;
   const std::size_t dq_ld = p.dq_rows.stride, dk_ld = p.dk_rows.stride, dv_ld = p.dv_rows.stride;
-  const T* q = p.q + p.q_rows.at(b, 0);
-  const T* k = p.k + p.k_rows.at(b, 0);
-  const T* v = p.v + p.v_rows.at(b, 0);
   const T* g = dout + p.out_rows.at(b, 0);
   T* dq_b = dq + p.dq_rows.at(b, 0);
   T* dk_b = dk + p.dk_rows.at(b, 0);
   T* dv_b = dv + p.dv_rows.at(b, 0);
-  const std::vector<T> keys_t = transposed(k, k_ld, p.lk, p.dk), values_t = transposed(v, v_ld, p.lk, p.dv);
+  const ScoreOperands<T> operands(p, b);
+  OperandCopy<T> v_copy, vt_copy, g_copy;
+  const Operand<T> q = operands.q, k = operands.k;
+  const Operand<T> values_t = entry_transpose(
+      entry_operand(p, p.v + p.v_rows.at(b, 0), p.v_rows.stride, p.lk, p.dv, v_copy), p.lk, p.dv, vt_copy);
+  const Operand<T> dout_rows = entry_operand(p, g, g_ld, p.lq, p.dv, g_copy);
+  const auto rounded_block = rounded_block_space(p, block.scores.size());  // P, then dS, in bf16
   // Each gradient block is written (beta = 0) by its first product and added to after;
   // rows no product reaches (no keys at all, or keys no query sees) are zeroed.
   if (p.lk == 0)
@@ -190,14 +284,14 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
   std::vector<T> delta(p.lq);
   for (std::size_t i = 0; i < p.lq; ++i) delta[i] = dot(p.dv, g + i * g_ld, out + p.out_rows.at(b, i));
 
-  for (std::size_t j0 = 0; j0 < p.lk; j0 += kBlockK) {
-    const std::size_t bk = std::min(kBlockK, p.lk - j0);
+  for (std::size_t j0 = 0; j0 < p.lk; j0 += key_block(p)) {
+    const std::size_t bk = std::min(key_block(p), p.lk - j0);
     T key_beta = 0;  // for dK and dV of this key block: 0 until its first product
     for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
       const std::size_t bq = std::min(kBlockQ, p.lq - i0);
       if (p.causal && j0 >= i0 + bq) continue;     // the whole block is in the future
       const T query_beta = j0 == 0 ? T(0) : T(1);  // for dQ: key block 0 is never in the future
-      compute_scores(p, b, i0, bq, j0, bk, keys_t.data(), block);
+      compute_scores(p, b, i0, bq, j0, bk, operands, block);
       T* prob = block.scores.data();
       for (std::size_t r = 0; r < bq; ++r)  // P = exp(S - lse): 0 where masked or the row is
         exp_shifted_inplace(prob + r * bk, bk, lse[b * p.lq + i0 + r]);
@@ -206,11 +300,12 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
         for (std::size_t r = 0; r < bq; ++r)
           for (std::size_t c = 0; c < bk; ++c)
             dropped[r * bk + c] = prob[r * bk + c] * dropout_factor(p, b, i0 + r, j0 + c);
+      const Operand<T> dout_block = dout_rows.at(i0, 0);
       // dV += (P o Z)^T dO;   dP = dO V^T
-      block_gemm(p, true, false, bk, p.dv, bq, T(1), with_dropout ? dropped.data() : prob, bk, g + i0 * g_ld, g_ld,
+      block_gemm(true, false, bk, p.dv, bq, T(1),
+                 block_operand(p, with_dropout ? dropped.data() : prob, bq, bk, rounded_block.get()), dout_block,
                  key_beta, dv_b + j0 * dv_ld, dv_ld);
-      block_gemm(p, false, false, bq, bk, p.dv, T(1), g + i0 * g_ld, g_ld, values_t.data() + j0, p.lk, T(0), dp.data(),
-                 bk);
+      block_gemm(false, false, bq, bk, p.dv, T(1), dout_block, values_t.at(0, j0), T(0), dp.data(), bk);
       // dS = P o (dP o Z - D) * scale, written over dp
       for (std::size_t r = 0; r < bq; ++r) {
         const T d = delta[i0 + r];
@@ -223,10 +318,9 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
           for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] - d) * p.scale;
       }
       // dQ += dS K;   dK += dS^T Q
-      block_gemm(p, false, false, bq, p.dk, bk, T(1), dp.data(), bk, k + j0 * k_ld, k_ld, query_beta, dq_b + i0 * dq_ld,
-                 dq_ld);
-      block_gemm(p, true, false, bk, p.dk, bq, T(1), dp.data(), bk, q + i0 * q_ld, q_ld, key_beta, dk_b + j0 * dk_ld,
-                 dk_ld);
+      const Operand<T> ds = block_operand(p, dp.data(), bq, bk, rounded_block.get());
+      block_gemm(false, false, bq, p.dk, bk, T(1), ds, k.at(j0, 0), query_beta, dq_b + i0 * dq_ld, dq_ld);
+      block_gemm(true, false, bk, p.dk, bq, T(1), ds, q.at(i0, 0), key_beta, dk_b + j0 * dk_ld, dk_ld);
       key_beta = 1;
     }
     if (key_beta == T(0))
@@ -240,14 +334,14 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
 template <class T>
 void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* weights) {
   ScoreBlock<T> block(p);
-  const std::vector<T> keys_t = transposed(p.k + p.k_rows.at(b, 0), p.k_rows.stride, p.lk, p.dk);
+  const ScoreOperands<T> operands(p, b);
   T* w = weights + b * p.lq * p.lk;
   std::fill(w, w + p.lq * p.lk, T(0));
   for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
     const std::size_t bq = std::min(kBlockQ, p.lq - i0);
-    for (std::size_t j0 = 0; j0 < key_end(p, i0, bq); j0 += kBlockK) {
-      const std::size_t bk = std::min(kBlockK, p.lk - j0);
-      compute_scores(p, b, i0, bq, j0, bk, keys_t.data(), block);
+    for (std::size_t j0 = 0; j0 < key_end(p, i0, bq); j0 += key_block(p)) {
+      const std::size_t bk = std::min(key_block(p), p.lk - j0);
+      compute_scores(p, b, i0, bq, j0, bk, operands, block);
       for (std::size_t r = 0; r < bq; ++r) {
         const T row_lse = lse[b * p.lq + i0 + r];
         if (std::isinf(row_lse)) continue;
@@ -278,9 +372,14 @@ void weights_backward_one(const AttentionProblem<T>& p, std::size_t b, const T* 
     for (std::size_t j = 0; j < lk; ++j) row[j] = prob[i * lk + j] * (row[j] - d) * p.scale;
   }
   // dq += dS K, dk += dS^T Q, at the entry's rows.
-  block_gemm(p, false, false, lq, p.dk, lk, T(1), ds.data(), lk, p.k + p.k_rows.at(b, 0), p.k_rows.stride, T(1),
+  OperandCopy<T> q_copy, k_copy;
+  const auto rounded_ds = rounded_block_space(p, ds.size());
+  const Operand<T> ds_operand = block_operand(p, ds.data(), lq, lk, rounded_ds.get());
+  block_gemm(false, false, lq, p.dk, lk, T(1), ds_operand,
+             entry_operand(p, p.k + p.k_rows.at(b, 0), p.k_rows.stride, lk, p.dk, k_copy), T(1),
              dq + p.dq_rows.at(b, 0), p.dq_rows.stride);
-  block_gemm(p, true, false, lk, p.dk, lq, T(1), ds.data(), lk, p.q + p.q_rows.at(b, 0), p.q_rows.stride, T(1),
+  block_gemm(true, false, lk, p.dk, lq, T(1), ds_operand,
+             entry_operand(p, p.q + p.q_rows.at(b, 0), p.q_rows.stride, lq, p.dk, q_copy), T(1),
              dk + p.dk_rows.at(b, 0), p.dk_rows.stride);
 }
 

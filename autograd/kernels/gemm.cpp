@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/kernels/onednn_matmul.hpp"
 #include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::kernels {
@@ -68,9 +69,7 @@ bool isa_includes(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t part) { return (isa & part)
 
 Bf16Path detect_bf16_path() {
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();  // honours DNNL_MAX_CPU_ISA
-  if (isa_includes(isa, dnnl_cpu_isa_avx512_core_bf16)) return Bf16Path::kOneDnnNative;
-  if (isa_includes(isa, dnnl_cpu_isa_avx512_core)) return Bf16Path::kOneDnnEmulated;
-  return Bf16Path::kWidened;
+  return isa_includes(isa, dnnl_cpu_isa_avx512_core_bf16) ? Bf16Path::kOneDnnNative : Bf16Path::kWidened;
 }
 
 // A rows x cols block of bfloat16 (row stride ld) as dense float32: exact.
@@ -81,13 +80,15 @@ std::vector<float> widen(const bfloat16* x, std::size_t rows, std::size_t cols, 
   return out;
 }
 
-// One bfloat16 call: oneDNN's kernels on AVX-512 CPUs (native bf16 dot products where the
-// CPU has them), elsewhere OpenBLAS's sgemm on the operands widened to float32 (exact):
-// the same inputs and float32 accumulation, slower.
+// One bfloat16 call: oneDNN's kernels where the CPU has bf16 dot products (its matmul
+// primitive, or its gemm API for shapes the primitive has no brgemm kernel for),
+// elsewhere OpenBLAS's sgemm on the operands widened to float32 (exact): the same inputs
+// and float32 accumulation, slower.
 void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
                std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (bf16_path() != Bf16Path::kWidened) {
     const OneOpenMPThread one_thread;
+    if (onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
     const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
     const dnnl_status_t status =
         dnnl_gemm_bf16bf16f32(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', dim(m), dim(n), dim(k), alpha,
@@ -228,19 +229,6 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
               std::size_t pldc) { bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc); });
 }
 
-void gemm_rounding(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
-                   std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
-  const std::size_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
-  const std::size_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-  thread_local std::vector<bfloat16> a16, b16;  // reused: attention calls this for every block
-  a16.resize(a_rows * a_cols);
-  b16.resize(b_rows * b_cols);
-  round_to_bfloat16(a, a_rows, a_cols, lda, a16.data());
-  round_to_bfloat16(b, b_rows, b_cols, ldb, b16.data());
-  gemm(trans_a, trans_b, m, n, k, alpha, a16.data(), std::max<std::size_t>(1, a_cols), b16.data(),
-       std::max<std::size_t>(1, b_cols), beta, c, ldc);
-}
-
 Bf16Path bf16_path() {
   static const Bf16Path path = detect_bf16_path();
   return path;
@@ -253,8 +241,6 @@ std::string bf16_path_name() {
   switch (bf16_path()) {
     case Bf16Path::kOneDnnNative:
       return onednn + ", native bf16 dot products (AVX512_BF16)";
-    case Bf16Path::kOneDnnEmulated:
-      return onednn + ", bf16 dot products emulated on AVX-512";
     case Bf16Path::kWidened:
       break;
   }

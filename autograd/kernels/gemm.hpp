@@ -20,16 +20,12 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
           std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc);
 
-// The same, with float32 operands each rounded to bfloat16 first (into this thread's
-// scratch): for products whose operands are made on the fly (attention's blocks).
-void gemm_rounding(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
-                   std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc);
-
 // What runs bfloat16 products on this CPU, chosen once: oneDNN with native bf16 dot
-// products (AVX512_BF16, AMX), oneDNN emulating them (AVX-512 without them), or OpenBLAS's
-// sgemm on the operands widened to float32 (any other CPU). oneDNN's DNNL_MAX_CPU_ISA
-// caps it. Each gives its own bits (its own summation order), each deterministic.
-enum class Bf16Path { kOneDnnNative, kOneDnnEmulated, kWidened };
+// products (AVX512_BF16, AMX), or OpenBLAS's sgemm on the operands widened to float32
+// (any other CPU: on AVX-512 without AVX512_BF16 this runs the medium model twice as fast
+// as oneDNN's emulated bf16). oneDNN's DNNL_MAX_CPU_ISA caps it. Each gives its own bits
+// (its own summation order), each deterministic.
+enum class Bf16Path { kOneDnnNative, kWidened };
 Bf16Path bf16_path();
 std::string bf16_path_name();  // e.g. "oneDNN 2.6.3, native bf16 dot products (AVX512_BF16)"
 

@@ -198,14 +198,18 @@ void check_memory(const Config& c, int ranks_here, std::size_t text_bytes) {
   // values, twice over with their gradients; logits 4 x vocab per token; for one
   // micro-batch at a time. The reducer keeps every micro-batch's gradients (so that
   // their sum is the same in any number of processes), and every rank its own copy of
-  // the text; each rank on this machine needs all of it.
+  // the text; each rank on this machine needs all of it. In bf16 the products also keep
+  // their operands rounded (2 bytes a value) for backward: every weight, and per token
+  // the inputs of the layers' linears (3 d + ff) and of the head (d).
   const double d = c.d_model, ff = static_cast<double>(c.ff_width()), L = c.seq_len, vocab = c.vocab, layers = c.layers,
                micro_batches = static_cast<double>(c.micro_batches());
   const double parameters = 2 * vocab * d + L * d + layers * (4 * d * d + 2 * d * ff + 10 * d + ff) + vocab;
-  const double state = parameters * 4 * 4;
+  const bool bf16 = c.precision == "bf16";
+  const double state = parameters * 4 * 4 + (bf16 ? parameters * 2 : 0);
   const double reducer = micro_batches > 1 ? (micro_batches + 1) * parameters * 4 : 0;
   const double per_token = layers * (12 * d + 3 * ff) * 2 + 4 * vocab + 4 * d;
-  const double training = c.batch / micro_batches * L * per_token * 4;
+  const double rounded_per_token = bf16 ? layers * (3 * d + ff) + d : 0;
+  const double training = c.batch / micro_batches * L * (per_token * 4 + rounded_per_token * 2);
   const double evaluation = std::min(500.0, static_cast<double>(c.eval_size)) * L * (3 * d + ff + 2 * vocab) * 4;
   const double per_rank = state + reducer + static_cast<double>(text_bytes) + std::max(training, evaluation);
   const double needed = per_rank * std::max(ranks_here, 1);
@@ -214,10 +218,10 @@ void check_memory(const Config& c, int ranks_here, std::size_t text_bytes) {
   throw UsageError(xgrad::str(
       "the run needs about ", gib(needed), " of memory, more than the ", gib(available), " this ",
       ranks_here > 1 ? xgrad::str("machine's ", ranks_here, " ranks") : std::string("process"),
-      " may use: ", gib(state), " for ", static_cast<long long>(parameters),
-      " parameters and their optimizer state (--vocab ", c.vocab, ", --d-model ", c.d_model, ", --layers ", c.layers,
-      ", --ff ", c.ff_width(), "), ", gib(training), " for the activations of a micro-batch (--batch ", c.batch, " / ",
-      c.micro_batches(), " x --seq-len ", c.seq_len, ")",
+      " may use: ", gib(state), " for ", static_cast<long long>(parameters), " parameters and their optimizer state",
+      bf16 ? " and bf16 copies" : "", " (--vocab ", c.vocab, ", --d-model ", c.d_model, ", --layers ", c.layers,
+      ", --ff ", c.ff_width(), "), ", gib(training), " for the activations", bf16 ? " (and their bf16 copies)" : "",
+      " of a micro-batch (--batch ", c.batch, " / ", c.micro_batches(), " x --seq-len ", c.seq_len, ")",
       reducer > 0 ? xgrad::str(", ", gib(reducer), " for the gradients of ", c.micro_batches(), " micro-batches") : "",
       text_bytes > 0 ? xgrad::str(", ", gib(static_cast<double>(text_bytes)), " for the text") : "",
       ranks_here > 1 ? xgrad::str(", in each of ", ranks_here, " ranks") : ""));

@@ -1,0 +1,105 @@
+#include "xgrad/autograd/kernels/onednn_matmul.hpp"
+
+#include <map>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <tuple>
+
+namespace xgrad::kernels {
+
+namespace {
+
+// Everything a primitive is made for: shapes, layouts, and the scalars it bakes in.
+struct ProductKey {
+  bool trans_a, trans_b;
+  std::size_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+
+  auto tied() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta); }
+  bool operator<(const ProductKey& other) const { return tied() < other.tied(); }
+};
+
+// A primitive and the memory objects its calls point at the operands.
+struct Product {
+  dnnl::matmul primitive;
+  dnnl::memory a, b, c, scratchpad;
+  bool optimized = false;  // a brgemm kernel (else the caller falls back)
+};
+
+// A products' cache grows with the shapes a program uses (a few dozen for a model); one
+// that keeps changing shapes (generation over growing lengths) is cleared past this size.
+constexpr std::size_t kMaxCachedProducts = 256;
+
+dnnl::memory::desc matrix(std::size_t rows, std::size_t cols, std::size_t ld, bool transposed,
+                          dnnl::memory::data_type type) {
+  using dims = dnnl::memory::dims;
+  const auto d = [](std::size_t x) { return static_cast<dnnl::memory::dim>(x); };
+  // op(X) is rows x cols; X stored row-major with row stride ld (X^T's when transposed).
+  return {dims{d(rows), d(cols)}, type, transposed ? dims{1, d(ld)} : dims{d(ld), 1}};
+}
+
+Product make_product(const dnnl::engine& engine, const ProductKey& key) {
+  using type = dnnl::memory::data_type;
+  const auto a = matrix(key.m, key.k, key.lda, key.trans_a, type::bf16);
+  const auto b = matrix(key.k, key.n, key.ldb, key.trans_b, type::bf16);
+  const auto c = matrix(key.m, key.n, key.ldc, false, type::f32);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, not a buffer shared between threads
+  if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+  if (key.beta != 0.0f) {
+    dnnl::post_ops sum;
+    sum.append_sum(key.beta);
+    attr.set_post_ops(sum);
+  }
+  Product product;
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine);
+  } catch (const dnnl::error&) {  // no implementation at all: the gemm API takes it
+    return product;
+  }
+  product.optimized = std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+  if (!product.optimized) return product;
+  product.primitive = dnnl::matmul(pd);
+  product.a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
+  product.b = dnnl::memory(b, engine, DNNL_MEMORY_NONE);
+  product.c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
+  product.scratchpad = dnnl::memory(pd.scratchpad_desc(), engine);
+  return product;
+}
+
+// One thread's engine, stream and primitives: nothing is shared, so no locks, and each
+// thread makes the same primitive for the same shape (the same kernel: the same bits).
+struct ThreadProducts {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<ProductKey, Product> products;
+};
+
+}  // namespace
+
+bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                   const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
+                   std::size_t ldc) {
+  thread_local ThreadProducts cache;
+  const ProductKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta};
+  auto found = cache.products.find(key);
+  if (found == cache.products.end()) {
+    if (cache.products.size() >= kMaxCachedProducts) cache.products.clear();
+    found = cache.products.emplace(key, make_product(cache.engine, key)).first;
+  }
+  Product& product = found->second;
+  if (!product.optimized) return false;
+  product.a.set_data_handle(const_cast<bfloat16*>(a));
+  product.b.set_data_handle(const_cast<bfloat16*>(b));
+  product.c.set_data_handle(c);
+  product.primitive.execute(cache.stream, {{DNNL_ARG_SRC, product.a},
+                                           {DNNL_ARG_WEIGHTS, product.b},
+                                           {DNNL_ARG_DST, product.c},
+                                           {DNNL_ARG_SCRATCHPAD, product.scratchpad}});
+  cache.stream.wait();
+  return true;
+}
+
+}  // namespace xgrad::kernels

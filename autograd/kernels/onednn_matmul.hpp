@@ -1,0 +1,20 @@
+#pragma once
+// bfloat16 x bfloat16 -> float32 products through oneDNN's matmul primitive (its brgemm
+// kernels for AVX512_BF16 and AMX), one primitive per product shape and thread, made on
+// first use and kept: the per-call cost of oneDNN's gemm API, which packs both operands
+// every call, halves the rate of attention's small block products.
+
+#include <cstddef>
+
+#include "xgrad/autograd/kernels/bfloat16.hpp"
+
+namespace xgrad::kernels {
+
+// C = alpha op(A) op(B) + beta C, row-major as cblas_sgemm, on the calling thread (run it
+// under one OpenMP thread). Returns false, doing nothing, where oneDNN has no brgemm
+// kernel for the shape on this CPU: the caller then uses oneDNN's gemm API.
+bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                   const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
+                   std::size_t ldc);
+
+}  // namespace xgrad::kernels
