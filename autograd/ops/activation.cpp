@@ -112,19 +112,20 @@ Tensor gelu(const Tensor& x, bool approximate) {
           return xt::xarray<T>(g * (T(0.5) * (T(1) + t) +
                                     T(0.5) * u * (T(1) - t * t) * c.sqrt_2_over_pi * (T(1) + T(3) * c.cubic * u * u)));
         });
-  // Exact: x * Phi(x); d/dx = Phi(x) + x * phi(x).
+  // Exact: x * Phi(x); d/dx = Phi(x) + x * phi(x). Returned as expressions, evaluated
+  // straight into the output: the constants are copied in (T(...)), so that nothing in
+  // them refers to this lambda's locals.
   return unary_op(
       "gelu", x,
       [](const auto& v) {
         using T = value_t<decltype(v)>;
         const GeluConstants<T> c;
-        return xt::xarray<T>(T(0.5) * v * (T(1) + xt::erf(v * c.inv_sqrt2)));
+        return T(0.5) * v * (T(1) + xt::erf(v * T(c.inv_sqrt2)));
       },
       [](const auto& g, const auto& u, const auto&) {
         using T = value_t<decltype(g)>;
         const GeluConstants<T> c;
-        return xt::xarray<T>(
-            g * (T(0.5) * (T(1) + xt::erf(u * c.inv_sqrt2)) + u * c.inv_sqrt_2pi * xt::exp(T(-0.5) * u * u)));
+        return g * (T(0.5) * (T(1) + xt::erf(u * T(c.inv_sqrt2))) + u * T(c.inv_sqrt_2pi) * xt::exp(T(-0.5) * u * u));
       });
 }
 

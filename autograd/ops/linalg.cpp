@@ -21,6 +21,8 @@ namespace {
 // the bias gradient in pieces of this many columns (a multiple of a cache line).
 constexpr std::size_t kChunkElements = 1 << 15;
 constexpr std::size_t kBiasColumns = 32;
+// Cost estimate per element of a column sum (a strided read and an add), for the pool.
+constexpr double kColumnSumWork = 4;
 
 std::size_t rows_per_chunk(std::size_t width) {
   return std::max<std::size_t>(1, kChunkElements / std::max<std::size_t>(1, width));
@@ -212,10 +214,29 @@ namespace {
 // db = column sums of g, each column summed whole by one thread, row by row.
 template <class T>
 void bias_gradient(const T* g, std::size_t rows, std::size_t out, T* db) {
-  parallel_for_chunks(out, kBiasColumns, static_cast<double>(rows), [&](std::size_t begin, std::size_t end) {
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t o = begin; o < end; ++o) db[o] += g[r * out + o];
-  });
+  parallel_for_chunks(out, kBiasColumns, kColumnSumWork * static_cast<double>(rows),
+                      [&](std::size_t begin, std::size_t end) {
+                        for (std::size_t r = 0; r < rows; ++r)
+                          for (std::size_t o = begin; o < end; ++o) db[o] += g[r * out + o];
+                      });
+}
+
+// linear's dY rounded to bf16 for the backward products, and its column sums added into
+// db (when the bias wants a gradient) in the same pass over dY: as bias_gradient adds
+// them, row by row, so the same bits.
+Bf16Copy rounded_with_column_sums(const float* g, std::size_t rows, std::size_t out, float* db) {
+  std::shared_ptr<kernels::bfloat16[]> copy(new kernels::bfloat16[rows * out]);  // not zeroed: written next
+  kernels::bfloat16* c = copy.get();
+  parallel_for_chunks(out, kBiasColumns, kColumnSumWork * static_cast<double>(rows),
+                      [&](std::size_t begin, std::size_t end) {
+                        for (std::size_t r = 0; r < rows; ++r)
+                          for (std::size_t o = begin; o < end; ++o)
+                            c[r * out + o] = kernels::to_bfloat16(g[r * out + o]);
+                        if (db)
+                          for (std::size_t r = 0; r < rows; ++r)
+                            for (std::size_t o = begin; o < end; ++o) db[o] += g[r * out + o];
+                      });
+  return copy;
 }
 
 // linear with its products in bf16: x and W rounded once, kept for backward; y holds the
@@ -227,8 +248,9 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
   if (rows && out && in)
     kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, wb.get(), in, 1.0f, y.data(), out);
   return record<float>("linear", std::move(y), {x, weight, bias}, [rows, in, out, xb, wb](BackwardContext<float>& ctx) {
+    float* db = ctx.needs_grad(2) ? ctx.grad_buffer(2).data() : nullptr;
     if (rows && out && in) {
-      const Bf16Copy g = rounded(ctx.grad().data(), rows, out);
+      const Bf16Copy g = rounded_with_column_sums(ctx.grad().data(), rows, out, db);
       if (ctx.needs_grad(0)) {  // dx = g W
         const auto dx = ctx.grad_target(0);
         kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, wb.get(), in, dx.beta(), dx.data, in);
@@ -240,8 +262,8 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
     } else {
       for (std::size_t i = 0; i < 2; ++i)
         if (ctx.needs_grad(i)) ctx.grad_buffer(i);
+      if (db) bias_gradient(ctx.grad().data(), rows, out, db);
     }
-    if (ctx.needs_grad(2)) bias_gradient(ctx.grad().data(), rows, out, ctx.grad_buffer(2).data());
   });
 }
 
