@@ -213,7 +213,8 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
   OperandCopy<T> v_copy;
   const Operand<T> v = entry_operand(p, p.v + p.v_rows.at(b, 0), p.v_rows.stride, p.lk, p.dv, v_copy);
   const auto rounded_block = rounded_block_space(p, block.scores.size());
-  std::vector<T> row_max(block.rows), row_sum(block.rows), acc(block.rows * p.dv);
+  std::vector<T> row_max(block.rows), row_sum(block.rows), new_max(block.rows), rescale(block.rows),
+      acc(block.rows * p.dv);
   const T minus_inf = -std::numeric_limits<T>::infinity();
   for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
     const std::size_t bq = std::min(kBlockQ, p.lq - i0);
@@ -223,20 +224,24 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
     for (std::size_t j0 = 0; j0 < key_end(p, i0, bq); j0 += key_block(p)) {
       const std::size_t bk = std::min(key_block(p), p.lk - j0);
       compute_scores(p, b, i0, bq, j0, bk, operands, block);
+      // Online softmax: each row's new maximum, and the factor exp(old - new) that rescales
+      // what was summed under the old one, every row's in one vector pass.
+      for (std::size_t r = 0; r < bq; ++r) {
+        new_max[r] = max_or_nan(row_max[r], max_of(block.scores.data() + r * bk, bk));
+        rescale[r] = new_max[r] == minus_inf ? T(0) : row_max[r] - new_max[r];
+      }
+      exp_shifted_inplace(rescale.data(), bq, T(0));
       for (std::size_t r = 0; r < bq; ++r) {
         T* s = block.scores.data() + r * bk;
-        const T new_max = max_or_nan(row_max[r], max_of(s, bk));
-        if (new_max == minus_inf) {  // every key so far is masked: nothing to add
+        if (new_max[r] == minus_inf) {  // every key so far is masked: nothing to add
           std::fill(s, s + bk, T(0));
           continue;
         }
-        // Online softmax: rescale what was summed under the old maximum.
-        const T rescale = std::exp(row_max[r] - new_max);
-        const T sum = exp_shifted_inplace(s, bk, new_max);
-        row_sum[r] = row_sum[r] * rescale + sum;
-        row_max[r] = new_max;
-        if (rescale != T(1))
-          for (std::size_t d = 0; d < p.dv; ++d) acc[r * p.dv + d] *= rescale;
+        const T sum = exp_shifted_inplace(s, bk, new_max[r]);
+        row_sum[r] = row_sum[r] * rescale[r] + sum;
+        row_max[r] = new_max[r];
+        if (rescale[r] != T(1))
+          for (std::size_t d = 0; d < p.dv; ++d) acc[r * p.dv + d] *= rescale[r];
         if (p.dropout_p > 0)  // after the sum: dropout acts on the normalised weights
           for (std::size_t c = 0; c < bk; ++c) s[c] *= dropout_factor(p, b, i0 + r, j0 + c);
       }
