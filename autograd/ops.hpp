@@ -142,6 +142,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 // bias [out] or an undefined Tensor for none. One GEMM for all leading axes, the bias
 // folded in as its accumulator.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// relu(linear(x, weight, bias)) as one op, the same values and gradients bit for bit:
+// relu applied in place and its gradient taken inside linear's backward, one pass less
+// over the activations each way (feed-forward blocks use it).
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- normalization (ops/normalization.cpp) ----
 // (x - mean) / sqrt(var + eps) * weight + bias over the trailing axes `normalized_shape`

@@ -1,6 +1,7 @@
 #include "xgrad/optim/clip.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -23,14 +24,27 @@ void for_each_grad(const std::vector<Tensor>& parameters, F&& f) {
   }
 }
 
+// Sums within a chunk run in this many lanes (element i in lane i % kLanes), added in
+// lane order at the end: independent additions the compiler turns into vector ones.
+constexpr std::size_t kLanes = 16;
+
 // Sum of squares of n values: fixed chunks in parallel, added in chunk order (the same
 // result on any number of threads).
 template <class T>
 double sum_of_squares(const T* g, std::size_t n) {
   std::vector<double> partial((n + kChunk - 1) / kChunk, 0.0);
   parallel_for_chunks(n, kChunk, 2.0, [&](std::size_t begin, std::size_t end) {
+    std::array<double, kLanes> lanes{};
+    const auto add = [&](std::size_t i, std::size_t lane) {
+      const auto x = static_cast<double>(g[i]);
+      lanes[lane] += x * x;
+    };
+    std::size_t i = begin;
+    for (; i + kLanes <= end; i += kLanes)
+      for (std::size_t lane = 0; lane < kLanes; ++lane) add(i + lane, lane);
+    for (std::size_t lane = 0; i < end; ++i, ++lane) add(i, lane);
     double sum = 0;
-    for (std::size_t i = begin; i < end; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+    for (const double lane : lanes) sum += lane;
     partial[begin / kChunk] = sum;
   });
   double total = 0;

@@ -1,12 +1,16 @@
 #define BOOST_TEST_MODULE linalg
 #include "helpers.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -261,6 +265,103 @@ BOOST_AUTO_TEST_CASE(linear_errors) {
         linear(Tensor::zeros({2, 4}), Tensor::zeros({5, 4}), Tensor::zeros({4}));
       },
       {"linear", "bias", "[4]", "[5]"});
+}
+
+namespace {
+
+// Bitwise equality of two tensors' values, NaN included.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector(), y = b.to_vector();
+  return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](double p, double q) {
+           return std::bit_cast<std::uint64_t>(p) == std::bit_cast<std::uint64_t>(q);
+         });
+}
+
+// x for linear_relu: N(0, 1), with a NaN, an infinity and a huge value (inf - inf
+// pre-activations) in three rows, and a row of zeros (pre-activations the bias alone).
+Tensor awkward_input(Shape shape, std::uint64_t seed, DType dtype) {
+  Generator gen(seed);
+  std::vector<double> v = Tensor::randn(shape, gen, DType::float64).to_vector();
+  const std::size_t in = shape.back();
+  v[0] = std::nan("");
+  v[in + 1] = std::numeric_limits<double>::infinity();
+  v[2 * in + 2] = 1e300;
+  std::fill_n(v.begin() + 3 * in, in, 0.0);
+  return Tensor::from_vector(v, std::move(shape), dtype, true);
+}
+
+}  // namespace
+
+// linear_relu is relu(linear(...)) bit for bit, values and every gradient, in float32,
+// float64 and bf16 autocast, with and without bias, on shapes the pool and the product
+// splits cut, and on empty ones.
+BOOST_AUTO_TEST_CASE(linear_relu_is_relu_of_linear_bit_for_bit) {
+  struct Case {
+    DType dtype;
+    Precision precision;
+    Shape x, w;
+  };
+  const std::vector<Case> cases = {
+      {DType::float64, Precision::float32, {3, 70, 40}, {130, 40}},
+      {DType::float32, Precision::float32, {3, 70, 40}, {130, 40}},
+      {DType::float32, Precision::bfloat16, {3, 70, 40}, {130, 40}},
+      {DType::float32, Precision::bfloat16, {2100, 16}, {600, 16}},  // split products
+      {DType::float32, Precision::float32, {2100, 16}, {600, 16}},
+      {DType::float64, Precision::float32, {7, 0}, {5, 0}},  // empty products
+      {DType::float32, Precision::bfloat16, {7, 0}, {5, 0}},
+      {DType::float32, Precision::bfloat16, {0, 6}, {5, 6}},
+  };
+  std::uint64_t seed = 40;
+  for (const Case& c : cases)
+    for (const bool with_bias : {true, false}) {
+      const bool awkward = numel(c.x) > 3 * c.x.back() && c.x.back() > 2;
+      Tensor x = awkward ? awkward_input(c.x, ++seed, c.dtype) : randn64(c.x, ++seed).to(c.dtype).detach();
+      x.requires_grad_();
+      const Tensor w = randn64(c.w, ++seed).to(c.dtype).detach().requires_grad_();
+      const Tensor b = with_bias ? randn64({c.w[0]}, ++seed).to(c.dtype).detach().requires_grad_() : Tensor();
+      Shape y_shape = c.x;
+      y_shape.back() = c.w[0];
+      const Tensor seed_grad = randn64(y_shape, ++seed, false).to(c.dtype);
+      const auto run = [&](bool fused) {
+        for (Tensor t : {x, w, b})  // a handle: the same tensor
+          if (t.defined()) t.zero_grad();
+        Tensor y;
+        {
+          const AutocastGuard guard(c.precision);
+          y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+        }
+        y.backward(seed_grad);
+        std::vector<Tensor> results{y.detach(), x.grad(), w.grad()};
+        if (with_bias) results.push_back(b.grad());
+        return results;
+      };
+      const std::vector<Tensor> fused = run(true), apart = run(false);
+      for (std::size_t i = 0; i < fused.size(); ++i)
+        BOOST_TEST(same_bits(fused[i], apart[i]),
+                   str("result ", i, " for x ", c.x, ", weight ", c.w, with_bias ? ", bias, " : ", ",
+                       dtype_name(c.dtype), c.precision == Precision::bfloat16 ? ", bf16" : ""));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(linear_relu_gradients) {
+  const Tensor x = randn64({2, 3, 4}, 60), w = randn64({5, 4}, 61), b = randn64({5}, 62);
+  check_gradients([](const Inputs& in) { return linear_relu(in[0], in[1], in[2]); }, {x, w, b});
+  check_gradients([](const Inputs& in) { return linear_relu(in[0], in[1]); }, {x, w});
+  check_gradients([](const Inputs& in) { return linear_relu(in[0], in[1], in[2]); }, {randn64({4}, 63), w, b});
+}
+
+BOOST_AUTO_TEST_CASE(linear_relu_errors_name_it) {
+  check_error([] { linear_relu(Tensor::zeros({2, 3}), Tensor::zeros({5, 4})); }, {"linear_relu", "[2, 3]", "[5, 4]"});
+  check_error(
+      [] {
+        linear_relu(Tensor::zeros({2, 4}), Tensor::zeros({5, 4}), Tensor::zeros({4}));
+      },
+      {"linear_relu", "bias", "[4]", "[5]"});
+  check_error(
+      [] {
+        linear_relu(Tensor::zeros({2, 4}), Tensor::zeros({5, 4}, DType::float64));
+      },
+      {"linear_relu", "float32", "float64"});
 }
 
 // A weight gradient summed over many rows takes the split-k path; a second backward adds

@@ -4,6 +4,7 @@
 // bf16 operands (autograd/precision.hpp).
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <type_traits>
 
@@ -20,7 +21,7 @@ namespace {
 // The pointwise passes of linear run on the pool in pieces of about this many elements;
 // the bias gradient in pieces of this many columns (a multiple of a cache line).
 constexpr std::size_t kChunkElements = 1 << 15;
-constexpr std::size_t kBiasColumns = 32;
+constexpr std::size_t kBiasColumns = 64;
 // Cost estimate per element of a column sum (a strided read and an add), for the pool.
 constexpr double kColumnSumWork = 4;
 
@@ -211,46 +212,109 @@ namespace xgrad {
 
 namespace {
 
-// db = column sums of g, each column summed whole by one thread, row by row.
-template <class T>
-void bias_gradient(const T* g, std::size_t rows, std::size_t out, T* db) {
-  parallel_for_chunks(out, kBiasColumns, kColumnSumWork * static_cast<double>(rows),
-                      [&](std::size_t begin, std::size_t end) {
-                        for (std::size_t r = 0; r < rows; ++r)
-                          for (std::size_t o = begin; o < end; ++o) db[o] += g[r * out + o];
-                      });
+// Walks columns [begin, end) of a rows x out matrix row by row, calling element(r, o) on
+// each, and adds the values it returns into db's columns (when db is given) in that order:
+// each column is summed whole by one thread, row by row, so the bits do not depend on the
+// thread count. The running sums live in registers for a full block of columns.
+template <class T, class Element>
+void walk_columns(std::size_t rows, std::size_t begin, std::size_t end, T* db, Element&& element) {
+  const auto walk = [&](auto width) {
+    std::array<T, kBiasColumns> sums{};
+    if (db) std::copy_n(db + begin, width, sums.begin());
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t o = 0; o < width; ++o) sums[o] += element(r, begin + o);
+    if (db) std::copy_n(sums.begin(), width, db + begin);
+  };
+  if (end - begin == kBiasColumns)
+    walk(std::integral_constant<std::size_t, kBiasColumns>{});  // a fixed width unrolls into registers
+  else
+    walk(end - begin);
 }
 
-// linear's dY rounded to bf16 for the backward products, and its column sums added into
-// db (when the bias wants a gradient) in the same pass over dY: as bias_gradient adds
-// them, row by row, so the same bits.
-Bf16Copy rounded_with_column_sums(const float* g, std::size_t rows, std::size_t out, float* db) {
+// db = column sums of g.
+template <class T>
+void bias_gradient(const T* g, std::size_t rows, std::size_t out, T* db) {
+  parallel_for_chunks(
+      out, kBiasColumns, kColumnSumWork * static_cast<double>(rows), [&](std::size_t begin, std::size_t end) {
+        walk_columns(rows, begin, end, db, [g, out](std::size_t r, std::size_t o) { return g[r * out + o]; });
+      });
+}
+
+// relu's gradient: g where relu's output y is positive, else 0. y > 0 exactly where relu's
+// input was (NaN and -0 included), so the same bits as relu's own backward.
+template <class T>
+T relu_gradient(T g, T y) {
+  return y > T(0) ? g : T(0);
+}
+
+template <class T>
+void relu_in_place(T* y, std::size_t n) {
+  parallel_for_chunks(n, kChunkElements, 1.0, [y](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) y[i] = y[i] < T(0) ? T(0) : y[i];  // NaN stays NaN, as relu()
+  });
+}
+
+// The gradient at linear's output: the incoming one, or relu's gradient of it when relu
+// is fused in (into `masked`, which must outlive the pointer).
+template <class T>
+const T* output_gradient(BackwardContext<T>& ctx, bool relu, xt::xarray<T>& masked) {
+  const T* g = ctx.grad().data();
+  if (!relu) return g;
+  masked = xt::xarray<T>::from_shape(ctx.grad().shape());
+  T* m = masked.data();
+  const T* y = ctx.output().data();
+  parallel_for_chunks(masked.size(), kChunkElements, 1.0, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) m[i] = relu_gradient(g[i], y[i]);
+  });
+  return m;
+}
+
+// linear's dY (relu's gradient of it when fused) rounded to bf16 for the backward products,
+// and its column sums added into db (when the bias wants a gradient) in the same pass over
+// dY, with bias_gradient's bits.
+Bf16Copy rounded_with_column_sums(const float* g, const float* relu_output, std::size_t rows, std::size_t out,
+                                  float* db) {
   std::shared_ptr<kernels::bfloat16[]> copy(new kernels::bfloat16[rows * out]);  // not zeroed: written next
   kernels::bfloat16* c = copy.get();
-  parallel_for_chunks(out, kBiasColumns, kColumnSumWork * static_cast<double>(rows),
-                      [&](std::size_t begin, std::size_t end) {
-                        for (std::size_t r = 0; r < rows; ++r)
-                          for (std::size_t o = begin; o < end; ++o)
-                            c[r * out + o] = kernels::to_bfloat16(g[r * out + o]);
-                        if (db)
-                          for (std::size_t r = 0; r < rows; ++r)
-                            for (std::size_t o = begin; o < end; ++o) db[o] += g[r * out + o];
-                      });
+  parallel_for_chunks(
+      out, kBiasColumns, kColumnSumWork * static_cast<double>(rows), [&](std::size_t begin, std::size_t end) {
+        const auto round = [&](std::size_t r, std::size_t o, float v) {
+          c[r * out + o] = kernels::to_bfloat16(v);
+          return v;
+        };
+        if (relu_output)
+          walk_columns(rows, begin, end, db, [&](std::size_t r, std::size_t o) {
+            return round(r, o, relu_gradient(g[r * out + o], relu_output[r * out + o]));
+          });
+        else
+          walk_columns(rows, begin, end, db, [&](std::size_t r, std::size_t o) { return round(r, o, g[r * out + o]); });
+      });
   return copy;
 }
 
+// What one linear call computes: y = x W^T + b, then relu when fused in.
+struct LinearCall {
+  const char* op;  // "linear" or "linear_relu", for the graph and the errors
+  bool relu;
+  std::size_t rows, in, out;
+};
+
 // linear with its products in bf16: x and W rounded once, kept for backward; y holds the
 // bias (or zeros) already.
-Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt::xarray<float> y, std::size_t rows,
-                   std::size_t in, std::size_t out) {
+Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt::xarray<float> y,
+                   const LinearCall& call) {
+  const auto [op, relu, rows, in, out] = call;
   const Bf16Copy xb = rounded(x.node()->values<float>().data(), rows, in);
   const Bf16Copy wb = rounded(weight.node()->values<float>().data(), out, in);
   if (rows && out && in)
     kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, wb.get(), in, 1.0f, y.data(), out);
-  return record<float>("linear", std::move(y), {x, weight, bias}, [rows, in, out, xb, wb](BackwardContext<float>& ctx) {
+  if (relu) relu_in_place(y.data(), y.size());
+  return record<float>(op, std::move(y), {x, weight, bias}, [call, xb, wb](BackwardContext<float>& ctx) {
+    const auto [op, relu, rows, in, out] = call;
     float* db = ctx.needs_grad(2) ? ctx.grad_buffer(2).data() : nullptr;
     if (rows && out && in) {
-      const Bf16Copy g = rounded_with_column_sums(ctx.grad().data(), rows, out, db);
+      const Bf16Copy g =
+          rounded_with_column_sums(ctx.grad().data(), relu ? ctx.output().data() : nullptr, rows, out, db);
       if (ctx.needs_grad(0)) {  // dx = g W
         const auto dx = ctx.grad_target(0);
         kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, wb.get(), in, dx.beta(), dx.data, in);
@@ -262,25 +326,25 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
     } else {
       for (std::size_t i = 0; i < 2; ++i)
         if (ctx.needs_grad(i)) ctx.grad_buffer(i);
-      if (db) bias_gradient(ctx.grad().data(), rows, out, db);
+      xt::xarray<float> masked;
+      if (db) bias_gradient(output_gradient(ctx, relu, masked), rows, out, db);
     }
   });
 }
 
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_same_dtype("linear", x, weight);
+Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_same_dtype(op, x, weight);
   const Shape x_shape = x.shape(), w_shape = weight.shape();
-  XGRAD_CHECK(!x_shape.empty() && w_shape.size() == 2 && w_shape[1] == x_shape.back(), "linear", "input ", x_shape,
+  XGRAD_CHECK(!x_shape.empty() && w_shape.size() == 2 && w_shape[1] == x_shape.back(), op, "input ", x_shape,
               " does not fit weight ", w_shape, " (expected input [..., in] and weight [out, in])");
   const std::size_t in = w_shape[1], out = w_shape[0];
   if (bias.defined()) {
-    check_same_dtype("linear", x, bias);
-    XGRAD_CHECK(bias.shape() == Shape{out}, "linear", "bias of shape ", bias.shape(), " does not fit weight ", w_shape,
+    check_same_dtype(op, x, bias);
+    XGRAD_CHECK(bias.shape() == Shape{out}, op, "bias of shape ", bias.shape(), " does not fit weight ", w_shape,
                 " (expected [", out, "])");
   }
   const std::size_t rows = in ? numel(x_shape) / in : numel(Shape(x_shape.begin(), x_shape.end() - 1));
+  const LinearCall call{op, relu, rows, in, out};
   Shape out_shape = x_shape;
   out_shape.back() = out;
   return dispatch(x.dtype(), [&](auto tag) {
@@ -293,13 +357,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         b ? std::copy_n(b, out, yv + r * out) : std::fill_n(yv + r * out, out, T(0));
     });
     if constexpr (std::is_same_v<T, float>) {
-      if (products_in_bf16<T>()) return linear_bf16(x, weight, bias, std::move(y), rows, in, out);
+      if (products_in_bf16<T>()) return linear_bf16(x, weight, bias, std::move(y), call);
     }
     if (rows && out && in)  // y += x W^T, the bias (or zeros) as GEMM's accumulator
       kernels::gemm<T>(false, true, rows, out, in, T(1), x.node()->values<T>().data(), in,
                        weight.node()->values<T>().data(), in, T(1), yv, out);
-    return record<T>("linear", std::move(y), {x, weight, bias}, [rows, in, out](BackwardContext<T>& ctx) {
-      const T* g = ctx.grad().data();
+    if (relu) relu_in_place(yv, y.size());
+    return record<T>(op, std::move(y), {x, weight, bias}, [call](BackwardContext<T>& ctx) {
+      const auto [op, relu, rows, in, out] = call;
+      xt::xarray<T> masked;
+      const T* g = output_gradient(ctx, relu, masked);
       if (rows && out && in) {
         if (ctx.needs_grad(0)) {  // dx = g W
           const auto dx = ctx.grad_target(0);
@@ -316,6 +383,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       if (ctx.needs_grad(2)) bias_gradient(g, rows, out, ctx.grad_buffer(2).data());
     });
   });
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_op("linear", false, x, weight, bias);
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_op("linear_relu", true, x, weight, bias);
 }
 
 }  // namespace xgrad
