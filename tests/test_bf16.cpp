@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <limits>
 #include <thread>
+#include <tuple>
 
 #include "xgrad/autograd/kernels/bfloat16.hpp"
 #include "xgrad/autograd/kernels/gemm.hpp"
@@ -110,16 +111,17 @@ BOOST_AUTO_TEST_CASE(bf16_products_are_within_the_format_bounds) {
   for (const auto& [m, n, k] : kShapes)
     for (const bool trans_a : {false, true})
       for (const bool trans_b : {false, true})
-        for (const auto& [alpha, beta] : std::vector<std::array<float, 2>>{{1.0f, 0.0f}, {0.5f, 1.0f}}) {
+        for (const auto& [alpha, beta, with_bias] : std::vector<std::tuple<float, float, bool>>{
+                 {1.0f, 0.0f, false}, {0.5f, 1.0f, false}, {1.0f, 0.0f, true}, {0.5f, 1.0f, true}}) {
           const Product p{trans_a, trans_b, m, n, k};
           const std::vector<float> a = random_floats(m * k, 3), b = random_floats(k * n, 4),
-                                   c0 = random_floats(m * n, 5);
+                                   c0 = random_floats(m * n, 5), bias = random_floats(n, 6);
           std::vector<bfloat16> ab(a.size()), bb(b.size());
           kernels::round_to_bfloat16(a.data(), 1, a.size(), a.size(), ab.data());
           kernels::round_to_bfloat16(b.data(), 1, b.size(), b.size(), bb.data());
           std::vector<float> c = c0;
           kernels::gemm(trans_a, trans_b, m, n, k, alpha, ab.data(), trans_a ? m : k, bb.data(), trans_b ? k : n, beta,
-                        c.data(), n);
+                        c.data(), n, with_bias ? bias.data() : nullptr);
           std::vector<double> a_rounded(a.size()), b_rounded(b.size()), exact, scale, unrounded, unrounded_scale;
           for (std::size_t i = 0; i < a.size(); ++i) a_rounded[i] = kernels::to_float(ab[i]);
           for (std::size_t i = 0; i < b.size(); ++i) b_rounded[i] = kernels::to_float(bb[i]);
@@ -127,22 +129,44 @@ BOOST_AUTO_TEST_CASE(bf16_products_are_within_the_format_bounds) {
           reference(p, alpha, a_rounded, b_rounded, beta, c0d, exact, scale);
           reference(p, alpha, std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()), beta,
                     c0d, unrounded, unrounded_scale);
+          if (with_bias)  // one more term of each sum: within the bound's k + 2
+            for (std::size_t i = 0; i < c.size(); ++i) {
+              const double added = bias[i % n];
+              exact[i] += added, unrounded[i] += added;
+              scale[i] += std::abs(added), unrounded_scale[i] += std::abs(added);
+            }
           std::size_t worst = 0, moved = 0;
           double worst_ratio = 0;
           for (std::size_t i = 0; i < c.size(); ++i) {
             const double bound = static_cast<double>(k + 2) * kU32 * scale[i];
             const double ratio = std::abs(c[i] - exact[i]) / bound;
             if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
-            const double near_f32 = bound + (2 * kU16 + kU16 * kU16) * (unrounded_scale[i] - std::abs(beta * c0d[i]));
+            const double unrounded_terms =  // what the operands' rounding moves: not beta C0, not the bias
+                unrounded_scale[i] - std::abs(beta * c0d[i]) - (with_bias ? std::abs(bias[i % n]) : 0.0);
+            const double near_f32 = bound + (2 * kU16 + kU16 * kU16) * unrounded_terms;
             BOOST_TEST(std::abs(c[i] - unrounded[i]) <= near_f32);
             moved += std::abs(c[i] - unrounded[i]) > static_cast<double>(k + 2) * kU32 * unrounded_scale[i];
           }
           BOOST_TEST(worst_ratio <= 1.0, m << " x " << k << " x " << n << " trans " << trans_a << trans_b
-                                           << ": element " << worst << " at " << worst_ratio << " of the bound");
+                                           << (with_bias ? " with a bias" : "") << " alpha " << alpha << ": element "
+                                           << worst << " at " << worst_ratio << " of the bound");
           // The operands were rounded: some element is further from float32's product than
           // float32's own error allows (this fails if the product ran in float32).
           BOOST_TEST(moved > 0u);
         }
+}
+
+// A sum of no terms (k = 0): C = beta C plus the bias, as linear with no inputs gives.
+BOOST_AUTO_TEST_CASE(bf16_products_of_no_terms_keep_the_bias) {
+  const std::vector<float> bias{1.5f, -2.0f, 0.25f};
+  std::vector<float> c(2 * 3, std::numeric_limits<float>::quiet_NaN());
+  kernels::gemm(false, true, 2, 3, 0, 1.0f, static_cast<const bfloat16*>(nullptr), 1,
+                static_cast<const bfloat16*>(nullptr), 1, 0.0f, c.data(), 3, bias.data());
+  for (std::size_t i = 0; i < c.size(); ++i) BOOST_TEST(c[i] == bias[i % 3]);
+  std::vector<float> kept(2 * 3, 4.0f);
+  kernels::gemm(false, false, 2, 3, 0, 1.0f, static_cast<const bfloat16*>(nullptr), 1,
+                static_cast<const bfloat16*>(nullptr), 1, 0.5f, kept.data(), 3, bias.data());
+  for (std::size_t i = 0; i < kept.size(); ++i) BOOST_TEST(kept[i] == 2.0f + bias[i % 3]);
 }
 
 // oneDNN's primitives are made once per shape and thread and kept, at most 256 shapes,

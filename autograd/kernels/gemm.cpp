@@ -85,10 +85,21 @@ std::vector<float> widen(const bfloat16* x, std::size_t rows, std::size_t cols, 
 // elsewhere OpenBLAS's sgemm on the operands widened to float32 (exact): the same inputs
 // and float32 accumulation, slower.
 void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
-               std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+               std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
+               const float* bias) {
+  const auto add_bias = [&] {
+    if (bias)
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] += bias[j];
+  };
   if (bf16_path() != Bf16Path::kWidened) {
     const OneOpenMPThread one_thread;
-    if (onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+    const bool bias_in_product = alpha == 1.0f;  // oneDNN would scale it by alpha
+    if (onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                      bias_in_product ? bias : nullptr)) {
+      if (!bias_in_product) add_bias();
+      return;
+    }
     const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
     const dnnl_status_t status =
         dnnl_gemm_bf16bf16f32(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', dim(m), dim(n), dim(k), alpha,
@@ -96,12 +107,14 @@ void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::si
                               reinterpret_cast<const std::uint16_t*>(b), dim(ldb), beta, c, dim(ldc));
     XGRAD_CHECK(status == dnnl_success, "matmul (bfloat16)", "oneDNN's dnnl_gemm_bf16bf16f32 failed (status ", status,
                 ") for ", m, " x ", k, " x ", n);
+    add_bias();
     return;
   }
   const std::vector<float> wide_a = trans_a ? widen(a, k, m, lda) : widen(a, m, k, lda);
   const std::vector<float> wide_b = trans_b ? widen(b, n, k, ldb) : widen(b, k, n, ldb);
   blas_gemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), std::max<std::size_t>(1, trans_a ? m : k), wide_b.data(),
             std::max<std::size_t>(1, trans_b ? k : n), beta, c, ldc);
+  add_bias();
 }
 
 // Below this many multiply-adds a product is one BLAS call: waking the pool costs more.
@@ -149,9 +162,10 @@ Cut cut_of(std::size_t m, std::size_t n, std::size_t k) {
   return cut;
 }
 
-// Runs C = op(A) op(B) (scaled as `call` does) as the pieces of `cut`: call(trans_a,
-// trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc) computes one piece, C = alpha op(A)
-// op(B) + beta C with the caller's alpha, through one library call.
+// Runs C = op(A) op(B) (scaled as `call` does) + bias as the pieces of `cut`: call(trans_a,
+// trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias) computes one piece, C = alpha
+// op(A) op(B) + bias + beta C with the caller's alpha, through one library call (bias:
+// the piece's columns of the row added to every row of C, or null).
 //
 // A large product is cut into panels that the pool's threads share. The cut depends only
 // on the shapes, never on the thread count, and one thread makes the very same library
@@ -166,10 +180,11 @@ Cut cut_of(std::size_t m, std::size_t n, std::size_t k) {
 // when C is wider than tall, each element of C computed whole by one call.
 template <class In, class Out, class Call>
 void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const In* a,
-                   std::size_t lda, const In* b, std::size_t ldb, Out beta, Out* c, std::size_t ldc, const Call& call) {
+                   std::size_t lda, const In* b, std::size_t ldb, Out beta, Out* c, std::size_t ldc, const Out* bias,
+                   const Call& call) {
   const Cut cut = cut_of(m, n, k);
   if (cut.axis == Cut::kNone) {
-    call(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    call(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
     return;
   }
   const double work =
@@ -179,14 +194,14 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
     parallel_for(cut.panels, work, [&](std::size_t p) {
       const std::size_t begin = p * cut.step, size = std::min(k, begin + cut.step) - begin;  // columns of op(A)
       call(trans_a, trans_b, m, n, size, trans_a ? a + begin * lda : a + begin, lda,
-           trans_b ? b + begin : b + begin * ldb, ldb, Out(0), partial.data() + p * m * n, n);
+           trans_b ? b + begin : b + begin * ldb, ldb, Out(0), partial.data() + p * m * n, n, nullptr);
     });
     for (std::size_t i = 0; i < m; ++i) {
       Out* row = c + i * ldc;
       for (std::size_t j = 0; j < n; ++j) {
         Out sum = beta == Out(0) ? Out(0) : beta * row[j];
         for (std::size_t p = 0; p < cut.panels; ++p) sum += partial[(p * m + i) * n + j];
-        row[j] = sum;
+        row[j] = bias ? sum + bias[j] : sum;
       }
     }
     return;
@@ -195,10 +210,11 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
     const std::size_t extent = cut.axis == Cut::kRows ? m : n;
     const std::size_t begin = p * cut.step, size = std::min(extent, begin + cut.step) - begin;
     if (cut.axis == Cut::kRows)  // rows of op(A) and of C
-      call(trans_a, trans_b, size, n, k, trans_a ? a + begin : a + begin * lda, lda, b, ldb, beta, c + begin * ldc,
-           ldc);
+      call(trans_a, trans_b, size, n, k, trans_a ? a + begin : a + begin * lda, lda, b, ldb, beta, c + begin * ldc, ldc,
+           bias);
     else  // columns of op(B) and of C
-      call(trans_a, trans_b, m, size, k, a, lda, trans_b ? b + begin * ldb : b + begin, ldb, beta, c + begin, ldc);
+      call(trans_a, trans_b, m, size, k, a, lda, trans_b ? b + begin * ldb : b + begin, ldb, beta, c + begin, ldc,
+           bias ? bias + begin : nullptr);
   });
 }
 
@@ -207,26 +223,30 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc,
+  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, static_cast<const T*>(nullptr),
                 [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const T* pa, std::size_t plda,
-                        const T* pb, std::size_t pldb, T pbeta, T* pc, std::size_t pldc) {
-                  blas_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc);
-                });
+                        const T* pb, std::size_t pldb, T pbeta, T* pc, std::size_t pldc,
+                        const T*) { blas_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc); });
 }
 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
-          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
+          const float* bias) {
   if (m == 0 || n == 0) return;
-  if (k == 0) {  // a sum of no terms: C = beta C, as BLAS leaves it
+  if (k == 0) {  // a sum of no terms: C = beta C (+ bias), as BLAS leaves it
     for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+      for (std::size_t j = 0; j < n; ++j) {
+        const float kept = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+        c[i * ldc + j] = bias ? kept + bias[j] : kept;
+      }
     return;
   }
   split_product(
-      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc,
+      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias,
       [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const bfloat16* pa, std::size_t plda,
-              const bfloat16* pb, std::size_t pldb, float pbeta, float* pc,
-              std::size_t pldc) { bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc); });
+              const bfloat16* pb, std::size_t pldb, float pbeta, float* pc, std::size_t pldc, const float* pbias) {
+        bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc, pbias);
+      });
 }
 
 Bf16Path bf16_path() {

@@ -16,9 +16,11 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 
 // The same product with bfloat16 operands, accumulated and written in float32 (beta and
 // C too): the mixed-precision product (autograd/precision.hpp). Cut into the same
-// shape-fixed panels, so the same bits on any thread count.
+// shape-fixed panels, so the same bits on any thread count. A bias (n values, or null) is
+// added to every row of C as the product is written: linear's, with no pass of its own.
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
-          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc);
+          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
+          const float* bias = nullptr);
 
 // What runs bfloat16 products on this CPU, chosen once: oneDNN with native bf16 dot
 // products (AVX512_BF16, AMX), or OpenBLAS's sgemm on the operands widened to float32

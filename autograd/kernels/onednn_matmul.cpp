@@ -17,15 +17,16 @@ struct ProductKey {
   bool trans_a, trans_b;
   std::size_t m, n, k, lda, ldb, ldc;
   float alpha, beta;
+  bool bias;
 
-  auto tied() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta); }
+  auto tied() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias); }
   bool operator<(const ProductKey& other) const { return tied() < other.tied(); }
 };
 
 // A primitive and the memory objects its calls point at the operands.
 struct Product {
   dnnl::matmul primitive;
-  dnnl::memory a, b, c, scratchpad;
+  dnnl::memory a, b, c, bias, scratchpad;
   bool optimized = false;  // a brgemm kernel (else the caller falls back)
 };
 
@@ -46,6 +47,7 @@ Product make_product(const dnnl::engine& engine, const ProductKey& key) {
   const auto a = matrix(key.m, key.k, key.lda, key.trans_a, type::bf16);
   const auto b = matrix(key.k, key.n, key.ldb, key.trans_b, type::bf16);
   const auto c = matrix(key.m, key.n, key.ldc, false, type::f32);
+  const auto bias = key.bias ? matrix(1, key.n, key.n, false, type::f32) : dnnl::memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, not a buffer shared between threads
   if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
@@ -57,7 +59,7 @@ Product make_product(const dnnl::engine& engine, const ProductKey& key) {
   Product product;
   dnnl::matmul::primitive_desc pd;
   try {
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine);
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, bias, c), attr, engine);
   } catch (const dnnl::error&) {  // no implementation at all: the gemm API takes it
     return product;
   }
@@ -67,6 +69,7 @@ Product make_product(const dnnl::engine& engine, const ProductKey& key) {
   product.a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
   product.b = dnnl::memory(b, engine, DNNL_MEMORY_NONE);
   product.c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
+  if (key.bias) product.bias = dnnl::memory(bias, engine, DNNL_MEMORY_NONE);
   product.scratchpad = dnnl::memory(pd.scratchpad_desc(), engine);
   return product;
 }
@@ -83,9 +86,9 @@ struct ThreadProducts {
 
 bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                    const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
-                   std::size_t ldc) {
+                   std::size_t ldc, const float* bias) {
   thread_local ThreadProducts cache;
-  const ProductKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta};
+  const ProductKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias != nullptr};
   auto found = cache.products.find(key);
   if (found == cache.products.end()) {
     if (cache.products.size() >= kMaxCachedProducts) cache.products.clear();
@@ -96,13 +99,16 @@ bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
   product.a.set_data_handle(const_cast<bfloat16*>(a));
   product.b.set_data_handle(const_cast<bfloat16*>(b));
   product.c.set_data_handle(c);
+  if (bias) product.bias.set_data_handle(const_cast<float*>(bias));
   // Through the C API with a fixed argument array: the C++ one builds a hash map of the
   // arguments every call, a cost that shows in models of small products.
   const dnnl_exec_arg_t arguments[] = {{DNNL_ARG_SRC, product.a.get()},
                                        {DNNL_ARG_WEIGHTS, product.b.get()},
                                        {DNNL_ARG_DST, product.c.get()},
-                                       {DNNL_ARG_SCRATCHPAD, product.scratchpad.get()}};
-  const dnnl_status_t status = dnnl_primitive_execute(product.primitive.get(), cache.stream.get(), 4, arguments);
+                                       {DNNL_ARG_SCRATCHPAD, product.scratchpad.get()},
+                                       {DNNL_ARG_BIAS, bias ? product.bias.get() : nullptr}};
+  const dnnl_status_t status =
+      dnnl_primitive_execute(product.primitive.get(), cache.stream.get(), bias ? 5 : 4, arguments);
   XGRAD_CHECK(status == dnnl_success, "matmul (bfloat16)", "oneDNN's matmul primitive failed (status ", status,
               ") for ", m, " x ", k, " x ", n);
   cache.stream.wait();

@@ -10,11 +10,13 @@
 
 namespace xgrad::kernels {
 
-// C = alpha op(A) op(B) + beta C, row-major as cblas_sgemm, on the calling thread (run it
-// under one OpenMP thread). Returns false, doing nothing, where oneDNN has no brgemm
-// kernel for the shape on this CPU: the caller then uses oneDNN's gemm API.
+// C = alpha (op(A) op(B) + bias) + beta C, row-major as cblas_sgemm, bias a row of n values
+// (or null; oneDNN 2's output scale applies to it too), on the calling thread (run it under
+// one OpenMP thread). Returns false, doing
+// nothing, where oneDNN has no brgemm kernel for the shape on this CPU: the caller then
+// uses oneDNN's gemm API.
 bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                    const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
-                   std::size_t ldc);
+                   std::size_t ldc, const float* bias);
 
 }  // namespace xgrad::kernels

@@ -299,15 +299,15 @@ struct LinearCall {
   std::size_t rows, in, out;
 };
 
-// linear with its products in bf16: x and W rounded once, kept for backward; y holds the
-// bias (or zeros) already.
+// linear with its products in bf16: x and W rounded once, kept for backward; the bias
+// added as the product is written.
 Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt::xarray<float> y,
                    const LinearCall& call) {
   const auto [op, relu, rows, in, out] = call;
   const Bf16Copy xb = rounded(x.node()->values<float>().data(), rows, in);
   const Bf16Copy wb = rounded(weight.node()->values<float>().data(), out, in);
-  if (rows && out && in)
-    kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, wb.get(), in, 1.0f, y.data(), out);
+  kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, wb.get(), in, 0.0f, y.data(), out,
+                bias.defined() ? bias.node()->values<float>().data() : nullptr);
   if (relu) relu_in_place(y.data(), y.size());
   return record<float>(op, std::move(y), {x, weight, bias}, [call, xb, wb](BackwardContext<float>& ctx) {
     const auto [op, relu, rows, in, out] = call;
@@ -350,15 +350,15 @@ Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weigh
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> y = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    if constexpr (std::is_same_v<T, float>) {
+      if (products_in_bf16<T>()) return linear_bf16(x, weight, bias, std::move(y), call);
+    }
     T* yv = y.data();
     const T* b = bias.defined() ? bias.node()->values<T>().data() : nullptr;
     parallel_for_chunks(rows, rows_per_chunk(out), static_cast<double>(out), [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r)
         b ? std::copy_n(b, out, yv + r * out) : std::fill_n(yv + r * out, out, T(0));
     });
-    if constexpr (std::is_same_v<T, float>) {
-      if (products_in_bf16<T>()) return linear_bf16(x, weight, bias, std::move(y), call);
-    }
     if (rows && out && in)  // y += x W^T, the bias (or zeros) as GEMM's accumulator
       kernels::gemm<T>(false, true, rows, out, in, T(1), x.node()->values<T>().data(), in,
                        weight.node()->values<T>().data(), in, T(1), yv, out);
