@@ -82,8 +82,10 @@ if [ "$mode" = steps ]; then
   done
   build/bin/xgrad-bench --config overhead --threads "$threads" >>"$results"
   # Its verdict is reported, never the end of the report.
-  bench/concurrency.sh --rounds "$rounds" | tee -a "$results" >&2 ||
-    echo "compare.sh: two processes sharing the cores went past concurrency.sh's limit (above)" >&2
+  for p in float32 bf16; do
+    bench/concurrency.sh --precision "$p" --rounds "$rounds" | tee -a "$results" >&2 ||
+      echo "compare.sh: two processes sharing the cores went past concurrency.sh's limit in $p (above)" >&2
+  done
 elif [ "$mode" = train ]; then
   for round in $(seq "$rounds"); do
     for task in sort reverse copy; do
@@ -149,7 +151,9 @@ if mode == "steps":
     for r in rows:
         if r.get("config") == "overhead": print(f"per-op overhead (forward + backward, chain of {r['chain']} tiny ops): {r['us_per_op']:.2f} us")
     for line in open(sys.argv[1]):
-        if line.startswith("concurrency.sh:"): print("two processes sharing the cores (bench/concurrency.sh): " + line.split(": ", 1)[1].strip())
+        if line.startswith("concurrency.sh ("):  # "concurrency.sh (tiny, bf16): alone ..."
+            setting, verdict = line[len("concurrency.sh "):].split(": ", 1)
+            print(f"two processes sharing the cores (bench/concurrency.sh, {setting.strip('()')}): {verdict.strip()}")
 elif mode == "lm":
     x = [r for r in rows if r.get("final") and r["impl"].startswith("xgrad")]
     t = [r for r in rows if r.get("final") and r["impl"].startswith("pytorch")]

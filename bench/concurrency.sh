@@ -5,16 +5,19 @@
 # alone. With 2 threads each on 2 cores the fair share is 2x; spin-waiting thread pools
 # measured 4.8x. xgrad is run as shipped: no OMP_* or OPENBLAS_* variable is set.
 #
-#   bench/concurrency.sh [--config tiny] [--rounds 3] [--limit 2.5]   (after ./run build)
+#   bench/concurrency.sh [--config tiny] [--precision float32|bf16] [--rounds 3] [--limit 2.5]
+#                                                                      (after ./run build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-config=tiny rounds=3 limit=2.5
+config=tiny precision=float32 rounds=3 limit=2.5
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
+    --precision) precision=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --limit) limit=$2; shift 2 ;;
-    *) echo "usage: bench/concurrency.sh [--config NAME] [--rounds N] [--limit X]" >&2; exit 2 ;;
+    *) echo "usage: bench/concurrency.sh [--config NAME] [--precision float32|bf16] [--rounds N] [--limit X]" >&2
+       exit 2 ;;
   esac
 done
 bench=build/bin/xgrad-bench
@@ -22,22 +25,22 @@ bench=build/bin/xgrad-bench
 step_ms() { grep -o '"ms_per_step": [0-9.]*' | cut -d' ' -f2; }
 alone=() pair=()
 for _ in $(seq "$rounds"); do
-  alone+=("$("$bench" --config "$config" --steps 100 | step_ms)")
+  alone+=("$("$bench" --config "$config" --precision "$precision" --steps 100 | step_ms)")
   out=$(mktemp)
-  "$bench" --config "$config" --steps 100 >"$out" &
+  "$bench" --config "$config" --precision "$precision" --steps 100 >"$out" &
   other=$!
-  pair+=("$("$bench" --config "$config" --steps 100 | step_ms)")
+  pair+=("$("$bench" --config "$config" --precision "$precision" --steps 100 | step_ms)")
   wait "$other"
   pair+=("$(step_ms <"$out")")
   rm -f "$out"
 done
-/usr/bin/env python3 - "$limit" "${alone[*]}" "${pair[*]}" <<'PY'
+/usr/bin/env python3 - "$limit" "${alone[*]}" "${pair[*]}" "$config, $precision" <<'PY'
 import statistics, sys
 limit = float(sys.argv[1])
 alone = [float(x) for x in sys.argv[2].split()]
 pair = [float(x) for x in sys.argv[3].split()]
 ratio = statistics.median(pair) / statistics.median(alone)
-print(f"concurrency.sh: alone {statistics.median(alone):.2f} ms/step, two at once {statistics.median(pair):.2f} "
+print(f"concurrency.sh ({sys.argv[4]}): alone {statistics.median(alone):.2f} ms/step, two at once {statistics.median(pair):.2f} "
       f"ms/step each: {ratio:.2f}x (limit {limit}x)")
 sys.exit(0 if ratio <= limit else 1)
 PY
