@@ -28,9 +28,10 @@ AnomalyModeGuard::~AnomalyModeGuard() { anomaly_mode = previous_; }
 
 void accumulate_grad(Node& node, Storage&& grad) {
   if (!node.grad) {
-    node.grad = std::make_shared<Storage>(std::move(grad));
+    node.grad = make_storage(std::move(grad));
     return;
   }
+  const profile::Scope profiled(profile::Kind::engine, "accumulate gradient");
   std::visit(
       [&](auto& acc) {
         using Array = std::decay_t<decltype(acc)>;
@@ -132,8 +133,22 @@ class PartialGradients {
   const std::vector<NodePtr>& order_;
 };
 
+// A node's backward event: its op, and the shapes of the inputs it sends gradients to.
+void describe_backward(const profile::Scope& scope, const Node& node) {
+  profile::Event* event = scope.event();
+  if (!event) return;
+  std::string inputs;
+  for (const NodePtr& input : node.inputs)
+    inputs += (inputs.empty() ? "" : ", ") + (input ? shape_str(input->shape()) : std::string("none"));
+  event->detail = inputs;
+}
+
 void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
-  std::vector<NodePtr> order = topological_order(root);
+  std::vector<NodePtr> order;
+  {
+    const profile::Scope walk(profile::Kind::engine, "graph walk");
+    order = topological_order(root);
+  }
   const BackwardClaim claim(order);
   const PartialGradients partial(order);
   accumulate_grad(*root, std::move(seed));
@@ -146,6 +161,8 @@ void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
     }
     if (!node.grad) continue;  // unreached
     node.check_unmodified();
+    const profile::Scope profiled(profile::Kind::backward, node.op);
+    describe_backward(profiled, node);
     node.backward(node);
     if (anomaly_mode)
       for (std::size_t i = 0; i < node.inputs.size(); ++i)

@@ -50,4 +50,14 @@ void check_fits_in_memory(const char* op, std::size_t bytes, const std::string& 
               machine_bytes >> 20, " MiB of memory and swap this machine has");
 }
 
+std::shared_ptr<Storage> make_counted_storage(Storage&& values) {
+  const auto bytes = static_cast<std::int64_t>(std::visit(
+      [](const auto& a) { return a.size() * sizeof(typename std::decay_t<decltype(a)>::value_type); }, values));
+  const std::uint64_t session = profile::allocated(bytes);
+  return std::shared_ptr<Storage>(new Storage(std::move(values)), [bytes, session](Storage* storage) {
+    profile::released(bytes, session);
+    delete storage;
+  });
+}
+
 }  // namespace xgrad

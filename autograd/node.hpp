@@ -97,6 +97,13 @@ xt::xarray<T> new_array(const char* op, const Shape& shape) {
   }
 }
 
+// Storage for an op's output or a gradient. While a Profiler records, its bytes count
+// toward the live total (and its peak) until it is freed.
+std::shared_ptr<Storage> make_counted_storage(Storage&& values);
+inline std::shared_ptr<Storage> make_storage(Storage&& values) {
+  return profile::active() ? make_counted_storage(std::move(values)) : std::make_shared<Storage>(std::move(values));
+}
+
 // A leaf tensor owning `values`.
 template <class T>
 Tensor make_leaf(xt::xarray<T>&& values, bool requires_grad = false) {

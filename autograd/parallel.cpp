@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "xgrad/autograd/profile.hpp"
 #include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
@@ -132,6 +133,7 @@ class ThreadPool {
     function_ = function;
     context_ = context;
     count_ = n;
+    owner_ = profile::active() ? profile::innermost() : profile::EventRef{};
     next_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     inside_.store(0, std::memory_order_release);
@@ -139,6 +141,7 @@ class ThreadPool {
     wake_sleepers(epoch_, epoch_sleepers_);
     work();
     // Close the job, then wait for the workers still inside it.
+    const profile::Scope waiting(profile::Kind::pool_wait, "pool wait");
     std::uint32_t state = inside_.fetch_or(kClosed, std::memory_order_seq_cst) | kClosed;
     while (state != kClosed) state = wait_while_equal(inside_, state, caller_sleeping_);
     if (error_) std::rethrow_exception(error_);
@@ -175,7 +178,10 @@ class ThreadPool {
     }
   }
 
+  // This thread's share of the job: one pool task event, owned by the caller's event.
   void work() {
+    const profile::Scope task(profile::Kind::pool_task, "pool task");
+    if (profile::Event* event = task.event()) event->owner = owner_;
     t_inside_job = true;
     for (std::size_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count_;) {
       try {
@@ -201,6 +207,7 @@ class ThreadPool {
   std::size_t count_ = 0;
   std::mutex error_mutex_;
   std::exception_ptr error_;
+  profile::EventRef owner_;  // the caller's innermost event while a profiler records
 };
 
 ThreadPool& pool() {

@@ -47,7 +47,7 @@ class BackwardContext {
   GradTarget grad_target(std::size_t i) {
     Node& input = *self_.inputs[i];
     const bool fresh = !input.grad;
-    if (fresh) input.grad = std::make_shared<Storage>(xt::xarray<T>::from_shape(input.values<T>().shape()));
+    if (fresh) input.grad = make_storage(xt::xarray<T>::from_shape(input.values<T>().shape()));
     return {std::get<xt::xarray<T>>(*input.grad).data(), fresh};
   }
 
@@ -55,7 +55,7 @@ class BackwardContext {
   // place (matmul with beta = 1, scatter-add for embedding).
   xt::xarray<T>& grad_buffer(std::size_t i) {
     Node& input = *self_.inputs[i];
-    if (!input.grad) input.grad = std::make_shared<Storage>(xt::xarray<T>(xt::zeros<T>(input.values<T>().shape())));
+    if (!input.grad) input.grad = make_storage(xt::xarray<T>(xt::zeros<T>(input.values<T>().shape())));
     return std::get<xt::xarray<T>>(*input.grad);
   }
 
@@ -72,7 +72,8 @@ Tensor record(const char* op, xt::xarray<T>&& output, std::initializer_list<Tens
 template <class T, class Backward>
 Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>& inputs, Backward&& backward) {
   auto node = std::make_shared<Node>();
-  node->value = std::make_shared<Storage>(std::move(output));
+  const auto output_bytes = static_cast<std::int64_t>(output.size() * sizeof(T));
+  node->value = make_storage(std::move(output));
   bool any_requires_grad = false;
   for (const Tensor& t : inputs) any_requires_grad = any_requires_grad || t.requires_grad();
   if (grad_enabled() && any_requires_grad) {
@@ -86,6 +87,7 @@ Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>&
       fn(ctx);
     };
   }
+  if (profile::active()) profile::op_recorded(op, inputs, output_bytes);
   if (anomaly_mode_enabled()) {
     std::vector<NodePtr> input_nodes;
     for (const Tensor& t : inputs) input_nodes.push_back(t.node());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/profile.hpp"
 
 namespace xgrad {
 
@@ -36,9 +37,11 @@ constexpr DType dtype_of<double>() {
 }
 
 // Runs f(float{}) or f(double{}) for the runtime dtype; write the body as a generic
-// lambda `[&](auto tag) { using T = decltype(tag); ... }`.
+// lambda `[&](auto tag) { using T = decltype(tag); ... }`. While a Profiler records, an
+// op's dispatch is its forward event (named by the op when it records its result).
 template <class F>
 decltype(auto) dispatch(DType dtype, F&& f) {
+  const profile::OpScope profiled;
   if (dtype == DType::float32) return f(float{});
   return f(double{});
 }

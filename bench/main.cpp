@@ -2,6 +2,8 @@
 // timed the same way, printed as the same JSON line (plus model_gflop and gflops).
 //
 //   xgrad-bench --config tiny|medium|long|xlong|lm|sgemm|overhead
+//   xgrad-bench --config CONFIG --profile PATH [--profile-steps 3]   (after the timed steps:
+//                                  PATH.json, PATH.png, the table on stderr)
 //   mpirun -np 2 xgrad-bench --config allreduce --threads 1 [--threads N] [--steps N]
 //
 // sgemm prints the machine's cblas_sgemm rate (1024 x 1024, the same threads); overhead
@@ -21,6 +23,8 @@
 #include "gpt.hpp"  // xgrad-train's models (examples/train)
 #include "model.hpp"
 #include "numbers.hpp"
+#include "preflight.hpp"
+#include "timeline.hpp"
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/kernels/gemm.hpp"
 #include "xgrad/autograd/ops.hpp"
@@ -28,6 +32,7 @@
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/distributed/reducer.hpp"
+#include "xgrad/nn/profiler.hpp"
 #include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
@@ -75,11 +80,33 @@ std::string kernel_fields(Precision precision) {
   return object.substr(1, object.size() - 2);  // without the braces
 }
 
+// What --profile records: after the timed steps (which it leaves untouched), this many more.
+struct ProfileRequest {
+  std::string path;  // empty: none
+  int steps = 3;
+};
+
+// PATH.json and PATH.png written, and the table printed on stderr (stdout keeps its one
+// JSON line), with the profiled steps' time per step.
+template <class Step>
+void profile_steps(const ProfileRequest& request, const Step& step) {
+  Profiler profiler;
+  for (int i = 0; i < request.steps; ++i) {
+    const ProfileStep profiled;
+    step();
+  }
+  profiler.stop();
+  std::fprintf(stderr, "profile of %d steps (%.3f ms per step while profiled), written to %s and %s:\n%s",
+               request.steps, profiler.wall_ms() / request.steps, train::profile_trace_path(request.path).c_str(),
+               train::profile_timeline_path(request.path).c_str(),
+               train::write_profile(profiler, request.path, "--profile").c_str());
+}
+
 // Times `step` (warmup untimed steps, then `steps`, or about 3 s when 0) and prints the
-// JSON line.
+// JSON line; then profiles it when `profile` names a path.
 template <class Step>
 int time_steps(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, Precision precision,
-               const Step& step) {
+               const ProfileRequest& profile, const Step& step) {
   for (int i = 0; i < warmup; ++i) step();
   if (steps <= 0) {
     const auto t = Clock::now();
@@ -98,10 +125,12 @@ int time_steps(const std::string& name, const BenchConfig& c, int threads, int s
       "\"gflops\": %.2f, %s}\n",
       name.c_str(), c.batch, c.seq_len, c.d_model, c.heads, c.layers, c.vocab, threads, steps, ms, peak_rss_mb(), loss,
       version(), gflop, gflop / (ms / 1e3), kernel_fields(precision).c_str());
+  if (!profile.path.empty()) profile_steps(profile, step);
   return 0;
 }
 
-int run_model(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, Precision precision) {
+int run_model(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, Precision precision,
+              const ProfileRequest& profile) {
   manual_seed(0);
   train::SequenceModel model({.vocab = c.vocab,
                               .seq_len = c.seq_len,
@@ -129,13 +158,13 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
     adam.step();
     return loss.item();
   };
-  return time_steps(name, c, threads, steps, warmup, precision, step);
+  return time_steps(name, c, threads, steps, warmup, precision, profile, step);
 }
 
 // One step of `xgrad-train --task lm`'s default recipe (nanoGPT's shakespeare_char on
 // CPU): a 4-layer GPT of width 128, 12 windows of 64 tokens over 73 characters, AdamW on
 // nanoGPT's decay groups, the gradient norm clipped to 1.
-int run_lm(int threads, int steps, int warmup, Precision precision) {
+int run_lm(int threads, int steps, int warmup, Precision precision, const ProfileRequest& profile) {
   const BenchConfig c{12, 64, 128, 4, 4, 73};
   manual_seed(0);
   train::GPT model({.vocab = c.vocab, .block = c.seq_len, .layers = c.layers, .heads = c.heads, .d_model = c.d_model});
@@ -157,7 +186,7 @@ int run_lm(int threads, int steps, int warmup, Precision precision) {
     adamw.step();
     return loss.item();
   };
-  return time_steps("lm", c, threads, steps, warmup, precision, step);
+  return time_steps("lm", c, threads, steps, warmup, precision, profile, step);
 }
 
 // Gradients of `bytes` (float32) in parameters of 256 KiB, for timing the reducer alone:
@@ -317,7 +346,8 @@ int run_overhead(int threads, int steps) {
 
 // Runs the configuration; every error (a bad flag, a failed write) is one line on stderr
 // and exit status 2.
-int run(const std::string& config, int threads, int steps, int warmup, Precision precision) {
+int run(const std::string& config, int threads, int steps, int warmup, Precision precision,
+        const ProfileRequest& profile) {
   set_num_threads(threads);
   if (config == "allreduce") {
     const distributed::Communicator world;
@@ -325,8 +355,8 @@ int run(const std::string& config, int threads, int steps, int warmup, Precision
   }
   if (config == "sgemm") return run_sgemm(threads, steps, precision);
   if (config == "overhead") return run_overhead(threads, steps);
-  if (config == "lm") return run_lm(threads, steps, warmup, precision);
-  return run_model(config, kConfigs.at(config), threads, steps, warmup, precision);
+  if (config == "lm") return run_lm(threads, steps, warmup, precision, profile);
+  return run_model(config, kConfigs.at(config), threads, steps, warmup, precision, profile);
 }
 
 }  // namespace
@@ -345,7 +375,12 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision, "float32 | bf16: the matrix products' operands (bf16: float32 sums)")
       ->check(CLI::IsMember({"float32", "bf16"}))
       ->capture_default_str();
-  for (const char* flag : {"--threads", "--steps", "--warmup"})
+  ProfileRequest profile;
+  app.add_option("--profile", profile.path,
+                 "tiny | medium | long | xlong | lm: after the timed steps, profile --profile-steps more: write "
+                 "PATH.json (a Chrome trace) and PATH.png (a timeline of one step), print the table on stderr");
+  app.add_option("--profile-steps", profile.steps, "with --profile: steps recorded")->capture_default_str();
+  for (const char* flag : {"--threads", "--steps", "--warmup", "--profile-steps"})
     app.get_option(flag)->transform(train::whole_number<int>());  // decimal: "010" is ten
   try {
     app.parse(argc, argv);
@@ -361,8 +396,21 @@ int main(int argc, char** argv) {
           str("--threads must lie in [1, ", max_threads(), "] (4 per CPU this process may use), got ", threads));
     if (steps < 0 || warmup < 0)
       throw std::invalid_argument(str("--steps and --warmup cannot be negative, got ", steps, " and ", warmup));
+    if (app.count("--profile-steps") && !app.count("--profile"))
+      throw std::invalid_argument("--profile-steps is only used with --profile PATH");
+    if (profile.steps < 1) throw std::invalid_argument(str("--profile-steps must be at least 1, got ", profile.steps));
+    if (app.count("--profile")) {
+      if (profile.path.empty()) throw std::invalid_argument("--profile needs a file name, got \"\"");
+      if (!kConfigs.count(config) && config != "lm")
+        throw std::invalid_argument(
+            str("--profile is for a model's training step (tiny, medium, long, xlong, lm), not --config ", config));
+      train::check_output_file("--profile", train::profile_trace_path(profile.path), {train::kTraceOpening},
+                               "a trace of xgrad's profiler");
+      train::check_output_file("--profile", train::profile_timeline_path(profile.path), {train::kPngSignature},
+                               "a PNG");
+    }
     const int status =
-        run(config, threads, steps, warmup, precision == "bf16" ? Precision::bfloat16 : Precision::float32);
+        run(config, threads, steps, warmup, precision == "bf16" ? Precision::bfloat16 : Precision::float32, profile);
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
       throw std::runtime_error(str("writing to standard output failed (", std::strerror(errno), ")"));
     return status;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/profile.hpp"
 
 namespace xgrad::optim {
 
@@ -55,6 +56,7 @@ double sum_of_squares(const T* g, std::size_t n) {
 }  // namespace
 
 double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm, bool error_if_nonfinite) {
+  const profile::Scope profiled(profile::Kind::optimizer, "clip_grad_norm");
   XGRAD_CHECK(max_norm > 0.0, "clip_grad_norm", "max_norm ", max_norm, " must be > 0");
   double squares = 0;
   for_each_grad(parameters, [&](auto* g, std::size_t n) { squares += sum_of_squares(g, n); });

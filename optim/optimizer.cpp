@@ -1,5 +1,7 @@
 #include "xgrad/optim/optimizer.hpp"
 
+#include "xgrad/autograd/profile.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -116,10 +118,12 @@ void Optimizer::set_group_lr(std::size_t group, double lr) {
 }
 
 void Optimizer::zero_grad() {
+  const profile::Scope profiled(profile::Kind::optimizer, "zero_grad");
   for (auto& [name, p] : parameters_) p.zero_grad();
 }
 
 void Optimizer::step() {
+  const profile::Scope profiled(profile::Kind::optimizer, "optimizer step");
   NoGradGuard no_grad;
   ++steps_;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {

@@ -13,6 +13,7 @@
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/kernels/onednn_matmul.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/profile.hpp"
 
 namespace xgrad::kernels {
 
@@ -28,14 +29,36 @@ blasint as_int(std::size_t v) {
   return static_cast<blasint>(v);
 }
 
+// One library call's profile event (while a Profiler records): the kernels that ran, the
+// shape of op(A) op(B) as m x k x n, and its 2 m n k FLOPs.
+class ProductEvent {
+ public:
+  ProductEvent(const char* kernels, std::size_t m, std::size_t n, std::size_t k)
+      : scope_(profile::Kind::product, kernels) {
+    if (profile::Event* event = scope_.event()) {
+      event->m = static_cast<std::int64_t>(m), event->k = static_cast<std::int64_t>(k);
+      event->n = static_cast<std::int64_t>(n);
+      event->flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    }
+  }
+  void rename(const char* kernels) const {
+    if (profile::Event* event = scope_.event()) event->name = kernels;
+  }
+
+ private:
+  profile::Scope scope_;
+};
+
 void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  const ProductEvent profiled("sgemm (OpenBLAS)", m, n, k);
   cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), as_int(m), as_int(n), as_int(k), alpha, a, as_int(lda), b,
               as_int(ldb), beta, c, as_int(ldc));
 }
 
 void blas_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
                std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
+  const ProductEvent profiled("dgemm (OpenBLAS)", m, n, k);
   cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), as_int(m), as_int(n), as_int(k), alpha, a, as_int(lda), b,
               as_int(ldb), beta, c, as_int(ldc));
 }
@@ -87,6 +110,7 @@ std::vector<float> widen(const bfloat16* x, std::size_t rows, std::size_t cols, 
 void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
                std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
                const float* bias) {
+  const ProductEvent profiled("bf16 matmul (oneDNN primitive)", m, n, k);
   const auto add_bias = [&] {
     if (bias)
       for (std::size_t i = 0; i < m; ++i)
@@ -100,6 +124,7 @@ void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::si
       if (!bias_in_product) add_bias();
       return;
     }
+    profiled.rename("bf16 gemm (oneDNN)");
     const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
     const dnnl_status_t status =
         dnnl_gemm_bf16bf16f32(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', dim(m), dim(n), dim(k), alpha,
@@ -110,6 +135,7 @@ void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::si
     add_bias();
     return;
   }
+  profiled.rename("bf16 widened (OpenBLAS sgemm)");
   const std::vector<float> wide_a = trans_a ? widen(a, k, m, lda) : widen(a, m, k, lda);
   const std::vector<float> wide_b = trans_b ? widen(b, n, k, ldb) : widen(b, k, n, ldb);
   blas_gemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), std::max<std::size_t>(1, trans_a ? m : k), wide_b.data(),

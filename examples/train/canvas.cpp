@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "xgrad/nn/files.hpp"
@@ -74,6 +75,23 @@ void Canvas::write_png(const std::string& path, const char* flag) const {
   if (!stbi_write_png_to_func(append, &png, width_, height_, 3, rgb_.data(), width_ * 3))
     throw std::runtime_error(std::string(flag) + ": the image could not be encoded");
   xgrad::nn::write_file_atomically(path, png, flag);
+}
+
+std::vector<double> axis_ticks(double lo, double hi, int count) {
+  const double raw = (hi - lo) / count, power = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = raw / power < 1.5   ? power
+                      : raw / power < 3.5 ? 2 * power
+                      : raw / power < 7.5 ? 5 * power
+                                          : 10 * power;
+  std::vector<double> values;
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) values.push_back(v);
+  return values;
+}
+
+std::string tick_label(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", std::abs(value) < 1e-12 ? 0.0 : value);
+  return text;
 }
 
 }  // namespace train

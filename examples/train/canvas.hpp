@@ -37,4 +37,9 @@ class Canvas {
   std::vector<unsigned char> rgb_;
 };
 
+// About `count` round tick values (1, 2 or 5 times a power of ten apart) covering [lo, hi],
+// and a tick's label.
+std::vector<double> axis_ticks(double lo, double hi, int count);
+std::string tick_label(double value);
+
 }  // namespace train

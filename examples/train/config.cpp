@@ -168,12 +168,17 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
   app.add_option("--plot", c.plot,
                  "draw the learning curve (train and validation loss) to this PNG at each evaluation");
   app.add_option("--attention-png", c.attention_png, "draw the last layer's attention maps to this PNG");
+  app.add_option("--profile", c.profile,
+                 "profile --profile-steps steps after 3 warm-up steps (up to an evaluation): print the table of "
+                 "where the time went, write PATH.json (a Chrome trace: Perfetto, chrome://tracing) and PATH.png "
+                 "(a timeline of the last step)");
+  app.add_option("--profile-steps", c.profile_steps, "with --profile: steps recorded")->capture_default_str();
   app.add_flag("--quiet", c.quiet, "print only the final summary");
   app.add_flag("--verbose", c.verbose, "first print the BLAS kernels and threads in use");
   app.add_flag("--allow-nonfinite", c.allow_nonfinite, "keep training after a NaN or infinite loss (default: stop)");
-  for (const char* flag :
-       {"--seq-len", "--vocab", "--d-model", "--heads", "--layers", "--ff", "--batch", "--steps", "--warmup",
-        "--threads", "--eval-every", "--eval-size", "--eval-batches", "--sample-every", "--accum-steps"})
+  for (const char* flag : {"--seq-len", "--vocab", "--d-model", "--heads", "--layers", "--ff", "--batch", "--steps",
+                           "--warmup", "--threads", "--eval-every", "--eval-size", "--eval-batches", "--sample-every",
+                           "--accum-steps", "--profile-steps"})
     app.get_option(flag)->transform(whole);
   for (const char* flag :
        {"--dropout", "--lr", "--min-lr", "--weight-decay", "--beta2", "--clip", "--target-exact", "--target-val-loss"})
@@ -207,7 +212,8 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
                                    {"metrics", c.metrics},
                                    {"plot", c.plot},
                                    {"text", c.text},
-                                   {"attention-png", c.attention_png}})
+                                   {"attention-png", c.attention_png},
+                                   {"profile", c.profile}})
     if (given.count(flag) && path.empty()) throw UsageError(xgrad::str("--", flag, " needs a file name, got \"\""));
   if (c.language_model()) apply_language_model_defaults(c, given);
   if (!given.count("weight-decay") && !c.language_model() && c.optimizer == "adamw") c.weight_decay = 0.01;
@@ -228,6 +234,7 @@ void validate(const Config& c) {
   positive("eval-every", c.eval_every);
   positive("eval-size", c.eval_size);
   positive("eval-batches", c.eval_batches);
+  positive("profile-steps", c.profile_steps);
   positive("accum-steps", c.accum_steps);
   if (c.batch % c.micro_batches() != 0)
     throw UsageError(xgrad::str("--batch ", c.batch, " does not divide into ", c.ranks, " rank", c.ranks > 1 ? "s" : "",
@@ -311,8 +318,9 @@ void check_task_flags(const Config& c, const std::set<std::string>& given) {
     not_for("warmup", schedule.c_str(), "only cosine and noam warm up");
   }
   if (c.eval_only)
-    for (const char* flag : {"save", "plot", "attention-png"})
+    for (const char* flag : {"save", "plot", "attention-png", "profile"})
       not_for(flag, "--eval-only", "it writes nothing but --metrics");
+  if (c.profile.empty()) not_for("profile-steps", "a run without --profile", "give --profile PATH too");
 }
 
 namespace {

@@ -42,6 +42,8 @@ struct Config {
   int sample_every = 0;
   std::string text;  // lm: the corpus
   std::string save, resume, init_from, metrics, attention_png, plot;
+  std::string profile;    // --profile PATH: PATH.json, PATH.png and the table
+  int profile_steps = 5;  // steps profiled, after kProfileWarmupSteps
   bool eval_only = false;
   bool quiet = false;
   bool verbose = false;
@@ -52,6 +54,9 @@ struct Config {
   std::int64_t micro_batches() const { return std::int64_t{ranks} * accum_steps; }  // per step, over the whole job
   std::int64_t ff_width() const { return ff > 0 ? ff : std::int64_t{4} * d_model; }
 };
+
+// Steps a run trains before --profile starts recording (caches and buffers warm).
+constexpr int kProfileWarmupSteps = 3;
 
 // A bad flag or setting: main prints it on one line and exits with code 2.
 struct UsageError : std::runtime_error {

@@ -25,6 +25,7 @@
 #include "plot.hpp"
 #include "preflight.hpp"
 #include "tasks.hpp"
+#include "timeline.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/parallel.hpp"
@@ -361,11 +362,30 @@ int Trainer::run() {
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(c_.batch) * c_.seq_len;
   Clock::time_point last_shown = Clock::now();
   std::int64_t step = start_step;
+  // --profile records from this step (after the warm-up, or sooner in a short run), on
+  // rank 0, for --profile-steps steps or until an evaluation.
+  const std::int64_t profile_from =
+      c_.profile.empty() || communicator_.rank() != 0
+          ? -1
+          : start_step + 1 +
+                std::min<std::int64_t>(kProfileWarmupSteps, std::max<std::int64_t>(0, c_.steps - start_step - 1));
+  std::optional<Profiler> profiler;
+  int profiled_steps = 0;
+  const auto finish_profile = [&] {
+    live.clear();
+    std::cout << "profile of " << profiled_steps << " step" << (profiled_steps == 1 ? "" : "s") << " (from step "
+              << profile_from << "), written to " << profile_trace_path(c_.profile) << " and "
+              << profile_timeline_path(c_.profile) << ":\n"
+              << write_profile(*profiler, c_.profile, "--profile") << std::flush;
+    profiler.reset();
+  };
   bool going_on = !evaluation_due || evaluate_and_go_on(step);
   // A signal ends the loop where every rank learns of it (the check after each step); a
   // rank leaving on its own flag would leave the others waiting in the next step.
   while (going_on && step < c_.steps && (communicator_.size() > 1 || !interrupted)) {
     ++step;
+    if (step == profile_from) profiler.emplace();
+    std::optional<ProfileStep> profiled_step(std::in_place);
     const Clock::time_point step_began = Clock::now();
     const double step_loss = train_step(step);
     // The loss and the reduced gradients are the same on every rank: so are these errors.
@@ -379,8 +399,11 @@ int Trainer::run() {
     }
     opt_->step();
     schedule_->step();
+    profiled_step.reset();
     progress_.train_s += seconds_since(step_began);
     progress_.recent_loss_sum += step_loss, ++progress_.recent_steps;
+    if (profiler && (++profiled_steps == c_.profile_steps || step % c_.eval_every == 0 || step == c_.steps))
+      finish_profile();
 
     if (terminal && seconds_since(last_shown) > 0.1) {
       const double trained = progress_.train_s - train_s_before_;
@@ -399,6 +422,10 @@ int Trainer::run() {
       workload_->print_samples(std::cout, step);
     }
   }
+  if (profiler) finish_profile();  // the run stopped early: what was recorded
+  if (profile_from >= 0 && profiled_steps == 0)
+    std::cout << "--profile: the run stopped before step " << profile_from
+              << ", where profiling was to begin; nothing written" << std::endl;
   live.clear();
   if (interrupted) {
     if (c_.save.empty()) {

@@ -14,24 +14,6 @@ namespace {
 
 constexpr Color kTrainColor{31, 119, 180}, kValColor{255, 127, 14};
 
-// About `count` round tick values (1, 2 or 5 times a power of ten apart) covering [lo, hi].
-std::vector<double> ticks(double lo, double hi, int count) {
-  const double raw = (hi - lo) / count, power = std::pow(10.0, std::floor(std::log10(raw)));
-  const double step = raw / power < 1.5   ? power
-                      : raw / power < 3.5 ? 2 * power
-                      : raw / power < 7.5 ? 5 * power
-                                          : 10 * power;
-  std::vector<double> values;
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) values.push_back(v);
-  return values;
-}
-
-std::string number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", std::abs(v) < 1e-12 ? 0.0 : v);
-  return text;
-}
-
 }  // namespace
 
 void write_learning_curve_png(const std::string& path, const std::vector<CurvePoint>& points,
@@ -55,15 +37,15 @@ void write_learning_curve_png(const std::string& path, const std::vector<CurvePo
   const auto x_of = [&](double step) { return left + (right - left) * step / static_cast<double>(last_step); };
   const auto y_of = [&](double loss) { return bottom - (bottom - top) * (loss - lo) / (hi - lo); };
 
-  for (const double v : ticks(lo, hi, 6)) {
+  for (const double v : axis_ticks(lo, hi, 6)) {
     const double y = y_of(v);
     canvas.line(left, y, right, y, kLightGrey);
-    canvas.text(left - 8 - Canvas::text_width(number(v), 2), static_cast<int>(y) - 8, number(v), kBlack, 2);
+    canvas.text(left - 8 - Canvas::text_width(tick_label(v), 2), static_cast<int>(y) - 8, tick_label(v), kBlack, 2);
   }
-  for (const double s : ticks(0, static_cast<double>(last_step), 8)) {
+  for (const double s : axis_ticks(0, static_cast<double>(last_step), 8)) {
     const double x = x_of(s);
     canvas.line(x, top, x, bottom, kLightGrey);
-    canvas.text(static_cast<int>(x) - Canvas::text_width(number(s), 2) / 2, bottom + 8, number(s), kBlack, 2);
+    canvas.text(static_cast<int>(x) - Canvas::text_width(tick_label(s), 2) / 2, bottom + 8, tick_label(s), kBlack, 2);
   }
   canvas.line(left, top, left, bottom, kBlack);
   canvas.line(left, bottom, right, bottom, kBlack);

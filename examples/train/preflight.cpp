@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "memory.hpp"
+#include "timeline.hpp"
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/nn/checkpoint.hpp"
 #include "xgrad/nn/files.hpp"
@@ -136,7 +137,7 @@ void check_save_target(const Config& c) {
 // Whether the file at `path` begins with one of `openings`.
 bool opens_with(const std::string& path, std::initializer_list<std::string_view> openings) {
   std::ifstream in(path, std::ios::binary);
-  char head[16] = {};
+  char head[32] = {};  // longer than every opening checked
   in.read(head, sizeof head);
   const std::string_view read(head, static_cast<std::size_t>(in.gcount()));
   return std::any_of(openings.begin(), openings.end(), [&](std::string_view o) { return read.starts_with(o); });
@@ -159,10 +160,11 @@ void check_existing_kind(const char* flag, const std::string& path, std::initial
 }  // namespace
 
 void check_outputs(const Config& c) {
-  const std::vector<Output> outputs = {{"--save", c.save, true},
-                                       {"--metrics", c.metrics, false},
-                                       {"--plot", c.plot, true},
-                                       {"--attention-png", c.attention_png, true}};
+  const std::string trace = c.profile.empty() ? "" : profile_trace_path(c.profile),
+                    timeline = c.profile.empty() ? "" : profile_timeline_path(c.profile);
+  const std::vector<Output> outputs = {{"--save", c.save, true},   {"--metrics", c.metrics, false},
+                                       {"--plot", c.plot, true},   {"--attention-png", c.attention_png, true},
+                                       {"--profile", trace, true}, {"--profile", timeline, true}};
   const std::string no_text;
   const std::vector<Input> inputs = {
       {"--resume", c.resume, "the checkpoint being resumed", "checkpoint"},
@@ -186,9 +188,16 @@ void check_outputs(const Config& c) {
   }
   check_save_target(c);
   check_existing_kind("--metrics", c.metrics, {"{\"step\": ", "{\"final\": "}, "a metrics file of xgrad-train");
-  constexpr std::string_view png_signature("\x89PNG\r\n\x1a\n", 8);
-  check_existing_kind("--plot", c.plot, {png_signature}, "a PNG");
-  check_existing_kind("--attention-png", c.attention_png, {png_signature}, "a PNG");
+  check_existing_kind("--plot", c.plot, {kPngSignature}, "a PNG");
+  check_existing_kind("--attention-png", c.attention_png, {kPngSignature}, "a PNG");
+  check_existing_kind("--profile", timeline, {kPngSignature}, "a PNG");
+  check_existing_kind("--profile", trace, {kTraceOpening}, "a trace of xgrad's profiler");
+}
+
+void check_output_file(const char* flag, const std::string& path, std::initializer_list<std::string_view> openings,
+                       const char* kind) {
+  check_writable({flag, path, true});
+  check_existing_kind(flag, path, openings, kind);
 }
 
 void check_memory(const Config& c, int ranks_here, std::size_t text_bytes) {

@@ -1,0 +1,189 @@
+#include "xgrad/autograd/profile.hpp"
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+#include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/precision.hpp"
+#include "xgrad/autograd/tensor.hpp"
+
+namespace xgrad::profile {
+
+std::atomic<bool> detail::recording{false};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The session: its logs, one per thread that reported an event, owned here so that they
+// outlive threads that end first.
+struct Session {
+  std::mutex mutex;  // guards logs (a thread's first event) and start/stop
+  std::vector<std::unique_ptr<ThreadLog>> logs;
+  std::uint64_t id = 0;  // 0: none yet
+  Clock::time_point started;
+  std::atomic<std::int64_t> live_bytes{0}, peak{0};
+};
+
+Session& session() {
+  static Session s;
+  return s;
+}
+
+// The calling thread's log in the current session (made on its first event).
+struct ThreadSlot {
+  ThreadLog* log = nullptr;
+  std::uint64_t session = 0;
+};
+thread_local ThreadSlot t_slot;
+
+ThreadLog& my_log() {
+  Session& s = session();
+  if (t_slot.session != s.id || !t_slot.log) {
+    std::lock_guard lock(s.mutex);
+    auto log = std::make_unique<ThreadLog>();
+    log->thread = static_cast<int>(s.logs.size());
+    log->events.reserve(4096);
+    t_slot = {log.get(), s.id};
+    s.logs.push_back(std::move(log));
+  }
+  return *t_slot.log;
+}
+
+}  // namespace
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::forward:
+      return "forward";
+    case Kind::backward:
+      return "backward";
+    case Kind::product:
+      return "product";
+    case Kind::engine:
+      return "engine";
+    case Kind::pool_task:
+      return "pool task";
+    case Kind::pool_wait:
+      return "pool wait";
+    case Kind::optimizer:
+      return "optimizer";
+    case Kind::step:
+      return "step";
+    case Kind::scope:
+      return "scope";
+  }
+  return "?";
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - session().started).count();
+}
+
+EventRef begin(Kind kind, const char* name) {
+  if (!active()) return {};
+  ThreadLog& log = my_log();
+  Event& e = log.events.emplace_back();
+  e.name = name;
+  e.kind = kind;
+  e.begin_ns = now_ns();
+  const auto index = static_cast<std::int64_t>(log.events.size()) - 1;
+  log.open.push_back(index);
+  return {log.thread, index};
+}
+
+void end(EventRef ref) {
+  if (!active() || t_slot.session != session().id || !t_slot.log) return;  // the session ended meanwhile
+  ThreadLog& log = *t_slot.log;
+  if (ref.thread != log.thread || ref.index >= static_cast<std::int64_t>(log.events.size())) return;
+  log.events[static_cast<std::size_t>(ref.index)].end_ns = now_ns();
+  // Events close innermost first; an exception unwinding scopes keeps that order too.
+  while (!log.open.empty()) {
+    const std::int64_t top = log.open.back();
+    log.open.pop_back();
+    if (top == ref.index) break;
+  }
+}
+
+Event* find(EventRef ref) {
+  if (!active() || t_slot.session != session().id || !t_slot.log || ref.thread != t_slot.log->thread) return nullptr;
+  if (ref.index < 0 || ref.index >= static_cast<std::int64_t>(t_slot.log->events.size())) return nullptr;
+  return &t_slot.log->events[static_cast<std::size_t>(ref.index)];
+}
+
+EventRef innermost() {
+  if (!active()) return {};
+  ThreadLog& log = my_log();
+  if (log.open.empty()) return {};
+  return {log.thread, log.open.back()};
+}
+
+std::string describe_inputs(const std::vector<Tensor>& inputs) {
+  std::string text;
+  for (const Tensor& t : inputs) {
+    if (!text.empty()) text += ", ";
+    text += t.defined() ? str(t.shape(), " ", dtype_name(t.dtype())) : "none";
+  }
+  if (autocast_precision() == Precision::bfloat16) text += " (bf16 products)";
+  return text;
+}
+
+std::string describe(const Event& event) {
+  return event.kind == Kind::product ? str(event.m, " x ", event.k, " x ", event.n) : event.detail;
+}
+
+void op_recorded(const char* op, const std::vector<Tensor>& inputs, std::int64_t output_bytes) {
+  if (!active()) return;
+  ThreadLog& log = my_log();
+  if (log.open.empty()) return;
+  Event& e = log.events[static_cast<std::size_t>(log.open.back())];
+  if (e.kind != Kind::forward || e.name) return;  // not an op's own dispatch
+  e.name = op;
+  e.detail = describe_inputs(inputs);
+  e.bytes = output_bytes;
+}
+
+std::uint64_t allocated(std::int64_t bytes) {
+  Session& s = session();
+  const std::int64_t live = s.live_bytes.fetch_add(bytes) + bytes;
+  std::int64_t peak = s.peak.load();
+  while (live > peak && !s.peak.compare_exchange_weak(peak, live)) {
+  }
+  return s.id;
+}
+
+void released(std::int64_t bytes, std::uint64_t id) {
+  if (id == session().id) session().live_bytes.fetch_sub(bytes);
+}
+
+std::int64_t peak_bytes() { return session().peak.load(); }
+
+void start() {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  XGRAD_CHECK(!active(), "Profiler", "another profiler is already recording; one at a time");
+  s.logs.clear();
+  ++s.id;
+  s.live_bytes = 0;
+  s.peak = 0;
+  s.started = Clock::now();
+  detail::recording.store(true);
+}
+
+std::vector<ThreadLog> stop() {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  detail::recording.store(false);
+  const std::int64_t end = now_ns();
+  std::vector<ThreadLog> logs;
+  for (auto& log : s.logs) {
+    for (Event& e : log->events)
+      if (e.end_ns < 0) e.end_ns = end;  // still open when recording stopped
+    logs.push_back(std::move(*log));
+  }
+  s.logs.clear();
+  return logs;
+}
+
+}  // namespace xgrad::profile
