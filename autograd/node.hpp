@@ -99,9 +99,12 @@ xt::xarray<T> new_array(const char* op, const Shape& shape) {
 
 // Storage for an op's output or a gradient. While a Profiler records, its bytes count
 // toward the live total (and its peak) until it is freed.
+// (An array is taken as it is: made into the shared Storage in place, not moved twice.)
 std::shared_ptr<Storage> make_counted_storage(Storage&& values);
-inline std::shared_ptr<Storage> make_storage(Storage&& values) {
-  return profile::active() ? make_counted_storage(std::move(values)) : std::make_shared<Storage>(std::move(values));
+template <class Values>
+std::shared_ptr<Storage> make_storage(Values&& values) {
+  if (profile::active()) return make_counted_storage(Storage(std::forward<Values>(values)));
+  return std::make_shared<Storage>(std::forward<Values>(values));
 }
 
 // A leaf tensor owning `values`.

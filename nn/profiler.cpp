@@ -213,12 +213,12 @@ std::string Profiler::table(bool by_shape, std::size_t max_rows) {
                 threads_.size(), threads_.size() == 1 ? "" : "s", ms(wall_ns_),
                 static_cast<double>(peak_bytes_) / (1 << 20));
   std::string text = line;
-  const char* header = "%-44s %-9s %7s %9s %9s %9s %9s %9s %9s %6s %7s\n";
+  const char* header = "%-44s %-9s %7s %9s %9s %9s %9s %9s %9s %6s %7s %8s\n";
   std::snprintf(line, sizeof line, header, "", "", "calls", "self", "total", "self", "self", "total", "total", "share",
-                "GFLOP/s");
+                "GFLOP/s", "made");
   text += line;
   std::snprintf(line, sizeof line, header, "name", "kind", "", "ms", "ms", "fwd ms", "bwd ms", "fwd ms", "bwd ms", "%",
-                "");
+                "", "MiB");
   text += line;
   ProfileRow rest;
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -230,10 +230,12 @@ std::string Profiler::table(bool by_shape, std::size_t max_rows) {
     std::string name = r.shapes.empty() ? r.name : r.name + " " + r.shapes;
     if (name.size() > 44) name = name.substr(0, 41) + "...";
     const std::string gflops = r.gflops > 0 ? str(static_cast<long long>(r.gflops + 0.5)) : "";
-    std::snprintf(line, sizeof line, "%-44s %-9s %7lld %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %5.1f%% %7s\n", name.c_str(),
-                  r.kind.substr(0, 9).c_str(), static_cast<long long>(r.calls), r.self_ms, r.total_ms,
+    char made[16] = "";  // MiB of op outputs and gradients the row's calls made
+    if (r.bytes > 0) std::snprintf(made, sizeof made, "%.1f", static_cast<double>(r.bytes) / (1 << 20));
+    std::snprintf(line, sizeof line, "%-44s %-9s %7lld %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %5.1f%% %7s %8s\n",
+                  name.c_str(), r.kind.substr(0, 9).c_str(), static_cast<long long>(r.calls), r.self_ms, r.total_ms,
                   r.forward_self_ms, r.backward_self_ms, r.forward_total_ms, r.backward_total_ms, r.share,
-                  gflops.c_str());
+                  gflops.c_str(), made);
     text += line;
   }
   if (all.size() > max_rows) {
