@@ -83,27 +83,9 @@ std::vector<std::vector<Place>> analyse(const std::vector<ThreadLog>& threads) {
   return places;
 }
 
+// A table row's kind: the event's, with an op's forward and backward in one row.
 const char* category(Kind kind) {
-  switch (kind) {
-    case Kind::forward:
-    case Kind::backward:
-      return "op";
-    case Kind::product:
-      return "product";
-    case Kind::engine:
-      return "engine";
-    case Kind::optimizer:
-      return "optimizer";
-    case Kind::pool_wait:
-      return "pool wait";
-    case Kind::pool_task:
-      return "pool task";
-    case Kind::step:
-      return "step";
-    case Kind::scope:
-      return "scope";
-  }
-  return "?";
+  return kind == Kind::forward || kind == Kind::backward ? "op" : profile::kind_name(kind);
 }
 
 double ms(std::int64_t ns) { return static_cast<double>(ns) * 1e-6; }
