@@ -12,9 +12,6 @@ namespace xgrad {
 
 namespace {
 thread_local bool grad_mode = true;
-// Gradients reaching a tensor from several users are added on the pool in chunks of this
-// many elements (element by element: the same bits on any number of threads).
-constexpr std::size_t kAddChunk = 1 << 14;
 thread_local bool anomaly_mode = false;
 }  // namespace
 
@@ -38,9 +35,10 @@ void accumulate_grad(Node& node, Storage&& grad) {
         const Array& g = std::get<Array>(grad);
         XGRAD_CHECK(acc.shape() == g.shape(), "backward", "internal error: a gradient of shape ", to_shape(g.shape()),
                     " reached a tensor of shape ", to_shape(acc.shape()));
+        // On the pool, element by element: the same bits on any number of threads.
         auto* sum = acc.data();
         const auto* add = g.data();
-        parallel_for_chunks(acc.size(), kAddChunk, 1.0, [&](std::size_t begin, std::size_t end) {
+        parallel_for_chunks(acc.size(), kElementsPerChunk, 1.0, [&](std::size_t begin, std::size_t end) {
           for (std::size_t i = begin; i < end; ++i) sum[i] += add[i];
         });
       },

@@ -3,8 +3,6 @@
 #include <charconv>
 #include <cmath>
 
-#include "xgrad/autograd/tensor.hpp"
-
 namespace xgrad {
 
 namespace detail {
@@ -32,15 +30,6 @@ std::string listed(const std::vector<std::string>& items, const char* separator,
   for (std::size_t i = 0; i < items.size() && i < shown; ++i) text += (i ? separator : "") + items[i];
   if (items.size() > shown) text += str(" and ", items.size() - shown, " more");
   return text;
-}
-
-void check_defined(std::string_view op, const Tensor& t) { XGRAD_CHECK(t.defined(), op, "got an undefined tensor"); }
-
-void check_same_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
-  check_defined(op, a);
-  check_defined(op, b);
-  XGRAD_CHECK(a.dtype() == b.dtype(), op, "dtype mismatch: ", a.dtype(), " ", a.shape(), " and ", b.dtype(), " ",
-              b.shape(), " (convert one with .to())");
 }
 
 std::size_t normalize_axis(std::string_view op, int axis, std::size_t ndim, const std::vector<std::size_t>& shape) {

@@ -21,6 +21,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "xgrad/autograd/dtype.hpp"
+
 namespace xgrad {
 
 // Every error xgrad raises for bad input; the message starts with the op's name.
@@ -28,10 +30,6 @@ class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-enum class DType;  // autograd/tensor.hpp
-class Tensor;
-const char* dtype_name(DType dtype);
 
 namespace detail {
 
@@ -80,9 +78,6 @@ template <class... Parts>
 // an error about 100,000 names stays one readable line.
 std::string listed(const std::vector<std::string>& items, const char* separator = ", ", std::size_t shown = 10);
 
-// The checks most ops start with.
-void check_defined(std::string_view op, const Tensor& t);
-void check_same_dtype(std::string_view op, const Tensor& a, const Tensor& b);
 // Resolves a possibly negative axis against `ndim` dimensions (shape is for the message).
 std::size_t normalize_axis(std::string_view op, int axis, std::size_t ndim, const std::vector<std::size_t>& shape);
 

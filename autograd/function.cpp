@@ -38,11 +38,9 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
   const char* name = interned(op.name.empty() ? "custom op" : op.name);
   XGRAD_CHECK(op.forward && op.backward, name, "both forward and backward must be set");
   std::vector<Tensor> views;
-  bool any_requires_grad = false;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     XGRAD_CHECK(inputs[i].defined(), name, "input ", i, " is undefined");
     views.push_back(view_of(*inputs[i].node()));
-    any_requires_grad = any_requires_grad || inputs[i].requires_grad();
   }
   Tensor output;
   {
@@ -51,35 +49,29 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
   }
   XGRAD_CHECK(output.defined(), name, "forward returned an undefined tensor");
 
+  // The forward's result itself, not a copy: it may be a view of an input, so its change
+  // count comes along.
   auto node = std::make_shared<Node>();
   node->value = output.node()->value;
   node->version = output.node()->version;
-  if (grad_enabled() && any_requires_grad) {
-    node->requires_grad = true;
-    node->op = name;
-    for (const Tensor& t : inputs) node->inputs.push_back(t.node());
-    node->record_versions();
-    node->backward = [backward = op.backward, name](Node& self) {
-      std::vector<Tensor> ins;
-      for (const NodePtr& input : self.inputs) ins.push_back(view_of(*input));
-      std::vector<Tensor> grads;
-      {
-        NoGradGuard no_grad;
-        grads = backward(ins, view_of(self), view_of(self.grad));
-      }
-      XGRAD_CHECK(grads.size() == ins.size(), name, "backward returned ", grads.size(), " gradients for ", ins.size(),
-                  " inputs");
-      for (std::size_t i = 0; i < grads.size(); ++i) {
-        if (!grads[i].defined() || !self.inputs[i]->requires_grad) continue;
-        XGRAD_CHECK(grads[i].shape() == ins[i].shape() && grads[i].dtype() == ins[i].dtype(), name,
-                    "backward's gradient ", i, " is ", grads[i].dtype(), " ", grads[i].shape(), " but input ", i,
-                    " is ", ins[i].dtype(), " ", ins[i].shape());
-        accumulate_grad(*self.inputs[i], Storage(*grads[i].node()->value));
-      }
-    };
-  }
-  if (anomaly_mode_enabled()) check_anomaly(name, "forward", *node->value, node->inputs);
-  return Tensor(std::move(node));
+  return record_node(std::move(node), name, inputs, [backward = op.backward, name](Node& self) {
+    std::vector<Tensor> ins;
+    for (const NodePtr& input : self.inputs) ins.push_back(view_of(*input));
+    std::vector<Tensor> grads;
+    {
+      NoGradGuard no_grad;
+      grads = backward(ins, view_of(self), view_of(self.grad));
+    }
+    XGRAD_CHECK(grads.size() == ins.size(), name, "backward returned ", grads.size(), " gradients for ", ins.size(),
+                " inputs");
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined() || !self.inputs[i]->requires_grad) continue;
+      XGRAD_CHECK(grads[i].shape() == ins[i].shape() && grads[i].dtype() == ins[i].dtype(), name,
+                  "backward's gradient ", i, " is ", grads[i].dtype(), " ", grads[i].shape(), " but input ", i, " is ",
+                  ins[i].dtype(), " ", ins[i].shape());
+      accumulate_grad(*self.inputs[i], Storage(*grads[i].node()->value));
+    }
+  });
 }
 
 }  // namespace xgrad

@@ -1,6 +1,7 @@
 #include "xgrad/autograd/node.hpp"
 
-#include <sys/sysinfo.h>
+#include "xgrad/autograd/precision.hpp"
+#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 
@@ -40,14 +41,20 @@ Shape Node::shape() const {
   return std::visit([](const auto& a) { return to_shape(a.shape()); }, *value);
 }
 
-void check_fits_in_memory(const char* op, std::size_t bytes, const std::string& what) {
-  static const std::size_t machine_bytes = [] {
-    struct sysinfo info {};
-    if (::sysinfo(&info) != 0) return SIZE_MAX;
-    return (static_cast<std::size_t>(info.totalram) + info.totalswap) * info.mem_unit;
-  }();
-  XGRAD_CHECK(bytes <= machine_bytes, op, "cannot allocate ", what, ": ", bytes >> 20, " MiB, more than the ",
-              machine_bytes >> 20, " MiB of memory and swap this machine has");
+void refuse_array(const char* op, const Shape& shape, DType dtype, std::optional<std::size_t> bytes) {
+  XGRAD_CHECK(bytes, op, "shape ", shape, " needs more than 2^64 bytes");
+  check_fits_in_memory(op, *bytes, shape, " ", dtype);
+  fail(op, "cannot allocate ", shape, " ", dtype);  // not reached: the check above throws
+}
+
+std::string describe_inputs(const std::vector<Tensor>& inputs) {
+  std::string text;
+  for (const Tensor& t : inputs) {
+    if (!text.empty()) text += ", ";
+    text += t.defined() ? str(t.shape(), " ", t.dtype()) : "none";
+  }
+  if (autocast_precision() == Precision::bfloat16) text += " (bf16 products)";
+  return text;
 }
 
 std::shared_ptr<Storage> make_counted_storage(Storage&& values) {

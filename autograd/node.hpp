@@ -5,10 +5,13 @@
 #include <atomic>
 #include <functional>
 #include <new>
+#include <optional>
 #include <variant>
 
 #include <xtensor/xarray.hpp>
+#include <xtensor/xnoalias.hpp>
 
+#include "xgrad/autograd/memory.hpp"
 #include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
@@ -77,24 +80,61 @@ typename xt::xarray<T>::shape_type to_xshape(const Shape& shape) {
   return typename xt::xarray<T>::shape_type(shape.begin(), shape.end());
 }
 
-// Throws an Error naming `op` and `what` when `bytes` exceed all of this machine's
-// memory (RAM and swap together): such a request cannot succeed, and rather than fail
-// it an overcommitting kernel kills the process later, a sanitizer aborts at once.
-void check_fits_in_memory(const char* op, std::size_t bytes, const std::string& what);
+// Throws an Error naming `op` and what it allocates (`what`, streamed only then: this
+// runs for every array) when `bytes` exceed the memory this process can have: such a
+// request cannot succeed, and rather than fail it an overcommitting kernel kills the
+// process later, a sanitizer aborts at once.
+template <class... What>
+void check_fits_in_memory(const char* op, std::size_t bytes, const What&... what) {
+  const std::size_t usable = usable_memory_bytes();
+  XGRAD_CHECK(bytes <= usable, op, "cannot allocate ", what..., ": ", bytes >> 20, " MiB, more than the ", usable >> 20,
+              " MiB of memory this process can have");
+}
 
-// A new, uninitialised array for `op`: an Error naming the op and the shape, not
-// std::bad_alloc, when the machine cannot hold it.
-template <class T>
-xt::xarray<T> new_array(const char* op, const Shape& shape) {
-  std::size_t bytes = 0;
-  XGRAD_CHECK(!__builtin_mul_overflow(xgrad::numel(shape), sizeof(T), &bytes), op, "shape ", shape,
-              " needs more than 2^64 bytes");
-  check_fits_in_memory(op, bytes, str(shape, " ", dtype_of<T>()));
-  try {
-    return xt::xarray<T>::from_shape(to_xshape<T>(shape));
-  } catch (const std::bad_alloc&) {
-    fail(op, "cannot allocate ", shape, " ", dtype_of<T>(), " (", bytes >> 20, " MiB)");
+// Throws the Error new_array gives for an array of `shape` too large for the process:
+// past 2^64 bytes (`bytes` empty) or past its memory.
+[[noreturn]] void refuse_array(const char* op, const Shape& shape, DType dtype, std::optional<std::size_t> bytes);
+
+// A new, uninitialised array for `op` of `dims` (a Shape, or xtensor's shape type): an
+// Error naming the op and the shape, not std::bad_alloc, when the machine cannot hold it.
+// Every op's output goes through here, so the check costs a few multiplications.
+template <class T, class Dims>
+xt::xarray<T> new_array(const char* op, const Dims& dims) {
+  std::size_t bytes = sizeof(T);
+  bool overflow = false, empty = false;
+  for (const auto d : dims) {
+    empty = empty || d == 0;
+    overflow = __builtin_mul_overflow(bytes, static_cast<std::size_t>(d), &bytes) || overflow;
   }
+  if (empty) bytes = 0;  // no element: no size is too large
+  if ((overflow && !empty) || bytes > usable_memory_bytes()) [[unlikely]]
+    refuse_array(op, Shape(dims.begin(), dims.end()), dtype_of<T>(),
+                 overflow && !empty ? std::nullopt : std::optional(bytes));
+  try {
+    return xt::xarray<T>::from_shape(typename xt::xarray<T>::shape_type(dims.begin(), dims.end()));
+  } catch (const std::bad_alloc&) {
+    fail(op, "cannot allocate ", Shape(dims.begin(), dims.end()), " ", dtype_of<T>(), " (", bytes >> 20, " MiB)");
+  }
+}
+
+// A new zero-filled array for `op`, through new_array's guard.
+template <class T, class ShapeLike>
+xt::xarray<T> zeros_array(const char* op, const ShapeLike& shape) {
+  xt::xarray<T> out = new_array<T>(op, shape);
+  out.fill(T(0));
+  return out;
+}
+
+// An xtensor expression (a + b, xt::cast<T>(v), an array to copy) evaluated into a new
+// array for `op`: allocated through new_array's guard for the expression's (broadcast)
+// shape, then assigned as xtensor's own `xt::xarray<T> out = expression;` would, so the
+// values are the same bits and nothing is copied twice. Every array an op makes by
+// evaluating an expression is made here; an array that is moved is not.
+template <class T, class E>
+xt::xarray<T> evaluate(const char* op, const E& expression) {
+  xt::xarray<T> out = new_array<T>(op, expression.shape());
+  xt::noalias(out) = expression;
+  return out;
 }
 
 // Storage for an op's output or a gradient. While a Profiler records, its bytes count

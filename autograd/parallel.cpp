@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "xgrad/autograd/profile.hpp"
-#include "xgrad/autograd/tensor.hpp"
+#include "xgrad/autograd/detail/profile.hpp"
+#include "xgrad/autograd/error.hpp"
 
 namespace xgrad {
 

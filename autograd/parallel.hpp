@@ -47,6 +47,10 @@ void parallel_for(std::size_t n, double work, Body&& body) {
       const_cast<void*>(static_cast<const void*>(&body)));
 }
 
+// The chunk xgrad's elementwise loops use with parallel_for_chunks (gradient sums, the
+// optimizers' updates, pointwise ops): large enough to outweigh handing it to a thread.
+inline constexpr std::size_t kElementsPerChunk = 1 << 14;
+
 // body(begin, end) for consecutive chunks of `chunk` indices covering [0, n), chunks in
 // parallel. The cut depends only on n and chunk, never on the thread count, so a result
 // combined chunk by chunk in chunk order is the same on any number of threads.

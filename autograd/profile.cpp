@@ -1,12 +1,12 @@
-#include "xgrad/autograd/profile.hpp"
+#include "xgrad/autograd/detail/profile.hpp"
 
 #include <chrono>
 #include <memory>
 #include <mutex>
 
+#include <utility>
+
 #include "xgrad/autograd/error.hpp"
-#include "xgrad/autograd/precision.hpp"
-#include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad::profile {
 
@@ -119,28 +119,18 @@ EventRef innermost() {
   return {log.thread, log.open.back()};
 }
 
-std::string describe_inputs(const std::vector<Tensor>& inputs) {
-  std::string text;
-  for (const Tensor& t : inputs) {
-    if (!text.empty()) text += ", ";
-    text += t.defined() ? str(t.shape(), " ", dtype_name(t.dtype())) : "none";
-  }
-  if (autocast_precision() == Precision::bfloat16) text += " (bf16 products)";
-  return text;
-}
-
 std::string describe(const Event& event) {
   return event.kind == Kind::product ? str(event.m, " x ", event.k, " x ", event.n) : event.detail;
 }
 
-void op_recorded(const char* op, const std::vector<Tensor>& inputs, std::int64_t output_bytes) {
+void op_recorded(const char* op, std::string detail, std::int64_t output_bytes) {
   if (!active()) return;
   ThreadLog& log = my_log();
   if (log.open.empty()) return;
   Event& e = log.events[static_cast<std::size_t>(log.open.back())];
   if (e.kind != Kind::forward || e.name) return;  // not an op's own dispatch
   e.name = op;
-  e.detail = describe_inputs(inputs);
+  e.detail = std::move(detail);
   e.bytes = output_bytes;
 }
 

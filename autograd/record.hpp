@@ -10,10 +10,14 @@
 
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "xgrad/autograd/node.hpp"
 
 namespace xgrad {
+
+// What a Profiler shows of an op's inputs, e.g. "[2, 3] float32, [3] float32 (bf16 products)".
+std::string describe_inputs(const std::vector<Tensor>& inputs);
 
 template <class T>
 class BackwardContext {
@@ -27,13 +31,19 @@ class BackwardContext {
   bool needs_grad(std::size_t i) const { return self_.inputs[i] && self_.inputs[i]->requires_grad; }
   Node& input_node(std::size_t i) { return *self_.inputs[i]; }
   bool has_input(std::size_t i) const { return self_.inputs[i] != nullptr; }
+  // The op being differentiated: what backward's allocations are named by (new_array).
+  const char* op() const { return self_.op; }
 
-  // Adds g (which must have input i's shape) into input i's gradient.
+  // Adds g (which must have input i's shape) into input i's gradient: an array handed
+  // over (std::move) is taken as it is, any other expression is evaluated first, through
+  // new_array's guard (evaluate).
   template <class E>
   void accumulate(std::size_t i, E&& g) {
     if (!needs_grad(i)) return;
-    xt::xarray<T> grad_i = std::forward<E>(g);
-    accumulate_grad(*self_.inputs[i], Storage(std::move(grad_i)));
+    if constexpr (std::is_same_v<E, xt::xarray<T>>)
+      accumulate_grad(*self_.inputs[i], Storage(std::move(g)));
+    else
+      accumulate_grad(*self_.inputs[i], Storage(evaluate<T>(op(), g)));
   }
 
   // Input i's gradient for an op that writes every element of it: when the input has no
@@ -47,7 +57,7 @@ class BackwardContext {
   GradTarget grad_target(std::size_t i) {
     Node& input = *self_.inputs[i];
     const bool fresh = !input.grad;
-    if (fresh) input.grad = make_storage(xt::xarray<T>::from_shape(input.values<T>().shape()));
+    if (fresh) input.grad = make_storage(new_array<T>(self_.op, input.values<T>().shape()));
     return {std::get<xt::xarray<T>>(*input.grad).data(), fresh};
   }
 
@@ -55,7 +65,7 @@ class BackwardContext {
   // place (matmul with beta = 1, scatter-add for embedding).
   xt::xarray<T>& grad_buffer(std::size_t i) {
     Node& input = *self_.inputs[i];
-    if (!input.grad) input.grad = make_storage(xt::xarray<T>(xt::zeros<T>(input.values<T>().shape())));
+    if (!input.grad) input.grad = make_storage(zeros_array<T>(self_.op, input.values<T>().shape()));
     return std::get<xt::xarray<T>>(*input.grad);
   }
 
@@ -69,11 +79,12 @@ void check_anomaly(const char* op, const char* phase, const Storage& values, con
 template <class T, class Backward>
 Tensor record(const char* op, xt::xarray<T>&& output, std::initializer_list<Tensor> inputs, Backward&& backward);
 
-template <class T, class Backward>
-Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>& inputs, Backward&& backward) {
-  auto node = std::make_shared<Node>();
-  const auto output_bytes = static_cast<std::int64_t>(output.size() * sizeof(T));
-  node->value = make_storage(std::move(output));
+// The set-up every op's node shares, record()'s and CustomOp's (autograd/function.cpp):
+// `node` holds the result; when grad mode is on and an input requires grad it also keeps
+// the op, its inputs and `backward` (called with the node itself), and notes the versions
+// that backward will check.
+template <class Backward>
+Tensor record_node(NodePtr node, const char* op, const std::vector<Tensor>& inputs, Backward&& backward) {
   bool any_requires_grad = false;
   for (const Tensor& t : inputs) any_requires_grad = any_requires_grad || t.requires_grad();
   if (grad_enabled() && any_requires_grad) {
@@ -82,18 +93,26 @@ Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>&
     node->inputs.reserve(inputs.size());
     for (const Tensor& t : inputs) node->inputs.push_back(t.node());
     node->record_versions();
-    node->backward = [fn = std::forward<Backward>(backward)](Node& self) mutable {
-      BackwardContext<T> ctx(self);
-      fn(ctx);
-    };
+    node->backward = std::forward<Backward>(backward);
   }
-  if (profile::active()) profile::op_recorded(op, inputs, output_bytes);
   if (anomaly_mode_enabled()) {
     std::vector<NodePtr> input_nodes;
     for (const Tensor& t : inputs) input_nodes.push_back(t.node());
     check_anomaly(op, "forward", *node->value, input_nodes);
   }
   return Tensor(std::move(node));
+}
+
+template <class T, class Backward>
+Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>& inputs, Backward&& backward) {
+  auto node = std::make_shared<Node>();
+  const auto output_bytes = static_cast<std::int64_t>(output.size() * sizeof(T));
+  node->value = make_storage(std::move(output));
+  if (profile::active()) profile::op_recorded(op, describe_inputs(inputs), output_bytes);
+  return record_node(std::move(node), op, inputs, [fn = std::forward<Backward>(backward)](Node& self) mutable {
+    BackwardContext<T> ctx(self);
+    fn(ctx);
+  });
 }
 
 template <class T, class Backward>

@@ -10,11 +10,10 @@
 #include <xtensor/xbuilder.hpp>
 
 #include "xgrad/autograd/node.hpp"
+#include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/random.hpp"
 
 namespace xgrad {
-
-const char* dtype_name(DType dtype) { return dtype == DType::float32 ? "float32" : "float64"; }
 
 std::string shape_str(const Shape& shape) { return str(shape); }
 
@@ -35,6 +34,15 @@ void Indices::check(std::string_view op) const {
 
 Indices::Indices(std::vector<std::int64_t> ids, Shape shp) : values(std::move(ids)), shape(std::move(shp)) {
   XGRAD_CHECK(xgrad::numel(shape) == values.size(), "Indices", values.size(), " values do not fill shape ", shape);
+}
+
+void check_defined(std::string_view op, const Tensor& t) { XGRAD_CHECK(t.defined(), op, "got an undefined tensor"); }
+
+void check_same_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a);
+  check_defined(op, b);
+  XGRAD_CHECK(a.dtype() == b.dtype(), op, "dtype mismatch: ", a.dtype(), " ", a.shape(), " and ", b.dtype(), " ",
+              b.shape(), " (convert one with .to())");
 }
 
 // ---- Tensor -----------------------------------------------------------------------
@@ -104,6 +112,7 @@ Shape Tensor::shape() const { return checked(*this, "Tensor::shape").shape(); }
 std::size_t Tensor::dim() const { return shape().size(); }
 std::size_t Tensor::numel() const { return xgrad::numel(shape()); }
 DType Tensor::dtype() const { return checked(*this, "Tensor::dtype").dtype(); }
+Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }  // the one member that is an op
 
 std::size_t Tensor::size(int axis) const {
   const Shape s = shape();

@@ -12,29 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/autograd/detail/profile.hpp"
+#include "xgrad/autograd/dtype.hpp"
 #include "xgrad/autograd/error.hpp"
-#include "xgrad/autograd/profile.hpp"
 
 namespace xgrad {
 
 using Shape = std::vector<std::size_t>;
 
-enum class DType { float32, float64 };
-
-const char* dtype_name(DType dtype);
 std::string shape_str(const Shape& shape);  // "[2, 3]"
 std::size_t numel(const Shape& shape);      // an Error past 2^64 elements
-
-template <class T>
-constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<float>() {
-  return DType::float32;
-}
-template <>
-constexpr DType dtype_of<double>() {
-  return DType::float64;
-}
 
 // Runs f(float{}) or f(double{}) for the runtime dtype; write the body as a generic
 // lambda `[&](auto tag) { using T = decltype(tag); ... }`. While a Profiler records, an
@@ -134,6 +121,10 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// The checks most ops start with.
+void check_defined(std::string_view op, const Tensor& t);
+void check_same_dtype(std::string_view op, const Tensor& a, const Tensor& b);
 
 // While alive, ops record no graph (evaluation, optimizer updates).
 class NoGradGuard {

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """A written model of data parallelism across machines: step time = compute / N + the
 time to all-reduce the gradients, for xgrad's benchmark models (compute measured on one
-2-core machine, the README's tables) and a 100M-parameter model, at 10 and 100 Gb/s.
+2-core machine, docs/benchmarks.md's tables) and a 100M-parameter model, at 10 and 100 Gb/s.
 
-    /usr/bin/python3 bench/scaling_model.py      # prints the README's table
+    /usr/bin/python3 bench/scaling_model.py      # prints docs/benchmarks.md's table
 
 All-reduce, per step, of `bytes` = 4 x parameters (float32 gradients) over N machines:
   ring (the bandwidth-optimal textbook algorithm, what NCCL and Open MPI's large-message

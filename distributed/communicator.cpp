@@ -40,8 +40,10 @@ Communicator::Communicator() {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     if (provided < MPI_THREAD_MULTIPLE) {
-      std::fprintf(stderr, "xgrad::distributed: MPI provides thread level %d, not MPI_THREAD_MULTIPLE\n", provided);
-      MPI_Abort(MPI_COMM_WORLD, 2);
+      // Every rank gets the same level, so each ends here alike, MPI closed behind it.
+      MPI_Finalize();
+      fail("Communicator", "this MPI provides thread level ", provided,
+           ", not MPI_THREAD_MULTIPLE (the reducer's thread needs it): use an Open MPI built with thread support");
     }
   }
   ++live_communicators;

@@ -32,7 +32,7 @@
 namespace xgrad::distributed {
 
 struct ReducerOptions {
-  std::size_t bucket_bytes = std::size_t{1} << 20;  // 1 MiB (see the README's measurements)
+  std::size_t bucket_bytes = std::size_t{1} << 20;  // 1 MiB (docs/benchmarks.md, "Several processes")
 };
 
 class GradientReducer {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "xgrad/autograd/profile.hpp"
+#include "xgrad/autograd/detail/profile.hpp"
 
 namespace xgrad {
 

@@ -9,35 +9,21 @@ namespace xgrad::optim {
 
 namespace {
 
-// Where each setting sits in a group's values, after lr and weight_decay.
-enum : std::size_t { kBeta1 = 2, kBeta2, kEps, kAmsgrad, kMaximize };
+// Adam's and AdamW's settings by name: the one place they are named (ParamGroup
+// overrides, state dicts, group_setting, errors).
+constexpr Setting<AdamOptions> kSettings[] = {{"lr", &AdamOptions::lr},
+                                              {"weight_decay", &AdamOptions::weight_decay},
+                                              {"beta1", &AdamOptions::beta1},
+                                              {"beta2", &AdamOptions::beta2},
+                                              {"eps", &AdamOptions::eps},
+                                              {"amsgrad", &AdamOptions::amsgrad},
+                                              {"maximize", &AdamOptions::maximize}};
 
-std::vector<Optimizer::Setting> adam_settings(const AdamOptions& o) {
-  return {{"lr", o.lr},
-          {"weight_decay", o.weight_decay},
-          {"beta1", o.beta1},
-          {"beta2", o.beta2},
-          {"eps", o.eps},
-          {"amsgrad", o.amsgrad ? 1.0 : 0.0, true},
-          {"maximize", o.maximize ? 1.0 : 0.0, true}};
-}
-
-AdamOptions options_of(const std::vector<double>& v) {
-  return {.lr = v[Optimizer::kLr],
-          .beta1 = v[kBeta1],
-          .beta2 = v[kBeta2],
-          .eps = v[kEps],
-          .weight_decay = v[Optimizer::kWeightDecay],
-          .amsgrad = v[kAmsgrad] != 0.0,
-          .maximize = v[kMaximize] != 0.0};
-}
-
-std::vector<std::string> check(const std::vector<double>& v) {
+std::vector<std::string> check(const AdamOptions& o) {
   std::vector<std::string> problems;
-  const double beta1 = v[kBeta1], beta2 = v[kBeta2], eps = v[kEps];
-  if (!(beta1 >= 0.0 && beta1 < 1.0 && beta2 >= 0.0 && beta2 < 1.0))
-    problems.push_back(str("betas (", beta1, ", ", beta2, ") must lie in [0, 1)"));
-  if (!(eps >= 0.0) || !std::isfinite(eps)) problems.push_back(str("eps ", eps, " must be finite and >= 0"));
+  if (!(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0))
+    problems.push_back(str("betas (", o.beta1, ", ", o.beta2, ") must lie in [0, 1)"));
+  if (!(o.eps >= 0.0) || !std::isfinite(o.eps)) problems.push_back(str("eps ", o.eps, " must be finite and >= 0"));
   return problems;
 }
 
@@ -60,7 +46,7 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& options)
     : Adam("Adam", std::move(groups), options, false) {}
 
 Adam::Adam(std::string type, std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(type), std::move(groups), adam_settings(o), check), decoupled_(decoupled) {}
+    : OptimizerWith(std::move(type), groups, o, kSettings, check), decoupled_(decoupled) {}
 
 AdamW::AdamW(NamedParameters parameters, const AdamWOptions& o)
     : Adam("AdamW", {ParamGroup{std::move(parameters)}}, as_adam(o), true) {}
@@ -68,16 +54,13 @@ AdamW::AdamW(NamedParameters parameters, const AdamWOptions& o)
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& o)
     : Adam("AdamW", std::move(groups), as_adam(o), true) {}
 
-AdamOptions Adam::group_options(std::size_t group) const { return options_of(group_settings(group)); }
-
-std::vector<std::string> Adam::buffer_names(const std::vector<double>& settings) const {
-  if (settings[kAmsgrad] != 0.0) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+std::vector<std::string> Adam::buffer_names(const AdamOptions& group) const {
+  if (group.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"exp_avg", "exp_avg_sq"};
 }
 
 namespace {
 
-constexpr std::size_t kChunk = 1 << 14;  // elements per parallel chunk
 // The pool's cost estimate per element: seven arrays read or written, a square root and a
 // division. At 10 a [128, 512] weight's update ran on one thread (the lm recipe's, 8% of
 // its step); at 40 every tensor from 25K elements is shared.
@@ -126,7 +109,7 @@ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const Ad
                               static_cast<T>(1.0 - o.lr * o.weight_decay)};
   const auto run = s.decoupled ? (v_max ? adam_elements<T, true, true> : adam_elements<T, true, false>)
                                : (v_max ? adam_elements<T, false, true> : adam_elements<T, false, false>);
-  parallel_for_chunks(n, kChunk, kWorkPerElement,
+  parallel_for_chunks(n, kElementsPerChunk, kWorkPerElement,
                       [&](std::size_t begin, std::size_t end) { run(p, g, m, v, v_max, begin, end, c); });
 }
 
@@ -134,7 +117,7 @@ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const Ad
 
 void Adam::update(std::size_t i, const Tensor& grad, std::int64_t updates) {
   Tensor param = parameters()[i].second;
-  const AdamStep s{options_of(settings_of(i)), decoupled_, updates};
+  const AdamStep s{group_options(group_of(i)), decoupled_, updates};
   Tensor& m = buffer(i, "exp_avg");
   Tensor& v = buffer(i, "exp_avg_sq");
   Tensor* v_max = s.o.amsgrad ? &buffer(i, "max_exp_avg_sq") : nullptr;

@@ -28,17 +28,17 @@ struct AdamWOptions {
   bool maximize = false;  // climb the gradient instead
 };
 
-class Adam : public Optimizer {
+// Groups hold AdamOptions, AdamW's too (group_options(g): its weight_decay is then the
+// decoupled one).
+class Adam : public OptimizerWith<AdamOptions> {
  public:
   Adam(NamedParameters parameters, const AdamOptions& options = {});
   Adam(std::vector<ParamGroup> groups, const AdamOptions& options = {});
-  // A group's settings (AdamW's too: its weight_decay is then the decoupled one).
-  AdamOptions group_options(std::size_t group) const;
 
  protected:
   Adam(std::string type, std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled);
   void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
-  std::vector<std::string> buffer_names(const std::vector<double>& settings) const override;
+  std::vector<std::string> buffer_names(const AdamOptions& group) const override;
 
  private:
   bool decoupled_;  // AdamW's weight decay

@@ -5,14 +5,12 @@
 #include <cmath>
 #include <string>
 
+#include "xgrad/autograd/detail/profile.hpp"
 #include "xgrad/autograd/parallel.hpp"
-#include "xgrad/autograd/profile.hpp"
 
 namespace xgrad::optim {
 
 namespace {
-
-constexpr std::size_t kChunk = 1 << 14;  // elements per parallel chunk
 
 // Runs f(pointer, count) on each gradient's contiguous storage, typed.
 template <class F>
@@ -33,8 +31,8 @@ constexpr std::size_t kLanes = 16;
 // result on any number of threads).
 template <class T>
 double sum_of_squares(const T* g, std::size_t n) {
-  std::vector<double> partial((n + kChunk - 1) / kChunk, 0.0);
-  parallel_for_chunks(n, kChunk, 2.0, [&](std::size_t begin, std::size_t end) {
+  std::vector<double> partial((n + kElementsPerChunk - 1) / kElementsPerChunk, 0.0);
+  parallel_for_chunks(n, kElementsPerChunk, 2.0, [&](std::size_t begin, std::size_t end) {
     std::array<double, kLanes> lanes{};
     const auto add = [&](std::size_t i, std::size_t lane) {
       const auto x = static_cast<double>(g[i]);
@@ -46,7 +44,7 @@ double sum_of_squares(const T* g, std::size_t n) {
     for (std::size_t lane = 0; i < end; ++i, ++lane) add(i, lane);
     double sum = 0;
     for (const double lane : lanes) sum += lane;
-    partial[begin / kChunk] = sum;
+    partial[begin / kElementsPerChunk] = sum;
   });
   double total = 0;
   for (double s : partial) total += s;
@@ -67,7 +65,7 @@ double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm, bo
   if (!(scale >= 1.0))  // NaN too
     for_each_grad(parameters, [&](auto* g, std::size_t n) {
       using T = std::remove_pointer_t<decltype(g)>;
-      parallel_for_chunks(n, kChunk, 1.0, [&](std::size_t begin, std::size_t end) {
+      parallel_for_chunks(n, kElementsPerChunk, 1.0, [&](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i) g[i] *= static_cast<T>(scale);
       });
     });
@@ -79,7 +77,7 @@ void clip_grad_value(const std::vector<Tensor>& parameters, double clip) {
   for_each_grad(parameters, [&](auto* g, std::size_t n) {
     using T = std::remove_pointer_t<decltype(g)>;
     const T c = static_cast<T>(clip);
-    parallel_for_chunks(n, kChunk, 1.0, [&](std::size_t begin, std::size_t end) {
+    parallel_for_chunks(n, kElementsPerChunk, 1.0, [&](std::size_t begin, std::size_t end) {
       for (std::size_t i = begin; i < end; ++i) g[i] = std::clamp(g[i], -c, c);
     });
   });

@@ -1,6 +1,6 @@
 #include "xgrad/optim/optimizer.hpp"
 
-#include "xgrad/autograd/profile.hpp"
+#include "xgrad/autograd/detail/profile.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,57 +9,33 @@
 
 namespace xgrad::optim {
 
-namespace {
-
-// The settings a group gives, by name (flags as 1 or 0; unset ones empty).
-std::vector<std::pair<const char*, std::optional<double>>> given_settings(const ParamGroup& g) {
-  const auto flag = [](const std::optional<bool>& b) {
-    return b ? std::optional<double>(*b ? 1.0 : 0.0) : std::nullopt;
+SettingValues ParamGroup::overrides() const {
+  SettingValues given;
+  const auto add = [&](const char* name, const auto& value) {
+    if (value) given[name] = static_cast<double>(*value);  // a flag as 1 or 0
   };
-  return {{"lr", g.lr},
-          {"weight_decay", g.weight_decay},
-          {"momentum", g.momentum},
-          {"dampening", g.dampening},
-          {"nesterov", flag(g.nesterov)},
-          {"beta1", g.beta1},
-          {"beta2", g.beta2},
-          {"eps", g.eps},
-          {"amsgrad", flag(g.amsgrad)},
-          {"maximize", flag(g.maximize)}};
+  add("lr", lr);
+  add("weight_decay", weight_decay);
+  add("momentum", momentum);
+  add("dampening", dampening);
+  add("nesterov", nesterov);
+  add("beta1", beta1);
+  add("beta2", beta2);
+  add("eps", eps);
+  add("amsgrad", amsgrad);
+  add("maximize", maximize);
+  return given;
 }
 
-}  // namespace
-
-Optimizer::Optimizer(std::string type, std::vector<ParamGroup> groups, std::vector<Setting> settings, Check check)
-    : type_(std::move(type)), settings_(std::move(settings)), check_(check) {
-  XGRAD_CHECK(settings_.size() >= 2 && settings_[kLr].name == "lr" && settings_[kWeightDecay].name == "weight_decay",
-              type_, "an optimizer's settings must start with lr and weight_decay");
+Optimizer::Optimizer(std::string type, const std::vector<ParamGroup>& groups)
+    : type_(std::move(type)), num_groups_(groups.size()) {
   XGRAD_CHECK(!groups.empty(), type_, "needs at least one parameter group");
-  std::vector<double> defaults;
-  for (const Setting& s : settings_) defaults.push_back(s.value);
-  // The options first: every group that leaves a bad option unset would repeat it.
-  const std::vector<std::string> bad_options = invalid(defaults);
-  if (!bad_options.empty()) fail(type_, listed(bad_options, "; "));
-  std::vector<std::string> bad_groups;
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    std::vector<double> values = defaults;
-    for (const auto& setting : given_settings(groups[g])) {
-      const std::string& name = setting.first;  // (not a structured binding: clang 14 cannot capture one)
-      const auto& value = setting.second;
-      if (!value) continue;
-      const auto it =
-          std::find_if(settings_.begin(), settings_.end(), [&](const Setting& s) { return s.name == name; });
-      XGRAD_CHECK(it != settings_.end(), type_, "group ", g, " sets ", name, ", which ", type_, " does not have");
-      values[it - settings_.begin()] = *value;
-    }
-    for (const std::string& problem : invalid(values)) bad_groups.push_back(str("group ", g, ": ", problem));
-    groups_.push_back(std::move(values));
-    for (auto& named : groups[g].parameters) {
-      parameters_.push_back(std::move(named));
+    for (const auto& named : groups[g].parameters) {
+      parameters_.push_back(named);
       group_of_.push_back(g);
     }
   }
-  if (!bad_groups.empty()) fail(type_, listed(bad_groups, "; "));
   state_.resize(parameters_.size());
   std::set<std::string> names;
   std::map<const void*, std::string> tensors;  // each parameter's node, to catch one tensor given twice
@@ -76,45 +52,18 @@ Optimizer::Optimizer(std::string type, std::vector<ParamGroup> groups, std::vect
   }
 }
 
-std::vector<std::string> Optimizer::invalid(const std::vector<double>& v) const {
-  std::vector<std::string> found;
-  if (!(v[kLr] >= 0.0) || !std::isfinite(v[kLr]))
-    found.push_back(str("learning rate ", v[kLr], " must be finite and >= 0"));
-  if (!(v[kWeightDecay] >= 0.0) || !std::isfinite(v[kWeightDecay]))
-    found.push_back(str("weight_decay ", v[kWeightDecay], " must be finite and >= 0"));
-  for (std::size_t s = 0; s < settings_.size(); ++s)
-    if (settings_[s].flag && v[s] != 0.0 && v[s] != 1.0)
-      found.push_back(str(settings_[s].name, " ", v[s], " must be 0 or 1"));
-  for (std::string& problem : check_(v)) found.push_back(std::move(problem));
-  return found;
-}
-
-const std::vector<double>& Optimizer::group_settings(std::size_t group) const {
-  XGRAD_CHECK(group < groups_.size(), type_, "group ", group, " does not exist (", groups_.size(), " groups)");
-  return groups_[group];
-}
-
-double Optimizer::group_setting(std::size_t group, const std::string& name) const {
-  const std::vector<double>& values = group_settings(group);
-  for (std::size_t s = 0; s < settings_.size(); ++s)
-    if (settings_[s].name == name) return values[s];
-  fail(type_, "has no setting '", name, "' (it has ", listed(setting_names()), ")");
-}
-
-std::vector<std::string> Optimizer::setting_names() const {
-  std::vector<std::string> names;
-  for (const Setting& s : settings_) names.push_back(s.name);
-  return names;
+void Optimizer::check_group(std::size_t group) const {
+  XGRAD_CHECK(group < num_groups_, type_, "group ", group, " does not exist (", num_groups_, " groups)");
 }
 
 void Optimizer::set_lr(double lr) {
-  for (std::size_t g = 0; g < groups_.size(); ++g) set_group_lr(g, lr);
+  for (std::size_t g = 0; g < num_groups_; ++g) set_group_lr(g, lr);
 }
 
 void Optimizer::set_group_lr(std::size_t group, double lr) {
-  XGRAD_CHECK(group < groups_.size(), type_, "group ", group, " does not exist (", groups_.size(), " groups)");
+  check_group(group);
   XGRAD_CHECK(lr >= 0.0 && std::isfinite(lr), type_, "learning rate ", lr, " must be finite and >= 0");
-  groups_[group][kLr] = lr;
+  change_settings(group, {{"lr", lr}});
 }
 
 void Optimizer::zero_grad() {
@@ -161,9 +110,10 @@ Tensor& Optimizer::buffer(std::size_t i, const std::string& name, bool* created)
 
 StateDict Optimizer::state_dict() const {
   StateDict state;
-  for (std::size_t g = 0; g < groups_.size(); ++g)
-    for (std::size_t s = 0; s < settings_.size(); ++s)
-      state[str("group.", g, ".", settings_[s].name)] = Tensor::scalar(groups_[g][s], DType::float64);
+  const std::vector<std::string> names = setting_names();
+  for (std::size_t g = 0; g < num_groups_; ++g)
+    for (const std::string& name : names)
+      state[str("group.", g, ".", name)] = Tensor::scalar(group_setting(g, name), DType::float64);
   state["step"] = Tensor::scalar(static_cast<double>(steps_), DType::float64);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     if (state_[i].updates == 0) continue;
@@ -217,57 +167,55 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
 
   // The groups' settings. Older checkpoints hold only rates, group 0's as "lr": their
   // other settings stay as they are.
+  const std::vector<std::string> names = setting_names();
   const bool legacy = state.count("lr") > 0;
   std::size_t state_groups = legacy ? 1 : 0;
-  std::set<std::pair<std::size_t, std::size_t>> present;  // (group, setting)
-  std::map<std::pair<std::size_t, std::size_t>, double> given;
+  std::set<std::pair<std::size_t, std::string>> present;  // (group, setting)
+  std::map<std::size_t, SettingValues> given;             // by group
   for (const auto& [key, tensor] : state) {
     std::optional<std::pair<std::size_t, std::string>> parsed = group_key(key);
     if (key == "lr") parsed = std::pair{std::size_t{0}, std::string("lr")};
     if (!parsed) continue;
-    const std::size_t g = parsed->first;  // (not a structured binding: clang 14 cannot capture one)
-    const std::string& name = parsed->second;
-    const auto it = std::find_if(settings_.begin(), settings_.end(), [&](const Setting& s) { return s.name == name; });
-    if (it == settings_.end()) {
+    const auto& [g, name] = *parsed;
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
       if (strict) problems.push_back("unexpected: " + key);
       continue;
     }
-    const std::size_t s = it - settings_.begin();
     state_groups = std::max(state_groups, g + 1);
     if (legacy && key == "group.0.lr") {
       problems.push_back("lr and group.0.lr both give group 0's rate");
       continue;
     }
-    present.insert({g, s});
+    present.insert({g, name});
     double value = 0;
-    if (number(key, tensor, value)) given[{g, s}] = value;
+    if (number(key, tensor, value)) given[g][name] = value;
   }
   if (state_groups == 0)
     problems.push_back("missing: the groups' settings (group.0.lr, ...)");
-  else if (strict && state_groups != groups_.size())
+  else if (strict && state_groups != num_groups_)
     problems.push_back(str("the state holds ", state_groups,
                            state_groups == 1 ? " parameter group" : " parameter groups", ", this optimizer ",
-                           groups_.size()));
-  // Without strict, groups the state lacks keep their settings and extra ones are ignored.
-  std::vector<std::vector<double>> groups = groups_;
-  for (std::size_t g = 0; g < std::min(state_groups, groups.size()); ++g) {
-    for (std::size_t s = 0; s < settings_.size(); ++s) {
-      if (given.count({g, s})) groups[g][s] = given.at({g, s});
-      if (!present.count({g, s}) && (!legacy || s == kLr))
-        problems.push_back("missing: " +
-                           (legacy && g == 0 ? std::string("lr") : str("group.", g, ".", settings_[s].name)));
+                           num_groups_));
+  // Each group's settings as loaded, checked before anything changes, and the buffers
+  // its parameters may have under them. Without strict, groups the state lacks keep their
+  // settings and extra ones are ignored.
+  std::vector<SettingValues> changes(num_groups_);
+  std::vector<std::set<std::string>> known;
+  for (std::size_t g = 0; g < num_groups_; ++g) {
+    if (g < state_groups) {
+      for (const std::string& name : names)
+        if (!present.count({g, name}) && (!legacy || name == "lr"))
+          problems.push_back("missing: " + (legacy && g == 0 ? std::string("lr") : str("group.", g, ".", name)));
+      if (given.count(g)) changes[g] = given.at(g);
     }
-    for (const std::string& problem : invalid(groups[g])) problems.push_back(str("group ", g, ": ", problem));
+    const SettingsCheck checked = check_settings(g, changes[g]);
+    for (const std::string& problem : checked.problems) problems.push_back(str("group ", g, ": ", problem));
+    known.emplace_back(checked.buffers.begin(), checked.buffers.end());
   }
 
-  // Per parameter, the buffers its group's settings (as loaded) use.
+  // Per parameter, its step count and the buffers its group's settings (as loaded) use.
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < parameters_.size(); ++i) index[parameters_[i].first] = i;
-  std::vector<std::set<std::string>> known;
-  for (const auto& values : groups) {
-    const std::vector<std::string> names = buffer_names(values);
-    known.emplace_back(names.begin(), names.end());
-  }
   std::vector<ParamState> loaded(parameters_.size());
   for (const auto& [key, tensor] : state) {
     if (key == "lr" || key == "step" || group_key(key)) continue;
@@ -302,7 +250,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   if (!problems.empty()) {
     fail(type_, "load_state_dict: ", listed(problems, "; "));
   }
-  groups_ = std::move(groups);
+  for (std::size_t g = 0; g < num_groups_; ++g) change_settings(g, changes[g]);
   steps_ = static_cast<std::int64_t>(steps);
   state_ = std::move(loaded);
 }

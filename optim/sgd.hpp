@@ -18,16 +18,16 @@ struct SGDOptions {
   bool maximize = false;  // climb the gradient instead
 };
 
-class SGD : public Optimizer {
+class SGD : public OptimizerWith<SGDOptions> {
  public:
   SGD(NamedParameters parameters, const SGDOptions& options);
   SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
-  const SGDOptions& options() const { return options_; }  // the defaults groups start from
-  SGDOptions group_options(std::size_t group) const;      // a group's own
+  // The defaults groups start from (a group's own: group_options(g), from OptimizerWith).
+  const SGDOptions& options() const { return options_; }
 
  protected:
   void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
-  std::vector<std::string> buffer_names(const std::vector<double>& settings) const override;
+  std::vector<std::string> buffer_names(const SGDOptions& group) const override;
 
  private:
   SGDOptions options_;

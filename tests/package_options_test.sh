@@ -6,7 +6,7 @@ set -eu
 source=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake -S "$source" -B "$work/build" -DXGRAD_BUILD_TESTS=OFF -DXGRAD_BUILD_EXAMPLES=OFF -DXGRAD_BUILD_BENCH=OFF -DXGRAD_BUILD_DISTRIBUTED=OFF \
+cmake -S "$source" -B "$work/build" -DXGRAD_BUILD_TESTS=OFF -DXGRAD_BUILD_TOOLS=OFF -DXGRAD_BUILD_DISTRIBUTED=OFF \
       >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
 failed=0
 if grep -q -e "CLI11_DIR" -e "STB_" "$work/build/CMakeCache.txt"; then echo "FAILED: CLI11 or stb was looked for"; failed=1; fi

@@ -416,7 +416,7 @@ BOOST_AUTO_TEST_CASE(heads_in_place_reject_bad_layouts) {
   check_error([&] { multi_head_attention({x}, {x}, {x}, 2, true, o); }, {op, "mask [3, 1, 1, 5]", "[2, 2]"});
 }
 
-// The README's multi_head_attention example, kept compiling and checked against the module.
+// docs/attention.md's multi_head_attention example, kept compiling and checked against the module.
 BOOST_AUTO_TEST_CASE(readme_heads_in_place_example) {
   const std::size_t E = 8, heads = 2;
   nn::MultiHeadAttention attn(E, heads);

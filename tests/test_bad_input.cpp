@@ -44,6 +44,13 @@ struct World {
   }
 };
 
+// Operands of 2^20 elements (8 MiB in float64) whose broadcast has 2^40: 8 TiB in float64,
+// 4 TiB in float32, more than any machine the tests run on can hold. Ops must refuse it
+// with an Error naming them and the shape, never std::bad_alloc or the OOM killer.
+constexpr std::size_t kLong = std::size_t{1} << 20;
+Tensor tall_column(DType dtype = DType::float64) { return Tensor::zeros({kLong, 1}, dtype); }
+Tensor long_row(DType dtype = DType::float64) { return Tensor::zeros({1, kLong}, dtype); }
+
 struct Case {
   const char* name;
   std::function<void(World&)> call;
@@ -91,6 +98,21 @@ std::vector<Case> cases() {
       {"chunk", [](World& w) { chunk(w.a, 2, 1); }, {"chunk", "[2, 3]", "2 equal pieces"}},
       {"squeeze", [](World& w) { squeeze(w.a, 0); }, {"squeeze", "[2, 3]", "size 2"}},
       {"expand", [](World& w) { expand(w.a, {2, 4}); }, {"expand", "[2, 3]", "[2, 4]"}},
+      // ---- autograd: broadcasts past memory (small operands, an 8 TiB output) ----
+      {"add past memory", [](World&) { add(tall_column(), long_row()); }, {"add", "cannot allocate", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"add past memory, recording", [](World&) { tall_column().requires_grad_() + long_row().requires_grad_(); }, {"add", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"sub past memory", [](World&) { sub(long_row(), tall_column()); }, {"sub", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"mul past memory", [](World&) { mul(tall_column(), long_row()); }, {"mul", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"mul float32 past memory", [](World&) { mul(tall_column(DType::float32), long_row(DType::float32)); }, {"mul", "[1048576, 1048576] float32", "memory this process can have"}},
+      {"div past memory", [](World&) { div(tall_column(), long_row()); }, {"div", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"pow past memory", [](World&) { pow(tall_column(), long_row()); }, {"pow", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"maximum past memory", [](World&) { maximum(tall_column(), long_row()); }, {"maximum", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"minimum past memory", [](World&) { minimum(tall_column(), long_row()); }, {"minimum", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"eq past memory", [](World&) { eq(tall_column(), long_row()); }, {"eq", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"lt float32 past memory", [](World&) { lt(tall_column(DType::float32), long_row(DType::float32)); }, {"lt", "[1048576, 1048576] float32", "memory this process can have"}},
+      {"where operands past memory", [](World&) { where(tall_column(), tall_column(), long_row()); }, {"where", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"where condition past memory", [](World&) { where(long_row(), tall_column(), tall_column()); }, {"where", "[1048576, 1048576] float64", "memory this process can have"}},
+      {"expand past memory", [](World&) { expand(tall_column(), {kLong, kLong}); }, {"expand", "[1048576, 1048576] float64", "memory this process can have"}},
       // ---- autograd: dtypes and values ----
       {"dtype mix", [](World& w) { add(w.a, w.a32); }, {"add", "float64", "float32", "[2, 3]"}},
       {"matmul dtype mix", [](World& w) { matmul(w.a32, transpose(w.a, 0, 1)); }, {"matmul", "float32", "float64"}},

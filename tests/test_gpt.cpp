@@ -1,5 +1,5 @@
 #define BOOST_TEST_MODULE gpt
-// The lm task's GPT (examples/train/gpt.hpp): gradients, the tied head, causality, init.
+// The lm task's GPT (tools/common/gpt.hpp): gradients, the tied head, causality, init.
 #include "helpers.hpp"
 
 #include <cmath>
@@ -9,7 +9,7 @@
 
 using namespace xgrad;
 using namespace xgrad::test;
-using train::GPT;
+using tools::GPT;
 
 namespace {
 
@@ -77,7 +77,7 @@ BOOST_AUTO_TEST_CASE(init_and_weight_decay_groups_follow_nanogpt) {
         for (double v : p.to_vector()) BOOST_CHECK_EQUAL(v, name.ends_with("weight") ? 1.0 : 0.0);
     }
   }
-  const auto groups = train::decay_groups(model, 0.1);
+  const auto groups = tools::decay_groups(model, 0.1);
   BOOST_REQUIRE_EQUAL(groups.size(), 2u);
   BOOST_CHECK_EQUAL(groups[0].weight_decay.value(), 0.1);
   BOOST_CHECK_EQUAL(groups[1].weight_decay.value(), 0.0);
@@ -91,10 +91,10 @@ BOOST_AUTO_TEST_CASE(generation_greedy_seeded_top_k_and_a_sliding_window) {
   const std::vector<std::int64_t> prompt = {1, 2};
   // Greedy: each token is the argmax of the model's last row, as computed here by hand.
   Generator unused(0);
-  const std::vector<std::int64_t> greedy = train::generate(model, prompt, 12, {.temperature = 0.0}, unused);
+  const std::vector<std::int64_t> greedy = tools::generate(model, prompt, 12, {.temperature = 0.0}, unused);
   BOOST_REQUIRE_EQUAL(greedy.size(), 14u);
   for (std::size_t n = 2; n < greedy.size(); ++n) {
-    const std::size_t T = n - train::window_start(n, 5);
+    const std::size_t T = n - tools::window_start(n, 5);
     const std::vector<std::int64_t> window(greedy.begin() + static_cast<std::ptrdiff_t>(n - T),
                                            greedy.begin() + static_cast<std::ptrdiff_t>(n));
     NoGradGuard no_grad;
@@ -104,28 +104,28 @@ BOOST_AUTO_TEST_CASE(generation_greedy_seeded_top_k_and_a_sliding_window) {
   }
   // Sampling is a function of the generator; top_k = 1 is greedy.
   Generator a(7), b(7), c(7);
-  const auto first = train::generate(model, prompt, 20, {}, a);
-  BOOST_CHECK(first == train::generate(model, prompt, 20, {}, b));
-  BOOST_CHECK(train::generate(model, prompt, 12, {.temperature = 1.0, .top_k = 1}, c) == greedy);
+  const auto first = tools::generate(model, prompt, 20, {}, a);
+  BOOST_CHECK(first == tools::generate(model, prompt, 20, {}, b));
+  BOOST_CHECK(tools::generate(model, prompt, 12, {.temperature = 1.0, .top_k = 1}, c) == greedy);
   for (const std::int64_t t : first) BOOST_CHECK(t >= 0 && t < 6);
   BOOST_CHECK(model.is_training());  // restored
-  check_error([&] { train::generate(model, {}, 3, {}, a); }, {"generate", "context"});
-  check_error([&] { train::generate(model, prompt, 3, {.temperature = -1.0}, a); }, {"generate", "temperature"});
-  check_error([&] { train::generate(model, {1, 6}, 3, {}, a); }, {"generate", "token 6", "vocabulary of 6"});
+  check_error([&] { tools::generate(model, {}, 3, {}, a); }, {"generate", "context"});
+  check_error([&] { tools::generate(model, prompt, 3, {.temperature = -1.0}, a); }, {"generate", "temperature"});
+  check_error([&] { tools::generate(model, {1, 6}, 3, {}, a); }, {"generate", "token 6", "vocabulary of 6"});
 }
 
 BOOST_AUTO_TEST_CASE(the_window_slides_by_half_a_block) {
   // Every context up to the block is seen whole; beyond it the window starts at a
   // multiple of block / 2 and holds more than half a block and at most a block.
-  BOOST_CHECK_EQUAL(train::window_start(1, 8), 0u);
-  BOOST_CHECK_EQUAL(train::window_start(8, 8), 0u);
-  BOOST_CHECK_EQUAL(train::window_start(9, 8), 4u);
-  BOOST_CHECK_EQUAL(train::window_start(12, 8), 4u);
-  BOOST_CHECK_EQUAL(train::window_start(13, 8), 8u);
-  BOOST_CHECK_EQUAL(train::window_start(2, 1), 1u);  // a block of one: the last token only
+  BOOST_CHECK_EQUAL(tools::window_start(1, 8), 0u);
+  BOOST_CHECK_EQUAL(tools::window_start(8, 8), 0u);
+  BOOST_CHECK_EQUAL(tools::window_start(9, 8), 4u);
+  BOOST_CHECK_EQUAL(tools::window_start(12, 8), 4u);
+  BOOST_CHECK_EQUAL(tools::window_start(13, 8), 8u);
+  BOOST_CHECK_EQUAL(tools::window_start(2, 1), 1u);  // a block of one: the last token only
   for (std::size_t block : {1u, 2u, 5u, 8u, 64u})
     for (std::size_t n = 1; n < 5 * block; ++n) {
-      const std::size_t start = train::window_start(n, block), jump = std::max<std::size_t>(1, block / 2);
+      const std::size_t start = tools::window_start(n, block), jump = std::max<std::size_t>(1, block / 2);
       BOOST_CHECK_LE(n - start, block);
       BOOST_CHECK(n <= block ? start == 0 : start % jump == 0 && n - start > block - jump);
     }
@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(cached_keys_and_values_give_the_full_forward_logits) {
   NoGradGuard no_grad;
   const std::vector<std::int64_t> ids = {3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0};
   const std::vector<double> whole = model.forward(Indices(ids, {1, ids.size()})).to_vector();
-  train::KVCache cache;
+  tools::KVCache cache;
   std::vector<double> pieces;
   for (const auto& [begin, end] :
        std::vector<std::pair<std::size_t, std::size_t>>{{0, 4}, {4, 5}, {5, 6}, {6, 9}, {9, 11}}) {
@@ -163,17 +163,17 @@ BOOST_AUTO_TEST_CASE(generation_with_the_cache_writes_the_same_text_as_without) 
   GPT model({.vocab = 9, .block = 8, .layers = 2, .heads = 2, .d_model = 16});
   for (const DType dtype : {DType::float32, DType::float64}) {
     model.to(dtype);
-    for (const train::SampleOptions base :
-         {train::SampleOptions{.temperature = 0.0}, train::SampleOptions{.temperature = 1.0},
-          train::SampleOptions{.temperature = 1.5, .top_k = 3}})
+    for (const tools::SampleOptions base :
+         {tools::SampleOptions{.temperature = 0.0}, tools::SampleOptions{.temperature = 1.0},
+          tools::SampleOptions{.temperature = 1.5, .top_k = 3}})
       for (std::uint64_t seed = 0; seed < 4; ++seed) {
-        train::SampleOptions cached = base, uncached = base;
+        tools::SampleOptions cached = base, uncached = base;
         uncached.use_cache = false;
         Generator a(seed), b(seed);
         std::vector<std::int64_t> streamed;
         const auto with_cache =
-            train::generate(model, {1, 2, 3}, 40, cached, a, [&](std::int64_t t) { streamed.push_back(t); });
-        BOOST_CHECK(with_cache == train::generate(model, {1, 2, 3}, 40, uncached, b));
+            tools::generate(model, {1, 2, 3}, 40, cached, a, [&](std::int64_t t) { streamed.push_back(t); });
+        BOOST_CHECK(with_cache == tools::generate(model, {1, 2, 3}, 40, uncached, b));
         BOOST_CHECK(std::vector<std::int64_t>(with_cache.begin() + 3, with_cache.end()) == streamed);
       }
   }
@@ -193,6 +193,6 @@ BOOST_AUTO_TEST_CASE(sampling_follows_the_model_distribution) {
   std::vector<double> counts(4, 0.0);
   Generator gen(11);
   const int draws = 20000;
-  for (int i = 0; i < draws; ++i) counts[static_cast<std::size_t>(train::generate(model, {0}, 1, {}, gen)[1])] += 1;
+  for (int i = 0; i < draws; ++i) counts[static_cast<std::size_t>(tools::generate(model, {0}, 1, {}, gen)[1])] += 1;
   for (std::size_t v = 0; v < 4; ++v) BOOST_CHECK_SMALL(counts[v] / draws - p[v], 0.02);
 }

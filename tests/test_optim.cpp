@@ -264,6 +264,57 @@ BOOST_AUTO_TEST_CASE(groups_may_set_every_option_of_their_optimizer) {
   BOOST_CHECK(state.count("state.w.max_exp_avg_sq") && !state.count("state.b.max_exp_avg_sq"));
 }
 
+namespace {
+
+// An optimizer of `grouped`'s kind over `parameters` alone, its options group g's.
+std::unique_ptr<optim::Optimizer> with_group_options(const optim::Optimizer& grouped, std::size_t g,
+                                                     const optim::NamedParameters& parameters) {
+  if (const auto* sgd = dynamic_cast<const optim::SGD*>(&grouped))
+    return std::make_unique<optim::SGD>(parameters, sgd->group_options(g));
+  const optim::AdamOptions o = dynamic_cast<const optim::Adam&>(grouped).group_options(g);
+  if (grouped.type() == "Adam") return std::make_unique<optim::Adam>(parameters, o);
+  return std::make_unique<optim::AdamW>(parameters, optim::AdamWOptions{.lr = o.lr,
+                                                                        .beta1 = o.beta1,
+                                                                        .beta2 = o.beta2,
+                                                                        .eps = o.eps,
+                                                                        .weight_decay = o.weight_decay,
+                                                                        .amsgrad = o.amsgrad,
+                                                                        .maximize = o.maximize});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(group_overrides_reach_the_update) {
+  // Each group's parameters train bit for bit as under an optimizer of their own made
+  // with the group's options, also after a group's rate changes.
+  for (const std::string kind : {"SGD", "Adam", "AdamW"}) {
+    BOOST_TEST_CONTEXT(kind) {
+      Problem a = fixture_problem(), b = fixture_problem();
+      const auto grouped = mixed_groups(kind, a);
+      const std::unique_ptr<optim::Optimizer> alone[] = {with_group_options(*grouped, 0, {{"w", b.w}}),
+                                                         with_group_options(*grouped, 1, {{"b", b.b}})};
+      for (int step = 0; step < 6; ++step) {
+        if (step == 3) {
+          grouped->set_group_lr(1, 0.003);
+          alone[1]->set_lr(0.003);
+        }
+        grouped->zero_grad();
+        a.loss().backward();
+        grouped->step();
+        for (const auto& opt : alone) opt->zero_grad();
+        b.loss().backward();
+        for (const auto& opt : alone) opt->step();
+      }
+      BOOST_CHECK(a.w.to_vector() == b.w.to_vector());
+      BOOST_CHECK(a.b.to_vector() == b.b.to_vector());
+      BOOST_CHECK(a.w.to_vector() != fixture_problem().w.to_vector());  // it did train
+    }
+  }
+  // The settings a group overrides, by name; a flag counts even when false.
+  const optim::ParamGroup group{.lr = 0.1, .nesterov = false, .beta2 = 0.9};
+  BOOST_CHECK((group.overrides() == optim::SettingValues{{"beta2", 0.9}, {"lr", 0.1}, {"nesterov", 0.0}}));
+}
+
 BOOST_AUTO_TEST_CASE(groups_setting_what_the_optimizer_lacks_or_bad_values_are_refused) {
   Problem p = fixture_problem();
   const optim::NamedParameters w{{"w", p.w}}, b{{"b", p.b}};

@@ -11,8 +11,8 @@
 
 using namespace xgrad;
 using namespace xgrad::test;
-using train::Split;
-using train::TextCorpus;
+using tools::Split;
+using tools::TextCorpus;
 
 namespace {
 
@@ -57,7 +57,7 @@ BOOST_AUTO_TEST_CASE(batches_stay_inside_their_split_and_shift_by_one) {
     BOOST_TEST_CONTEXT("seq_len " << seq_len) {
       Generator gen(seq_len);
       for (int round = 0; round < 20; ++round) {
-        const train::Batch b = corpus.batch(Split::train, 16, seq_len, gen);
+        const tools::Batch b = corpus.batch(Split::train, 16, seq_len, gen);
         BOOST_REQUIRE(b.inputs.shape == (Shape{16, seq_len}));
         for (std::size_t r = 0; r < 16; ++r)
           for (std::size_t i = 0; i < seq_len; ++i) {
@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(batches_stay_inside_their_split_and_shift_by_one) {
     }
   }
   Generator gen(1);
-  const train::Batch v = corpus.batch(Split::validation, 8, 50, gen);
+  const tools::Batch v = corpus.batch(Split::validation, 8, 50, gen);
   for (const std::int64_t t : v.inputs.values) BOOST_CHECK_EQUAL(t, z);
   check_error([&] { corpus.batch(Split::validation, 1, 100, gen); }, {"validation split", "100 bytes", "101"});
   check_error([&] { corpus.batch(Split::train, 1, 900, gen); }, {"training split", "900"});
@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(batches_are_a_function_of_the_generator) {
   const TextFile file(repeat("the quick brown fox jumps over the lazy dog. ", 40));
   const TextCorpus corpus(file.path);
   Generator a(42), b(42), c(43);
-  const train::Batch first = corpus.batch(Split::train, 4, 32, a), again = corpus.batch(Split::train, 4, 32, b);
+  const tools::Batch first = corpus.batch(Split::train, 4, 32, a), again = corpus.batch(Split::train, 4, 32, b);
   BOOST_CHECK(first.inputs.values == again.inputs.values);
   BOOST_CHECK(first.targets.values == again.targets.values);
   BOOST_CHECK(corpus.batch(Split::train, 4, 32, c).inputs.values != first.inputs.values);
@@ -109,13 +109,13 @@ BOOST_AUTO_TEST_CASE(the_king_james_bible_as_run_prepares_it) {
 
 BOOST_AUTO_TEST_CASE(the_vocabulary_as_checkpoint_text_and_prompts_as_tokens) {
   const std::vector<std::uint8_t> vocabulary = {0x0a, 0x20, 0x41, 0x61, 0xff};
-  BOOST_CHECK_EQUAL(train::vocabulary_to_hex(vocabulary), "0a204161ff");
-  BOOST_CHECK(train::vocabulary_from_hex("0a204161ff") == vocabulary);
+  BOOST_CHECK_EQUAL(tools::vocabulary_to_hex(vocabulary), "0a204161ff");
+  BOOST_CHECK(tools::vocabulary_from_hex("0a204161ff") == vocabulary);
   // Damaged text is refused, not half read: odd length, not hex, upper case, unsorted, repeated, empty.
   for (const char* damaged : {"0a2", "0x20", "0A", "200a", "2020", ""})
-    BOOST_CHECK_MESSAGE(!train::vocabulary_from_hex(damaged), damaged);
-  BOOST_CHECK(train::encode(vocabulary, "Aa \n") == (std::vector<std::int64_t>{2, 3, 1, 0}));
-  BOOST_CHECK_EQUAL(train::decode(vocabulary, {2, 3, 1, 0, 4}), "Aa \n\xff");
-  check_error([&] { train::encode(vocabulary, "AB"); }, {"encode", "byte 66", "'B'", "vocabulary of 5"});
-  check_error([&] { train::decode(vocabulary, {5}); }, {"decode", "token 5"});
+    BOOST_CHECK_MESSAGE(!tools::vocabulary_from_hex(damaged), damaged);
+  BOOST_CHECK(tools::encode(vocabulary, "Aa \n") == (std::vector<std::int64_t>{2, 3, 1, 0}));
+  BOOST_CHECK_EQUAL(tools::decode(vocabulary, {2, 3, 1, 0, 4}), "Aa \n\xff");
+  check_error([&] { tools::encode(vocabulary, "AB"); }, {"encode", "byte 66", "'B'", "vocabulary of 5"});
+  check_error([&] { tools::decode(vocabulary, {5}); }, {"decode", "token 5"});
 }

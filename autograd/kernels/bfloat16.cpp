@@ -7,6 +7,7 @@
 namespace xgrad::kernels {
 
 namespace {
+// Twice kElementsPerChunk (parallel.hpp): the size rounding was timed at; it sets speed only, never bits.
 constexpr std::size_t kChunkElements = 1 << 15;
 // The pool's cost estimate per element, as for a pointwise op: rounding a weight matrix of
 // 64K elements is worth both threads (at 1 per element it ran alone, the other waiting).

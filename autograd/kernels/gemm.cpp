@@ -10,10 +10,10 @@
 #include <limits>
 #include <vector>
 
+#include "xgrad/autograd/detail/profile.hpp"
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/kernels/onednn_matmul.hpp"
 #include "xgrad/autograd/parallel.hpp"
-#include "xgrad/autograd/profile.hpp"
 
 namespace xgrad::kernels {
 

@@ -1,6 +1,7 @@
 #include "xgrad/autograd/kernels/reduce.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace xgrad::kernels {
 
@@ -74,9 +75,89 @@ void max_reduce(const T* x, const ReducePlan& plan, T* out, std::size_t* argmax)
   }
 }
 
+template <class T>
+void sum_reduce_backward(const T* grad, const ReducePlan& plan, T scale, T* dx) {
+  for (std::size_t i = 0; i < plan.kept.size(); ++i)
+    for (std::size_t offset : plan.reduced) dx[plan.kept[i] + offset] = grad[i] * scale;
+}
+
+template <class T>
+void max_reduce_backward(const T* grad, const std::size_t* argmax, std::size_t n, T* dx) {
+  for (std::size_t i = 0; i < n; ++i) dx[argmax[i]] += grad[i];
+}
+
+template <class T>
+void variance_reduce(const T* x, const ReducePlan& plan, T divisor, bool root, T* means, T* out) {
+  const T count = static_cast<T>(plan.reduced.size());
+  for (std::size_t i = 0; i < plan.kept.size(); ++i) {
+    T total = 0;
+    for (std::size_t offset : plan.reduced) total += x[plan.kept[i] + offset];
+    means[i] = total / count;
+    T squares = 0;
+    for (std::size_t offset : plan.reduced) {
+      const T d = x[plan.kept[i] + offset] - means[i];
+      squares += d * d;
+    }
+    out[i] = root ? std::sqrt(squares / divisor) : squares / divisor;
+  }
+}
+
+template <class T>
+void variance_reduce_backward(const T* x, const T* grad, const T* out, const T* means, const ReducePlan& plan,
+                              T divisor, bool root, T* dx) {
+  for (std::size_t i = 0; i < plan.kept.size(); ++i) {
+    T scale = root ? (out[i] > T(0) ? grad[i] / (divisor * out[i]) : T(0)) : T(2) * grad[i] / divisor;
+    for (std::size_t offset : plan.reduced) {
+      const std::size_t at = plan.kept[i] + offset;
+      dx[at] = scale * (x[at] - means[i]);
+    }
+  }
+}
+
+template <class T>
+void arg_extreme_along(const T* x, std::size_t outer, std::size_t n, std::size_t inner, bool max, std::int64_t* found) {
+  for (std::size_t o = 0; o < outer; ++o)
+    for (std::size_t in = 0; in < inner; ++in) {
+      const T* row = x + o * n * inner + in;
+      std::size_t best = 0;
+      for (std::size_t j = 1; j < n && !std::isnan(row[best * inner]); ++j) {
+        const T candidate = row[j * inner];
+        if (std::isnan(candidate) || (max ? candidate > row[best * inner] : candidate < row[best * inner])) best = j;
+      }
+      found[o * inner + in] = static_cast<std::int64_t>(best);
+    }
+}
+
+template <class T>
+void running_sum(const T* x, T* out, std::size_t outer, std::size_t n, std::size_t inner, bool reverse) {
+  for (std::size_t o = 0; o < outer; ++o)
+    for (std::size_t i = 0; i < inner; ++i) {
+      T total = 0;
+      for (std::size_t step = 0; step < n; ++step) {
+        const std::size_t j = reverse ? n - 1 - step : step;
+        const std::size_t at = (o * n + j) * inner + i;
+        out[at] = total += x[at];
+      }
+    }
+}
+
 template void sum_reduce<float>(const float*, const ReducePlan&, float*);
 template void sum_reduce<double>(const double*, const ReducePlan&, double*);
 template void max_reduce<float>(const float*, const ReducePlan&, float*, std::size_t*);
 template void max_reduce<double>(const double*, const ReducePlan&, double*, std::size_t*);
+template void sum_reduce_backward<float>(const float*, const ReducePlan&, float, float*);
+template void sum_reduce_backward<double>(const double*, const ReducePlan&, double, double*);
+template void max_reduce_backward<float>(const float*, const std::size_t*, std::size_t, float*);
+template void max_reduce_backward<double>(const double*, const std::size_t*, std::size_t, double*);
+template void variance_reduce<float>(const float*, const ReducePlan&, float, bool, float*, float*);
+template void variance_reduce<double>(const double*, const ReducePlan&, double, bool, double*, double*);
+template void variance_reduce_backward<float>(const float*, const float*, const float*, const float*, const ReducePlan&,
+                                              float, bool, float*);
+template void variance_reduce_backward<double>(const double*, const double*, const double*, const double*,
+                                               const ReducePlan&, double, bool, double*);
+template void arg_extreme_along<float>(const float*, std::size_t, std::size_t, std::size_t, bool, std::int64_t*);
+template void arg_extreme_along<double>(const double*, std::size_t, std::size_t, std::size_t, bool, std::int64_t*);
+template void running_sum<float>(const float*, float*, std::size_t, std::size_t, std::size_t, bool);
+template void running_sum<double>(const double*, double*, std::size_t, std::size_t, std::size_t, bool);
 
 }  // namespace xgrad::kernels

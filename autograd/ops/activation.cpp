@@ -5,6 +5,7 @@
 
 #include <xtensor/xmath.hpp>
 
+#include "xgrad/autograd/kernels/mask.hpp"
 #include "xgrad/autograd/kernels/softmax.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/pointwise.hpp"
@@ -141,13 +142,13 @@ Tensor softmax_impl(const char* op, const Tensor& x, int axis) {
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto& v = x.node()->values<T>();
-    xt::xarray<T> y = xt::xarray<T>::from_shape(v.shape());
+    xt::xarray<T> y = new_array<T>(op, v.shape());
     if constexpr (Log)
       kernels::log_softmax_forward(v.data(), y.data(), b.outer, b.n, b.inner);
     else
       kernels::softmax_forward(v.data(), y.data(), b.outer, b.n, b.inner);
     return record<T>(op, std::move(y), {x}, [b](BackwardContext<T>& ctx) {
-      xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.grad().shape());
+      xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.grad().shape());
       if constexpr (Log)
         kernels::log_softmax_backward(ctx.output().data(), ctx.grad().data(), dx.data(), b.outer, b.n, b.inner);
       else
@@ -170,9 +171,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
     using T = decltype(tag);
     const auto& v = x.node()->values<T>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));
-    xt::xarray<T> keep = xt::xarray<T>::from_shape(v.shape());
-    for (T& k : keep) k = gen.uniform() >= p ? scale : T(0);
-    xt::xarray<T> y = v * keep;
+    xt::xarray<T> keep = new_array<T>("dropout", v.shape());
+    kernels::dropout_mask([&gen] { return gen.uniform(); }, p, scale, keep.size(), keep.data());
+    xt::xarray<T> y = evaluate<T>("dropout", v * keep);
     return record<T>("dropout", std::move(y), {x},
                      [keep = std::move(keep)](BackwardContext<T>& ctx) { ctx.accumulate(0, ctx.grad() * keep); });
   });

@@ -79,7 +79,7 @@ template <class T>
 Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernels::AttentionProblem<T>>& problem,
                   const Layout& layout, const std::vector<T>& lse) {
   const kernels::AttentionProblem<T>& p = *problem;
-  xt::xarray<T> weights = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(layout.batch, p.lq, p.lk)));
+  xt::xarray<T> weights = new_array<T>("attention_weights", with_matrix(layout.batch, p.lq, p.lk));
   kernels::attention_weights(p, lse.data(), weights.data());
   const bool needs_graph = grad_enabled() && (q.requires_grad() || k.requires_grad());
   // Backward needs the probabilities before dropout: the weights themselves without it.
@@ -87,7 +87,7 @@ Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernel
   if (needs_graph && p.dropout_p > 0) {
     kernels::AttentionProblem<T> undropped = p;
     undropped.dropout_p = 0;
-    auto before = std::make_shared<xt::xarray<T>>(xt::xarray<T>::from_shape(weights.shape()));
+    auto before = std::make_shared<xt::xarray<T>>(new_array<T>("attention_weights", weights.shape()));
     kernels::attention_weights(undropped, lse.data(), before->data());
     probs = std::move(before);
   }
@@ -102,8 +102,8 @@ Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernel
                        // Gradients where q and k were read; one buffer when they are disjoint
                        // columns of one tensor (entries then never write the same element).
                        const bool shared = &ctx.input_node(0) == &ctx.input_node(1) && !overlap;
-                       xt::xarray<T> dq = xt::zeros<T>(ctx.input(0).shape());
-                       xt::xarray<T> dk = shared ? xt::xarray<T>() : xt::xarray<T>(xt::zeros<T>(ctx.input(1).shape()));
+                       xt::xarray<T> dq = zeros_array<T>(ctx.op(), ctx.input(0).shape());
+                       xt::xarray<T> dk = shared ? xt::xarray<T>() : zeros_array<T>(ctx.op(), ctx.input(1).shape());
                        p.dq_rows = p.q_rows, p.dk_rows = p.k_rows;
                        kernels::attention_weights_backward(p, before, ctx.grad().data(), dq.data(),
                                                            shared ? dq.data() : dk.data());
@@ -113,13 +113,13 @@ Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernel
                      }
                      const Shape out_shape = to_shape(ctx.output().shape());
                      const Shape full(out_shape.begin(), out_shape.end() - 2);
-                     xt::xarray<T> dq = xt::zeros<T>(to_xshape<T>(with_matrix(full, p.lq, p.dk)));
-                     xt::xarray<T> dk = xt::zeros<T>(to_xshape<T>(with_matrix(full, p.lk, p.dk)));
+                     xt::xarray<T> dq = zeros_array<T>(ctx.op(), with_matrix(full, p.lq, p.dk));
+                     xt::xarray<T> dk = zeros_array<T>(ctx.op(), with_matrix(full, p.lk, p.dk));
                      p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
                      p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
                      kernels::attention_weights_backward(p, before, ctx.grad().data(), dq.data(), dk.data());
-                     ctx.accumulate(0, unbroadcast<T>(std::move(dq), to_shape(ctx.input(0).shape())));
-                     ctx.accumulate(1, unbroadcast<T>(std::move(dk), to_shape(ctx.input(1).shape())));
+                     ctx.accumulate(0, unbroadcast<T>(ctx.op(), std::move(dq), to_shape(ctx.input(0).shape())));
+                     ctx.accumulate(1, unbroadcast<T>(ctx.op(), std::move(dk), to_shape(ctx.input(1).shape())));
                    });
 }
 
@@ -173,7 +173,7 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     p.k = k.node()->values<T>().data();
     p.v = v.node()->values<T>().data();
 
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(layout.out_shape));
+    xt::xarray<T> out = new_array<T>(kOp, layout.out_shape);
     std::vector<T> lse(p.batches * lq);
     kernels::attention_forward(p, out.data(), lse.data());
 
@@ -208,8 +208,8 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
                         std::size_t written = 0;
                         for (std::size_t r = 0; r < 3; ++r) written += buffer_of[r] == b ? columns[r].width : 0;
                         const auto& shape = ctx.input(owner[b]).shape();
-                        buffers.push_back(written == shape.back() ? xt::xarray<T>::from_shape(shape)
-                                                                  : xt::xarray<T>(xt::zeros<T>(shape)));
+                        buffers.push_back(written == shape.back() ? new_array<T>(ctx.op(), shape)
+                                                                  : zeros_array<T>(ctx.op(), shape));
                       }
                       p.dq_rows = p.q_rows, p.dk_rows = p.k_rows, p.dv_rows = p.v_rows;
                       kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(),
@@ -221,17 +221,17 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
                     // Gradients at the full batch shape, then summed over any broadcast axis.
                     const Shape out_shape = to_shape(ctx.output().shape());
                     const Shape full(out_shape.begin(), out_shape.end() - 2);
-                    xt::xarray<T> dq = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lq, p.dk)));
-                    xt::xarray<T> dk = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lk, p.dk)));
-                    xt::xarray<T> dv = xt::xarray<T>::from_shape(to_xshape<T>(with_matrix(full, p.lk, p.dv)));
+                    xt::xarray<T> dq = new_array<T>(ctx.op(), with_matrix(full, p.lq, p.dk));
+                    xt::xarray<T> dk = new_array<T>(ctx.op(), with_matrix(full, p.lk, p.dk));
+                    xt::xarray<T> dv = new_array<T>(ctx.op(), with_matrix(full, p.lk, p.dv));
                     p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
                     p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
                     p.dv_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dv);
                     kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(), dq.data(),
                                                 dk.data(), dv.data());
-                    ctx.accumulate(0, unbroadcast<T>(std::move(dq), to_shape(ctx.input(0).shape())));
-                    ctx.accumulate(1, unbroadcast<T>(std::move(dk), to_shape(ctx.input(1).shape())));
-                    ctx.accumulate(2, unbroadcast<T>(std::move(dv), to_shape(ctx.input(2).shape())));
+                    ctx.accumulate(0, unbroadcast<T>(ctx.op(), std::move(dq), to_shape(ctx.input(0).shape())));
+                    ctx.accumulate(1, unbroadcast<T>(ctx.op(), std::move(dk), to_shape(ctx.input(1).shape())));
+                    ctx.accumulate(2, unbroadcast<T>(ctx.op(), std::move(dv), to_shape(ctx.input(2).shape())));
                   });
     return result;
   });

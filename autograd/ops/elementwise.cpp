@@ -9,6 +9,8 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xoperation.hpp>
 
+#include "xgrad/autograd/kernels/indexing.hpp"
+#include "xgrad/autograd/kernels/mask.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/pointwise.hpp"
 #include "xgrad/autograd/ops/shape_util.hpp"
@@ -24,7 +26,7 @@ Tensor compare_op(const char* op, const Tensor& a, const Tensor& b, Compare comp
   broadcast_shapes(op, a.shape(), b.shape());
   return dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::cast<T>(compare(a.node()->values<T>(), b.node()->values<T>()));
+    xt::xarray<T> out = evaluate<T>(op, xt::cast<T>(compare(a.node()->values<T>(), b.node()->values<T>())));
     return make_leaf(std::move(out));
   });
 }
@@ -38,28 +40,27 @@ Tensor against_scalar(const char* op, Tensor (*compare)(const Tensor&, const Ten
 // The mask's truth values (nonzero = true), whatever its dtype, broadcast to `shape`.
 std::vector<std::uint8_t> truth_at(const Tensor& mask, const Shape& shape) {
   const std::vector<std::size_t> at = batch_offsets(mask.shape(), shape, 1);
-  return std::visit(
-      [&](const auto& m) {
-        std::vector<std::uint8_t> truth(at.size());
-        for (std::size_t i = 0; i < at.size(); ++i) truth[i] = m.data()[at[i]] != 0;
-        return truth;
-      },
-      *mask.node()->value);
+  std::vector<std::uint8_t> truth(at.size());
+  std::visit([&](const auto& m) { kernels::nonzero_at(m.data(), at.data(), at.size(), truth.data()); },
+             *mask.node()->value);
+  return truth;
 }
 
 }  // namespace
 
+// A gradient that is the upstream one itself is returned as a reference to it, not a copy:
+// unbroadcast then sums it where it lies (and copies it, through evaluate, only to keep it).
 Tensor add(const Tensor& a, const Tensor& b) {
   return binary_op(
       "add", a, b, [](const auto& x, const auto& y) { return x + y; },
-      [](const auto& g, const auto&, const auto&, const auto&) { return g; },
-      [](const auto& g, const auto&, const auto&, const auto&) { return g; });
+      [](const auto& g, const auto&, const auto&, const auto&) -> const auto& { return g; },
+      [](const auto& g, const auto&, const auto&, const auto&) -> const auto& { return g; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   return binary_op(
       "sub", a, b, [](const auto& x, const auto& y) { return x - y; },
-      [](const auto& g, const auto&, const auto&, const auto&) { return g; },
+      [](const auto& g, const auto&, const auto&, const auto&) -> const auto& { return g; },
       [](const auto& g, const auto&, const auto&, const auto&) { return -g; });
 }
 
@@ -207,18 +208,20 @@ namespace {
 // tie (as PyTorch).
 template <bool kMaximum>
 Tensor extremum(const char* op, const Tensor& a, const Tensor& b) {
+  // Both return an expression that owns its boolean array (moved into it) and is evaluated
+  // straight into the output or gradient: the caller allocates that (new_array's guard).
   const auto share = [](const auto& g, const auto& mine, const auto& other, const auto&) {
     using T = value_t<decltype(g)>;
-    const auto chosen = kMaximum ? xt::xarray<bool>(mine > other) : xt::xarray<bool>(mine < other);
-    return xt::xarray<T>(xt::where(chosen, g, xt::where(xt::equal(mine, other), g * T(0.5), T(0))));
+    auto chosen = kMaximum ? xt::xarray<bool>(mine > other) : xt::xarray<bool>(mine < other);
+    return xt::where(std::move(chosen), g, xt::where(xt::equal(mine, other), g * T(0.5), T(0)));
   };
   return binary_op(
       op, a, b,
       [](const auto& x, const auto& y) {  // NaN in either operand gives NaN
         using T = value_t<decltype(x)>;
-        const auto pick = kMaximum ? xt::xarray<bool>(x >= y) : xt::xarray<bool>(x <= y);
-        return xt::xarray<T>(
-            xt::where(xt::isnan(x) || xt::isnan(y), std::numeric_limits<T>::quiet_NaN(), xt::where(pick, x, y)));
+        auto pick = kMaximum ? xt::xarray<bool>(x >= y) : xt::xarray<bool>(x <= y);
+        return xt::where(xt::isnan(x) || xt::isnan(y), std::numeric_limits<T>::quiet_NaN(),
+                         xt::where(std::move(pick), x, y));
       },
       share, [share](const auto& g, const auto& x, const auto& y, const auto& out) { return share(g, y, x, out); });
 }
@@ -228,7 +231,7 @@ Tensor extremum(const char* op, const Tensor& a, const Tensor& b) {
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum<false>("minimum", a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return extremum<true>("maximum", a, b); }
 
-// Tensor::to is this op.
+// Tensor::to (tensor.cpp) is this op.
 Tensor cast(const Tensor& x, DType target) {
   check_defined("cast", x);
   const DType source = x.dtype();
@@ -237,18 +240,16 @@ Tensor cast(const Tensor& x, DType target) {
     using T = decltype(target_tag);
     return std::visit(
         [&](const auto& values) {
-          return record<T>("cast", xt::xarray<T>(xt::cast<T>(values)), {x}, [source](BackwardContext<T>& ctx) {
+          return record<T>("cast", evaluate<T>("cast", xt::cast<T>(values)), {x}, [source](BackwardContext<T>& ctx) {
             dispatch(source, [&](auto source_tag) {
               using S = decltype(source_tag);
-              accumulate_grad(ctx.input_node(0), Storage(xt::xarray<S>(xt::cast<S>(ctx.grad()))));
+              accumulate_grad(ctx.input_node(0), Storage(evaluate<S>(ctx.op(), xt::cast<S>(ctx.grad()))));
             });
           });
         },
         *x.node()->value);
   });
 }
-
-Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
 
 Tensor eq(const Tensor& a, const Tensor& b) {
   return compare_op("eq", a, b, [](const auto& x, const auto& y) { return xt::equal(x, y); });
@@ -281,25 +282,28 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_defined("where", condition);
   check_same_dtype("where", a, b);
   const Shape out_shape = broadcast_shapes("where", condition.shape(), broadcast_shapes("where", a.shape(), b.shape()));
-  const std::vector<std::uint8_t> keep = truth_at(condition, out_shape);
   return dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    // Broadcasting can make the output far larger than any operand, and beside it go maps
+    // of its length (the condition's truth, 1 byte an element, and each operand's offsets,
+    // 8 each): all checked against memory before any is made (new_array's guard).
+    std::size_t bytes = 0;
+    XGRAD_CHECK(!__builtin_mul_overflow(numel(out_shape), sizeof(T) + 1 + 2 * sizeof(std::size_t), &bytes), "where",
+                "shape ", out_shape, " needs more than 2^64 bytes");
+    check_fits_in_memory("where", bytes, out_shape, " ", dtype_of<T>(), " with its index maps");
+    xt::xarray<T> out = new_array<T>("where", out_shape);
+    std::vector<std::uint8_t> keep = truth_at(condition, out_shape);
     const std::vector<std::size_t> a_at = batch_offsets(a.shape(), out_shape, 1);
     const std::vector<std::size_t> b_at = batch_offsets(b.shape(), out_shape, 1);
-    const T* av = a.node()->values<T>().data();
-    const T* bv = b.node()->values<T>().data();
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
-    for (std::size_t i = 0; i < keep.size(); ++i) out.data()[i] = keep[i] ? av[a_at[i]] : bv[b_at[i]];
-    return record<T>("where", std::move(out), {a, b}, [keep, out_shape](BackwardContext<T>& ctx) {
-      const T* g = ctx.grad().data();
+    kernels::select_where(keep.data(), a.node()->values<T>().data(), a_at.data(), b.node()->values<T>().data(),
+                          b_at.data(), keep.size(), out.data());
+    return record<T>("where", std::move(out), {a, b}, [keep = std::move(keep), out_shape](BackwardContext<T>& ctx) {
       for (std::size_t input = 0; input < 2; ++input) {
         if (!ctx.needs_grad(input)) continue;
         // Scatter-add into the input's own shape: broadcast axes sum themselves.
         const std::vector<std::size_t> at = batch_offsets(to_shape(ctx.input(input).shape()), out_shape, 1);
-        T* d = ctx.grad_buffer(input).data();
-        const bool taken_when = input == 0;
-        for (std::size_t i = 0; i < keep.size(); ++i)
-          if (static_cast<bool>(keep[i]) == taken_when) d[at[i]] += g[i];
+        kernels::scatter_add_where(ctx.grad().data(), keep.data(), /*taken=*/input == 0, at.data(), keep.size(),
+                                   ctx.grad_buffer(input).data());
       }
     });
   });
@@ -313,13 +317,11 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   std::vector<std::uint8_t> fill = truth_at(mask, x.shape());
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = x.node()->values<T>();
-    for (std::size_t i = 0; i < fill.size(); ++i)
-      if (fill[i]) out.data()[i] = static_cast<T>(value);
+    xt::xarray<T> out = evaluate<T>("masked_fill", x.node()->values<T>());
+    kernels::fill_where(fill.data(), fill.size(), static_cast<T>(value), out.data());
     return record<T>("masked_fill", std::move(out), {x}, [fill = std::move(fill)](BackwardContext<T>& ctx) {
-      xt::xarray<T> dx = ctx.grad();
-      for (std::size_t i = 0; i < fill.size(); ++i)
-        if (fill[i]) dx.data()[i] = T(0);
+      xt::xarray<T> dx = evaluate<T>(ctx.op(), ctx.grad());
+      kernels::fill_where(fill.data(), fill.size(), T(0), dx.data());
       ctx.accumulate(0, std::move(dx));
     });
   });

@@ -1,49 +1,14 @@
 // Picking elements by integer position: embedding lookup, gather, index_select (each
 // backward scatter-adds into the picked places), and Indices to and from tensors.
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
 
+#include "xgrad/autograd/kernels/indexing.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/shape_util.hpp"
 #include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
-
-namespace {
-
-// torch.embedding_renorm_: each distinct row looked up whose norm exceeds max_norm is
-// scaled in place by max_norm / (norm + 1e-7). The norm is summed in double, as PyTorch
-// reads it (.item<double>()). Returns whether any row changed.
-template <class T>
-bool renorm_rows(T* w, const std::vector<std::int64_t>& ids, std::size_t dim, double max_norm, double norm_type) {
-  std::vector<std::int64_t> rows = ids;
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  bool changed = false;
-  for (const std::int64_t r : rows) {
-    T* row = w + static_cast<std::size_t>(r) * dim;
-    double norm = 0;
-    if (std::isinf(norm_type)) {
-      for (std::size_t j = 0; j < dim; ++j) norm = std::max(norm, std::abs(static_cast<double>(row[j])));
-    } else if (norm_type == 2.0) {
-      for (std::size_t j = 0; j < dim; ++j) norm += static_cast<double>(row[j]) * static_cast<double>(row[j]);
-      norm = std::sqrt(norm);
-    } else {
-      for (std::size_t j = 0; j < dim; ++j) norm += std::pow(std::abs(static_cast<double>(row[j])), norm_type);
-      norm = std::pow(norm, 1.0 / norm_type);
-    }
-    if (norm > max_norm) {
-      const T scale = static_cast<T>(max_norm / (norm + 1e-7));
-      for (std::size_t j = 0; j < dim; ++j) row[j] *= scale;
-      changed = true;
-    }
-  }
-  return changed;
-}
-
-}  // namespace
 
 Tensor embedding(const Tensor& weight, const Indices& ids, const EmbeddingOptions& options) {
   check_defined("embedding", weight);
@@ -72,7 +37,8 @@ Tensor embedding(const Tensor& weight, const Indices& ids, const EmbeddingOption
     // A change in place: ops that used the old rows can no longer differentiate.
     dispatch(weight.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      if (renorm_rows(weight.node()->values<T>().data(), ids.values, dim, *options.max_norm, options.norm_type))
+      if (kernels::renorm_rows(weight.node()->values<T>().data(), ids.values, dim, *options.max_norm,
+                               options.norm_type))
         weight.node()->mark_modified();
     });
   }
@@ -89,24 +55,13 @@ Tensor embedding(const Tensor& weight, const Indices& ids, const EmbeddingOption
   }
   return dispatch(weight.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* w = weight.node()->values<T>().data();
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
-    for (std::size_t i = 0; i < ids.numel(); ++i) std::copy_n(w + ids.values[i] * dim, dim, out.data() + i * dim);
+    xt::xarray<T> out = new_array<T>("embedding", out_shape);
+    kernels::gather_rows(weight.node()->values<T>().data(), ids.values.data(), ids.numel(), dim, out.data());
     return record<T>("embedding", std::move(out), {weight},
                      [rows = ids.values, dim, padding, row_scale = std::move(row_scale)](BackwardContext<T>& ctx) {
-                       T* dw = ctx.grad_buffer(0).data();
-                       const T* g = ctx.grad().data();
-                       for (std::size_t i = 0; i < rows.size(); ++i) {
-                         if (rows[i] == padding) continue;
-                         T* target = dw + rows[i] * dim;
-                         const T* source = g + i * dim;
-                         if (row_scale.empty()) {
-                           for (std::size_t j = 0; j < dim; ++j) target[j] += source[j];
-                         } else {
-                           const T scale = static_cast<T>(row_scale[rows[i]]);
-                           for (std::size_t j = 0; j < dim; ++j) target[j] += source[j] * scale;
-                         }
-                       }
+                       kernels::scatter_add_rows(ctx.grad().data(), rows.data(), rows.size(), dim, padding,
+                                                 row_scale.empty() ? nullptr : row_scale.data(),
+                                                 ctx.grad_buffer(0).data());
                      });
   });
 }
@@ -136,13 +91,11 @@ Tensor pick(const char* op, const Tensor& x, const Shape& out_shape, Offset offs
   for (std::size_t i = 0; i < count; ++i) sources[i] = offset_of(i);
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* v = x.node()->values<T>().data();
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
-    for (std::size_t i = 0; i < count; ++i) out.data()[i] = v[sources[i]];
+    xt::xarray<T> out = new_array<T>(op, out_shape);
+    kernels::gather_at(x.node()->values<T>().data(), sources.data(), count, T(0), out.data());
     return record<T>(op, std::move(out), {x}, [sources = std::move(sources)](BackwardContext<T>& ctx) {
-      T* dx = ctx.grad_buffer(0).data();
-      const T* g = ctx.grad().data();
-      for (std::size_t i = 0; i < sources.size(); ++i) dx[sources[i]] += g[i];
+      kernels::scatter_at(ctx.grad().data(), sources.data(), sources.size(), ctx.grad_buffer(0).data(),
+                          /*accumulate=*/true);
     });
   });
 }

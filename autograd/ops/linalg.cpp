@@ -4,30 +4,18 @@
 // bf16 operands (autograd/precision.hpp).
 
 #include <algorithm>
-#include <array>
 #include <memory>
 #include <type_traits>
 
 #include "xgrad/autograd/kernels/gemm.hpp"
+#include "xgrad/autograd/kernels/linear.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/shape_util.hpp"
-#include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 
 namespace xgrad {
 
 namespace {
-
-// The pointwise passes of linear run on the pool in pieces of about this many elements;
-// the bias gradient in pieces of this many columns (a multiple of a cache line).
-constexpr std::size_t kChunkElements = 1 << 15;
-constexpr std::size_t kBiasColumns = 64;
-// Cost estimate per element of a column sum (a strided read and an add), for the pool.
-constexpr double kColumnSumWork = 4;
-
-std::size_t rows_per_chunk(std::size_t width) {
-  return std::max<std::size_t>(1, kChunkElements / std::max<std::size_t>(1, width));
-}
 
 // A float32 operand rounded to bfloat16 once, shared by the forward and backward products
 // that use it (autocast: autograd/precision.hpp).
@@ -185,8 +173,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     using T = decltype(tag);
     const T* av = a.node()->values<T>().data();
     const T* bv = b.node()->values<T>().data();
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(plan.out_shape));
-    if (is_empty(plan)) out.fill(T(0));  // a sum over k = 0 terms; GEMM would not run
+    // An empty product is a sum over k = 0 terms, zeros: GEMM would not run.
+    xt::xarray<T> out =
+        is_empty(plan) ? zeros_array<T>("matmul", plan.out_shape) : new_array<T>("matmul", plan.out_shape);
     const std::size_t c_size = plan.m * plan.n;
     if constexpr (std::is_same_v<T, float>) {
       if (products_in_bf16<T>()) {
@@ -212,83 +201,23 @@ namespace xgrad {
 
 namespace {
 
-// Walks columns [begin, end) of a rows x out matrix row by row, calling element(r, o) on
-// each, and adds the values it returns into db's columns (when db is given) in that order:
-// each column is summed whole by one thread, row by row, so the bits do not depend on the
-// thread count. The running sums live in registers for a full block of columns.
-template <class T, class Element>
-void walk_columns(std::size_t rows, std::size_t begin, std::size_t end, T* db, Element&& element) {
-  const auto walk = [&](auto width) {
-    std::array<T, kBiasColumns> sums{};
-    if (db) std::copy_n(db + begin, width, sums.begin());
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t o = 0; o < width; ++o) sums[o] += element(r, begin + o);
-    if (db) std::copy_n(sums.begin(), width, db + begin);
-  };
-  if (end - begin == kBiasColumns)
-    walk(std::integral_constant<std::size_t, kBiasColumns>{});  // a fixed width unrolls into registers
-  else
-    walk(end - begin);
-}
-
-// db = column sums of g.
-template <class T>
-void bias_gradient(const T* g, std::size_t rows, std::size_t out, T* db) {
-  parallel_for_chunks(
-      out, kBiasColumns, kColumnSumWork * static_cast<double>(rows), [&](std::size_t begin, std::size_t end) {
-        walk_columns(rows, begin, end, db, [g, out](std::size_t r, std::size_t o) { return g[r * out + o]; });
-      });
-}
-
-// relu's gradient: g where relu's output y is positive, else 0. y > 0 exactly where relu's
-// input was (NaN and -0 included), so the same bits as relu's own backward.
-template <class T>
-T relu_gradient(T g, T y) {
-  return y > T(0) ? g : T(0);
-}
-
-template <class T>
-void relu_in_place(T* y, std::size_t n) {
-  parallel_for_chunks(n, kChunkElements, 1.0, [y](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) y[i] = y[i] < T(0) ? T(0) : y[i];  // NaN stays NaN, as relu()
-  });
-}
-
 // The gradient at linear's output: the incoming one, or relu's gradient of it when relu
 // is fused in (into `masked`, which must outlive the pointer).
 template <class T>
 const T* output_gradient(BackwardContext<T>& ctx, bool relu, xt::xarray<T>& masked) {
   const T* g = ctx.grad().data();
   if (!relu) return g;
-  masked = xt::xarray<T>::from_shape(ctx.grad().shape());
-  T* m = masked.data();
-  const T* y = ctx.output().data();
-  parallel_for_chunks(masked.size(), kChunkElements, 1.0, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) m[i] = relu_gradient(g[i], y[i]);
-  });
-  return m;
+  masked = new_array<T>(ctx.op(), ctx.grad().shape());
+  kernels::relu_gradient(g, ctx.output().data(), masked.size(), masked.data());
+  return masked.data();
 }
 
 // linear's dY (relu's gradient of it when fused) rounded to bf16 for the backward products,
-// and its column sums added into db (when the bias wants a gradient) in the same pass over
-// dY, with bias_gradient's bits.
+// and its column sums added into db (when the bias wants a gradient) in the same pass.
 Bf16Copy rounded_with_column_sums(const float* g, const float* relu_output, std::size_t rows, std::size_t out,
                                   float* db) {
   std::shared_ptr<kernels::bfloat16[]> copy(new kernels::bfloat16[rows * out]);  // not zeroed: written next
-  kernels::bfloat16* c = copy.get();
-  parallel_for_chunks(
-      out, kBiasColumns, kColumnSumWork * static_cast<double>(rows), [&](std::size_t begin, std::size_t end) {
-        const auto round = [&](std::size_t r, std::size_t o, float v) {
-          c[r * out + o] = kernels::to_bfloat16(v);
-          return v;
-        };
-        if (relu_output)
-          walk_columns(rows, begin, end, db, [&](std::size_t r, std::size_t o) {
-            return round(r, o, relu_gradient(g[r * out + o], relu_output[r * out + o]));
-          });
-        else
-          walk_columns(rows, begin, end, db, [&](std::size_t r, std::size_t o) { return round(r, o, g[r * out + o]); });
-      });
+  kernels::round_with_column_sums(g, relu_output, rows, out, db, copy.get());
   return copy;
 }
 
@@ -308,7 +237,7 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
   const Bf16Copy wb = rounded(weight.node()->values<float>().data(), out, in);
   kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, wb.get(), in, 0.0f, y.data(), out,
                 bias.defined() ? bias.node()->values<float>().data() : nullptr);
-  if (relu) relu_in_place(y.data(), y.size());
+  if (relu) kernels::relu_in_place(y.data(), y.size());
   return record<float>(op, std::move(y), {x, weight, bias}, [call, xb, wb](BackwardContext<float>& ctx) {
     const auto [op, relu, rows, in, out] = call;
     float* db = ctx.needs_grad(2) ? ctx.grad_buffer(2).data() : nullptr;
@@ -327,7 +256,7 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
       for (std::size_t i = 0; i < 2; ++i)
         if (ctx.needs_grad(i)) ctx.grad_buffer(i);
       xt::xarray<float> masked;
-      if (db) bias_gradient(output_gradient(ctx, relu, masked), rows, out, db);
+      if (db) kernels::add_column_sums(output_gradient(ctx, relu, masked), rows, out, db);
     }
   });
 }
@@ -349,20 +278,16 @@ Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weigh
   out_shape.back() = out;
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> y = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    xt::xarray<T> y = new_array<T>(op, out_shape);
     if constexpr (std::is_same_v<T, float>) {
       if (products_in_bf16<T>()) return linear_bf16(x, weight, bias, std::move(y), call);
     }
     T* yv = y.data();
-    const T* b = bias.defined() ? bias.node()->values<T>().data() : nullptr;
-    parallel_for_chunks(rows, rows_per_chunk(out), static_cast<double>(out), [&](std::size_t begin, std::size_t end) {
-      for (std::size_t r = begin; r < end; ++r)
-        b ? std::copy_n(b, out, yv + r * out) : std::fill_n(yv + r * out, out, T(0));
-    });
+    kernels::fill_rows(yv, bias.defined() ? bias.node()->values<T>().data() : nullptr, rows, out);
     if (rows && out && in)  // y += x W^T, the bias (or zeros) as GEMM's accumulator
       kernels::gemm<T>(false, true, rows, out, in, T(1), x.node()->values<T>().data(), in,
                        weight.node()->values<T>().data(), in, T(1), yv, out);
-    if (relu) relu_in_place(yv, y.size());
+    if (relu) kernels::relu_in_place(yv, y.size());
     return record<T>(op, std::move(y), {x, weight, bias}, [call](BackwardContext<T>& ctx) {
       const auto [op, relu, rows, in, out] = call;
       xt::xarray<T> masked;
@@ -380,7 +305,7 @@ Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weigh
         for (std::size_t i = 0; i < 2; ++i)
           if (ctx.needs_grad(i)) ctx.grad_buffer(i);
       }
-      if (ctx.needs_grad(2)) bias_gradient(g, rows, out, ctx.grad_buffer(2).data());
+      if (ctx.needs_grad(2)) kernels::add_column_sums(g, rows, out, ctx.grad_buffer(2).data());
     });
   });
 }

@@ -3,10 +3,10 @@
 // (max and log-sum of the shifted exponentials) are kept for backward; the softmax is
 // recomputed there from the logits.
 
-#include <cmath>
 #include <numeric>
 #include <optional>
 
+#include "xgrad/autograd/kernels/loss.hpp"
 #include "xgrad/autograd/kernels/softmax.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/shape_util.hpp"
@@ -72,19 +72,19 @@ void check_smoothing(double label_smoothing) {
 template <class T>
 xt::xarray<T> reduced(const std::vector<T>& per_row, Reduction reduction, const Shape& row_shape, T scale) {
   if (reduction == Reduction::none) {
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(row_shape));
+    xt::xarray<T> out = new_array<T>(kOp, row_shape);
     std::copy(per_row.begin(), per_row.end(), out.begin());
     return out;
   }
-  xt::xarray<T> out = xt::xarray<T>::from_shape({});
+  xt::xarray<T> out = new_array<T>(kOp, Shape{});
   out() = std::accumulate(per_row.begin(), per_row.end(), T(0)) * scale;
   return out;
 }
 
-// The upstream gradient of row r: per row for `none`, else the scalar times `scale`.
+// The upstream gradient of each row: per row for `none`, else the scalar times `scale`.
 template <class T>
-T row_grad(const xt::xarray<T>& grad, Reduction reduction, std::size_t r, T scale) {
-  return reduction == Reduction::none ? grad.data()[r] : grad() * scale;
+kernels::RowGrad<T> row_grad(const xt::xarray<T>& grad, Reduction reduction, T scale) {
+  return {grad.data(), reduction == Reduction::none, scale};
 }
 
 }  // namespace
@@ -120,46 +120,21 @@ Tensor cross_entropy(const Tensor& logits, const Indices& targets, const CrossEn
     const T weight_sum = std::accumulate(w.begin(), w.end(), T(0));
     const T eps = static_cast<T>(options.label_smoothing), keep = T(1) - eps;
     const T* x = rows.logits.node()->values<T>().data();
-    std::vector<T> max(n), log_sum(n), nll(n, T(0)), smooth(n, T(0));
+    std::vector<T> max(n), log_sum(n), per_row(n);
     kernels::logsumexp_rows(x, max.data(), log_sum.data(), n, classes);
-    T counted = 0;  // the weight of the counted targets
-    for (std::size_t r = 0; r < n; ++r) {
-      const std::int64_t t = targets.values[r];
-      if (t == ignore) continue;
-      const T* row = x + r * classes;
-      nll[r] = w[t] * (log_sum[r] - (row[t] - max[r]));
-      counted += w[t];
-      if (eps == T(0)) continue;
-      T total = 0;
-      for (std::size_t c = 0; c < classes; ++c) total += w[c] * (log_sum[r] - (row[c] - max[r]));
-      smooth[r] = total;
-    }
+    const T counted =
+        kernels::cross_entropy_forward<T>({x, max.data(), log_sum.data(), n, classes}, targets.values.data(), ignore,
+                                          w.data(), keep, eps, per_row.data());
     // mean's divisor (0 when nothing counts: no target to learn from).
     const T scale = reduction != Reduction::mean ? T(1) : counted != T(0) ? T(1) / counted : T(0);
-    std::vector<T> per_row(n);
-    for (std::size_t r = 0; r < n; ++r) per_row[r] = keep * nll[r] + eps / static_cast<T>(classes) * smooth[r];
     xt::xarray<T> loss = reduced(per_row, reduction, rows.row_shape, scale);
     return record<T>(kOp, std::move(loss), {rows.logits},
                      [max = std::move(max), log_sum = std::move(log_sum), targets = targets.values, w, weight_sum,
                       ignore, classes, reduction, keep, eps, scale](BackwardContext<T>& ctx) {
-                       const T* x = ctx.input(0).data();
-                       xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
-                       for (std::size_t r = 0; r < targets.size(); ++r) {
-                         T* d = dx.data() + r * classes;
-                         const std::int64_t t = targets[r];
-                         if (t == ignore) {
-                           std::fill(d, d + classes, T(0));
-                           continue;
-                         }
-                         const T g = row_grad(ctx.grad(), reduction, r, scale);
-                         const T a = g * keep * w[t];                    // on w_t (p - onehot(t))
-                         const T b = g * eps / static_cast<T>(classes);  // on p sum(w) - w
-                         for (std::size_t c = 0; c < classes; ++c) {
-                           const T p = std::exp((x[r * classes + c] - max[r]) - log_sum[r]);
-                           d[c] = a * p + b * (p * weight_sum - w[c]);
-                         }
-                         d[t] -= a;
-                       }
+                       xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.input(0).shape());
+                       kernels::cross_entropy_backward<T>(
+                           {ctx.input(0).data(), max.data(), log_sum.data(), targets.size(), classes}, targets.data(),
+                           ignore, w.data(), weight_sum, keep, eps, row_grad(ctx.grad(), reduction, scale), dx.data());
                        ctx.accumulate(0, std::move(dx));
                      });
   });
@@ -189,35 +164,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& probabilities, const Cr
     const T* target = q.node()->values<T>().data();
     std::vector<T> max(n), log_sum(n), per_row(n);
     kernels::logsumexp_rows(x, max.data(), log_sum.data(), n, classes);
-    for (std::size_t r = 0; r < n; ++r) {
-      T total = 0;
-      for (std::size_t c = 0; c < classes; ++c) {
-        const T smoothed = keep * target[r * classes + c] + uniform;
-        total += w[c] * smoothed * (log_sum[r] - (x[r * classes + c] - max[r]));
-      }
-      per_row[r] = total;
-    }
+    kernels::cross_entropy_probabilities_forward<T>({x, max.data(), log_sum.data(), n, classes}, target, w.data(), keep,
+                                                    uniform, per_row.data());
     const T scale = reduction == Reduction::mean && n > 0 ? T(1) / static_cast<T>(n) : T(1);
     xt::xarray<T> loss = reduced(per_row, reduction, rows.row_shape, scale);
     return record<T>(kOp, std::move(loss), {rows.logits, q},
                      [max = std::move(max), log_sum = std::move(log_sum), w, classes, reduction, keep, uniform,
                       scale](BackwardContext<T>& ctx) {
-                       const T* x = ctx.input(0).data();
-                       const T* target = ctx.input(1).data();
-                       const std::size_t n = max.size();
-                       xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
-                       xt::xarray<T> dq = xt::xarray<T>::from_shape(ctx.input(1).shape());
-                       for (std::size_t r = 0; r < n; ++r) {
-                         const T g = row_grad(ctx.grad(), reduction, r, scale);
-                         const std::size_t at = r * classes;
-                         T mass = 0;  // sum_c w_c q'_c
-                         for (std::size_t c = 0; c < classes; ++c) mass += w[c] * (keep * target[at + c] + uniform);
-                         for (std::size_t c = 0; c < classes; ++c) {
-                           const T log_p = (x[at + c] - max[r]) - log_sum[r];
-                           dx.data()[at + c] = g * (std::exp(log_p) * mass - w[c] * (keep * target[at + c] + uniform));
-                           dq.data()[at + c] = -g * keep * w[c] * log_p;
-                         }
-                       }
+                       xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.input(0).shape());
+                       xt::xarray<T> dq = new_array<T>(ctx.op(), ctx.input(1).shape());
+                       kernels::cross_entropy_probabilities_backward<T>(
+                           {ctx.input(0).data(), max.data(), log_sum.data(), max.size(), classes}, ctx.input(1).data(),
+                           w.data(), keep, uniform, row_grad(ctx.grad(), reduction, scale), dx.data(), dq.data());
                        ctx.accumulate(0, std::move(dx));
                        ctx.accumulate(1, std::move(dq));
                      });

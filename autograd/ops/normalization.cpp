@@ -59,7 +59,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     XGRAD_CHECK(static_cast<T>(eps) > T(0), "layer_norm", "eps ", eps, " rounds to 0 in ", x.dtype(),
                 " (a constant row would divide by zero)");
     const auto data_of = [](const Tensor& t) { return t.defined() ? t.node()->values<T>().data() : nullptr; };
-    xt::xarray<T> y = xt::xarray<T>::from_shape(x.node()->values<T>().shape());
+    xt::xarray<T> y = new_array<T>("layer_norm", x.node()->values<T>().shape());
     std::vector<T> mean(rows), rstd(rows);
     kernels::layer_norm_forward(data_of(x), data_of(weight), data_of(bias), y.data(), mean.data(), rstd.data(), rows, d,
                                 static_cast<T>(eps));
@@ -68,7 +68,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                        const T* w = ctx.has_input(1) ? ctx.input(1).data() : nullptr;
                        T* dw = ctx.needs_grad(1) ? ctx.grad_buffer(1).data() : nullptr;
                        T* db = ctx.needs_grad(2) ? ctx.grad_buffer(2).data() : nullptr;
-                       xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
+                       xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.input(0).shape());
                        kernels::layer_norm_backward(ctx.grad().data(), ctx.input(0).data(), w, mean.data(), rstd.data(),
                                                     dx.data(), dw, db, rows, d);
                        ctx.accumulate(0, std::move(dx));
@@ -86,14 +86,14 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
     const T epsilon = eps ? static_cast<T>(*eps) : std::numeric_limits<T>::epsilon();
     XGRAD_CHECK(epsilon > T(0), "rms_norm", "eps ", eps.value_or(0.0), " rounds to 0 in ", x.dtype(),
                 " (a zero row would divide by zero)");
-    xt::xarray<T> y = xt::xarray<T>::from_shape(x.node()->values<T>().shape());
+    xt::xarray<T> y = new_array<T>("rms_norm", x.node()->values<T>().shape());
     std::vector<T> rstd(rows);
     const T* w = weight.defined() ? weight.node()->values<T>().data() : nullptr;
     kernels::rms_norm_forward(x.node()->values<T>().data(), w, y.data(), rstd.data(), rows, d, epsilon);
     return record<T>("rms_norm", std::move(y), {x, weight}, [rstd = std::move(rstd), rows, d](BackwardContext<T>& ctx) {
       const T* w = ctx.has_input(1) ? ctx.input(1).data() : nullptr;
       T* dw = ctx.needs_grad(1) ? ctx.grad_buffer(1).data() : nullptr;
-      xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
+      xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.input(0).shape());
       kernels::rms_norm_backward(ctx.grad().data(), ctx.input(0).data(), w, rstd.data(), dx.data(), dw, rows, d);
       ctx.accumulate(0, std::move(dx));
     });

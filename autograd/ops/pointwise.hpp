@@ -27,9 +27,8 @@ using value_t = typename std::decay_t<E>::value_type;
 
 namespace pointwise {
 
-// Passes run on the pool in chunks of this many elements once an array is large enough;
+// Passes run on the pool in chunks of kElementsPerChunk once an array is large enough;
 // every element is computed on its own, so the bits never depend on the cut.
-inline constexpr std::size_t kChunk = 1 << 14;
 inline constexpr double kWorkPerElement = 8;
 
 // Elements [begin, end) of a contiguous array, as a 1-D xtensor array.
@@ -43,7 +42,7 @@ auto chunk(const T* data, std::size_t begin, std::size_t end) {
 // gets each source's chunk and returns an expression over them.
 template <class T, class F, class... Sources>
 void assign(T* dst, std::size_t n, bool add, F&& f, const Sources*... sources) {
-  parallel_for_chunks(n, kChunk, kWorkPerElement, [&](std::size_t begin, std::size_t end) {
+  parallel_for_chunks(n, kElementsPerChunk, kWorkPerElement, [&](std::size_t begin, std::size_t end) {
     auto target = chunk(dst, begin, end);  // noalias: assign values (f may return an adaptor like target)
     if (add)
       xt::noalias(target) += f(chunk(sources, begin, end)...);
@@ -61,7 +60,7 @@ Tensor unary_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const xt::xarray<T>& in = x.node()->values<T>();
-    xt::xarray<T> out = xt::xarray<T>::from_shape(in.shape());
+    xt::xarray<T> out = new_array<T>(op, in.shape());
     pointwise::assign(out.data(), in.size(), false, forward, in.data());
     return record<T>(op, std::move(out), {x}, [grad](BackwardContext<T>& ctx) {
       if (!ctx.needs_grad(0)) return;
@@ -77,22 +76,26 @@ Tensor unary_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
 template <class Forward, class GradA, class GradB>
 Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forward, GradA grad_a, GradB grad_b) {
   check_same_dtype(op, a, b);
-  broadcast_shapes(op, a.shape(), b.shape());
+  const Shape out_shape = broadcast_shapes(op, a.shape(), b.shape());
   return dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const xt::xarray<T>&x = a.node()->values<T>(), &y = b.node()->values<T>();
     if (x.shape() != y.shape()) {
-      xt::xarray<T> out = forward(x, y);
+      // The output is allocated (new_array's guard: it can be far larger than either
+      // operand) before forward runs, which may itself make arrays of the broadcast shape.
+      xt::xarray<T> out = new_array<T>(op, out_shape);
+      xt::noalias(out) = forward(x, y);
       return record<T>(op, std::move(out), {a, b}, [grad_a, grad_b](BackwardContext<T>& ctx) {
         const auto& g = ctx.grad();
         const auto& x = ctx.input(0);
         const auto& y = ctx.input(1);
         const auto& out = ctx.output();
-        if (ctx.needs_grad(0)) ctx.accumulate(0, unbroadcast<T>(grad_a(g, x, y, out), to_shape(x.shape())));
-        if (ctx.needs_grad(1)) ctx.accumulate(1, unbroadcast<T>(grad_b(g, x, y, out), to_shape(y.shape())));
+        // unbroadcast evaluates each gradient expression through new_array's guard.
+        if (ctx.needs_grad(0)) ctx.accumulate(0, unbroadcast<T>(ctx.op(), grad_a(g, x, y, out), to_shape(x.shape())));
+        if (ctx.needs_grad(1)) ctx.accumulate(1, unbroadcast<T>(ctx.op(), grad_b(g, x, y, out), to_shape(y.shape())));
       });
     }
-    xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
+    xt::xarray<T> out = new_array<T>(op, x.shape());
     pointwise::assign(out.data(), x.size(), false, forward, x.data(), y.data());
     return record<T>(op, std::move(out), {a, b}, [grad_a, grad_b](BackwardContext<T>& ctx) {
       const auto gradient_into = [&](std::size_t i, const auto& grad) {

@@ -1,7 +1,6 @@
 // sum, mean, max, var and stddev over chosen axes, with or without keeping the reduced axes;
 // argmax/argmin and cumsum along one axis.
 
-#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -54,15 +53,13 @@ Tensor scaled_sum(const char* op, const Tensor& x, const AxesPlan& r, double sca
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T s = static_cast<T>(scale);
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(r.out_shape));
+    xt::xarray<T> out = new_array<T>(op, r.out_shape);
     kernels::sum_reduce(x.node()->values<T>().data(), *r.plan, out.data());
     if (s != T(1)) out *= s;
     return record<T>(op, std::move(out), {x}, [plan = r.plan, s](BackwardContext<T>& ctx) {
       // Every element of a group receives its output's gradient.
-      xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
-      const T* g = ctx.grad().data();
-      for (std::size_t i = 0; i < plan->kept.size(); ++i)
-        for (std::size_t offset : plan->reduced) dx.data()[plan->kept[i] + offset] = g[i] * s;
+      xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.input(0).shape());
+      kernels::sum_reduce_backward(ctx.grad().data(), *plan, s, dx.data());
       ctx.accumulate(0, std::move(dx));
     });
   });
@@ -85,13 +82,11 @@ Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   XGRAD_CHECK(r.group_size != 0, "max", "cannot reduce over an empty axis of shape ", x.shape());
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(r.out_shape));
+    xt::xarray<T> out = new_array<T>("max", r.out_shape);
     std::vector<std::size_t> argmax(r.plan->kept.size());
     kernels::max_reduce(x.node()->values<T>().data(), *r.plan, out.data(), argmax.data());
     return record<T>("max", std::move(out), {x}, [argmax = std::move(argmax)](BackwardContext<T>& ctx) {
-      T* dx = ctx.grad_buffer(0).data();
-      const T* g = ctx.grad().data();
-      for (std::size_t i = 0; i < argmax.size(); ++i) dx[argmax[i]] += g[i];
+      kernels::max_reduce_backward(ctx.grad().data(), argmax.data(), argmax.size(), ctx.grad_buffer(0).data());
     });
   });
 }
@@ -109,37 +104,15 @@ Tensor spread(const char* op, const Tensor& x, const std::vector<int>& axes, int
               " leave no degrees of freedom (it would divide by ", dof, ")");
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* v = x.node()->values<T>().data();
-    const auto& plan = *r.plan;
-    const T count = static_cast<T>(r.group_size), divisor = static_cast<T>(dof);
-    std::vector<T> means(plan.kept.size());
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(r.out_shape));
-    for (std::size_t i = 0; i < plan.kept.size(); ++i) {
-      T total = 0;
-      for (std::size_t offset : plan.reduced) total += v[plan.kept[i] + offset];
-      means[i] = total / count;
-      T squares = 0;
-      for (std::size_t offset : plan.reduced) {
-        const T d = v[plan.kept[i] + offset] - means[i];
-        squares += d * d;
-      }
-      out.data()[i] = kStd ? std::sqrt(squares / divisor) : squares / divisor;
-    }
+    const T divisor = static_cast<T>(dof);
+    std::vector<T> means(r.plan->kept.size());
+    xt::xarray<T> out = new_array<T>(op, r.out_shape);
+    kernels::variance_reduce(x.node()->values<T>().data(), *r.plan, divisor, kStd, means.data(), out.data());
     return record<T>(op, std::move(out), {x},
                      [plan = r.plan, means = std::move(means), divisor](BackwardContext<T>& ctx) {
-                       // var: 2 (x - mean) / (n - c); stddev: (x - mean) / ((n - c) std),
-                       // 0 where std is 0 (a constant group: no direction is downhill).
-                       const T* v = ctx.input(0).data();
-                       const T* g = ctx.grad().data();
-                       const T* y = ctx.output().data();
-                       xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
-                       for (std::size_t i = 0; i < plan->kept.size(); ++i) {
-                         T scale = kStd ? (y[i] > T(0) ? g[i] / (divisor * y[i]) : T(0)) : T(2) * g[i] / divisor;
-                         for (std::size_t offset : plan->reduced) {
-                           const std::size_t at = plan->kept[i] + offset;
-                           dx.data()[at] = scale * (v[at] - means[i]);
-                         }
-                       }
+                       xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.input(0).shape());
+                       kernels::variance_reduce_backward(ctx.input(0).data(), ctx.grad().data(), ctx.output().data(),
+                                                         means.data(), *plan, divisor, kStd, dx.data());
                        ctx.accumulate(0, std::move(dx));
                      });
   });
@@ -169,18 +142,7 @@ Indices arg_extreme(const char* op, const Tensor& x, std::optional<int> axis, bo
   std::vector<std::int64_t> found(b.outer * b.inner);
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* v = x.node()->values<T>().data();
-    for (std::size_t o = 0; o < b.outer; ++o)
-      for (std::size_t in = 0; in < b.inner; ++in) {
-        const T* row = v + o * b.n * b.inner + in;
-        std::size_t best = 0;
-        for (std::size_t j = 1; j < b.n && !std::isnan(row[best * b.inner]); ++j) {
-          const T candidate = row[j * b.inner];
-          if (std::isnan(candidate) || (kMax ? candidate > row[best * b.inner] : candidate < row[best * b.inner]))
-            best = j;
-        }
-        found[o * b.inner + in] = static_cast<std::int64_t>(best);
-      }
+    kernels::arg_extreme_along(x.node()->values<T>().data(), b.outer, b.n, b.inner, kMax, found.data());
   });
   return Indices(std::move(found), out_shape);
 }
@@ -206,26 +168,14 @@ Tensor cumsum(const Tensor& x, int axis) {
   const Shape shape = x.shape();
   XGRAD_CHECK(!shape.empty(), "cumsum", "needs at least one axis, got a scalar");
   const AxisBlocks b = blocks_around(shape, normalize_axis("cumsum", axis, shape.size(), shape));
-  // Running sums along the axis, forwards (kReverse false) or backwards.
-  const auto running = [b]<class T>(const T* in, T* out, bool reverse) {
-    for (std::size_t o = 0; o < b.outer; ++o)
-      for (std::size_t i = 0; i < b.inner; ++i) {
-        T total = 0;
-        for (std::size_t step = 0; step < b.n; ++step) {
-          const std::size_t j = reverse ? b.n - 1 - step : step;
-          const std::size_t at = (o * b.n + j) * b.inner + i;
-          out[at] = total += in[at];
-        }
-      }
-  };
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(shape));
-    running(x.node()->values<T>().data(), out.data(), false);
-    return record<T>("cumsum", std::move(out), {x}, [running](BackwardContext<T>& ctx) {
+    xt::xarray<T> out = new_array<T>("cumsum", shape);
+    kernels::running_sum(x.node()->values<T>().data(), out.data(), b.outer, b.n, b.inner, false);
+    return record<T>("cumsum", std::move(out), {x}, [b](BackwardContext<T>& ctx) {
       // Element j feeds every output from j on: its gradient is the reversed running sum.
-      xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.grad().shape());
-      running(ctx.grad().data(), dx.data(), true);
+      xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.grad().shape());
+      kernels::running_sum(ctx.grad().data(), dx.data(), b.outer, b.n, b.inner, true);
       ctx.accumulate(0, std::move(dx));
     });
   });

@@ -9,6 +9,8 @@
 #include <xtensor/xnoalias.hpp>
 
 #include "xgrad/autograd/kernels/copy.hpp"
+#include "xgrad/autograd/kernels/indexing.hpp"
+#include "xgrad/autograd/kernels/mask.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/shape_util.hpp"
 
@@ -20,10 +22,10 @@ namespace {
 Tensor reshape_to(const char* op, const Tensor& x, const Shape& shape) {
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = x.node()->values<T>();
+    xt::xarray<T> out = evaluate<T>(op, x.node()->values<T>());
     out.reshape(to_xshape<T>(shape));
     return record<T>(op, std::move(out), {x}, [](BackwardContext<T>& ctx) {
-      xt::xarray<T> g = ctx.grad();
+      xt::xarray<T> g = evaluate<T>(ctx.op(), ctx.grad());
       g.reshape(ctx.input(0).shape());
       ctx.accumulate(0, std::move(g));
     });
@@ -111,10 +113,10 @@ Tensor permute(const Tensor& x, const std::vector<int>& axes) {
   for (std::size_t i = 0; i < perm.size(); ++i) out_shape[i] = shape[perm[i]];
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    xt::xarray<T> out = new_array<T>("permute", out_shape);
     kernels::permute_copy(x.node()->values<T>().data(), out.data(), shape, perm);
     return record<T>("permute", std::move(out), {x}, [inverse, out_shape](BackwardContext<T>& ctx) {
-      xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.input(0).shape());
+      xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.input(0).shape());
       kernels::permute_copy(ctx.grad().data(), dx.data(), out_shape, inverse);
       ctx.accumulate(0, std::move(dx));
     });
@@ -143,7 +145,7 @@ Tensor slice(const Tensor& x, int axis, std::size_t start, std::size_t end, std:
   out_shape[a] = selection.count;
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    xt::xarray<T> out = new_array<T>("slice", out_shape);
     kernels::gather_axis(x.node()->values<T>().data(), out.data(), selection);
     return record<T>("slice", std::move(out), {x}, [selection](BackwardContext<T>& ctx) {
       kernels::scatter_axis(ctx.grad().data(), ctx.grad_buffer(0).data(), selection, /*accumulate=*/true);
@@ -173,13 +175,13 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
     pieces.push_back(select_along(out_shape, a, offsets[i], offsets[i] + xs[i].shape()[a], 1));
   return dispatch(xs.front().dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(out_shape));
+    xt::xarray<T> out = new_array<T>("concat", out_shape);
     for (std::size_t i = 0; i < xs.size(); ++i)
       kernels::scatter_axis(xs[i].node()->values<T>().data(), out.data(), pieces[i], /*accumulate=*/false);
     return record<T>("concat", std::move(out), xs, [pieces](BackwardContext<T>& ctx) {
       for (std::size_t i = 0; i < pieces.size(); ++i) {
         if (!ctx.needs_grad(i)) continue;
-        xt::xarray<T> piece = xt::xarray<T>::from_shape(ctx.input(i).shape());
+        xt::xarray<T> piece = new_array<T>(ctx.op(), ctx.input(i).shape());
         kernels::gather_axis(ctx.grad().data(), piece.data(), pieces[i]);
         ctx.accumulate(i, std::move(piece));
       }
@@ -222,14 +224,10 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     xt::xarray<T> out = new_array<T>("expand", shape);
     xt::noalias(out) = xt::broadcast(x.node()->values<T>(), to_xshape<T>(shape));
     return record<T>("expand", std::move(out), {x}, [](BackwardContext<T>& ctx) {
-      ctx.accumulate(0, unbroadcast<T>(ctx.grad(), to_shape(ctx.input(0).shape())));
+      ctx.accumulate(0, unbroadcast<T>(ctx.op(), ctx.grad(), to_shape(ctx.input(0).shape())));
     });
   });
 }
-
-namespace {
-constexpr std::size_t kPadding = static_cast<std::size_t>(-1);  // pad: no source element
-}  // namespace
 
 Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value) {
   check_defined("pad", x);
@@ -250,15 +248,15 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
     before[d] = pads[2 * pair];
     out_shape[d] = static_cast<std::size_t>(size);
   }
-  // Each output element's source offset in x, or kPadding (it holds `value`).
+  // Each output element's source offset in x, or kNoSource (it holds `value`).
   const std::size_t count = numel(out_shape);
-  const std::string what = str("the output ", out_shape, " of ", shape, " padded by ", pads);
-  check_fits_in_memory("pad", count > SIZE_MAX / sizeof(std::size_t) ? SIZE_MAX : count * sizeof(std::size_t), what);
+  check_fits_in_memory("pad", count > SIZE_MAX / sizeof(std::size_t) ? SIZE_MAX : count * sizeof(std::size_t),
+                       "the output ", out_shape, " of ", shape, " padded by ", pads);
   std::vector<std::size_t> sources;
   try {
     sources.resize(count);
   } catch (const std::bad_alloc&) {
-    fail("pad", "cannot allocate ", what);
+    fail("pad", "cannot allocate the output ", out_shape, " of ", shape, " padded by ", pads);
   }
   for (std::size_t i = 0; i < count; ++i) {
     std::size_t rest = i, offset = 0, stride = 1;
@@ -270,19 +268,15 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
       offset += static_cast<std::size_t>(source) * stride;
       stride *= shape[d];
     }
-    sources[i] = inside ? offset : kPadding;
+    sources[i] = inside ? offset : kernels::kNoSource;
   }
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* v = x.node()->values<T>().data();
     xt::xarray<T> out = new_array<T>("pad", out_shape);
-    for (std::size_t i = 0; i < count; ++i)
-      out.data()[i] = sources[i] == kPadding ? static_cast<T>(value) : v[sources[i]];
+    kernels::gather_at(x.node()->values<T>().data(), sources.data(), count, static_cast<T>(value), out.data());
     return record<T>("pad", std::move(out), {x}, [sources = std::move(sources)](BackwardContext<T>& ctx) {
-      xt::xarray<T> dx = xt::zeros<T>(ctx.input(0).shape());
-      const T* g = ctx.grad().data();
-      for (std::size_t i = 0; i < sources.size(); ++i)
-        if (sources[i] != kPadding) dx.data()[sources[i]] = g[i];
+      xt::xarray<T> dx = zeros_array<T>(ctx.op(), ctx.input(0).shape());
+      kernels::scatter_at(ctx.grad().data(), sources.data(), sources.size(), dx.data(), /*accumulate=*/false);
       ctx.accumulate(0, std::move(dx));
     });
   });
@@ -290,27 +284,20 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
 
 namespace {
 
-// Keeps element (i, j) of each matrix in the last two axes where keep(j - i) holds,
-// zeroes the rest; the gradient is masked the same way.
-template <class Keep>
-Tensor triangle(const char* op, const Tensor& x, Keep keep) {
+// Keeps element (i, j) of each matrix in the last two axes where j - i >= diagonal
+// (upper) or <= diagonal (lower), zeroes the rest; the gradient is masked the same way.
+Tensor triangle(const char* op, const Tensor& x, std::int64_t diagonal, bool upper) {
   check_defined(op, x);
   const Shape shape = x.shape();
   XGRAD_CHECK(shape.size() >= 2, op, "needs a matrix (at least 2 axes), got ", shape);
   const std::size_t rows = shape[shape.size() - 2], cols = shape.back();
-  const auto apply = [rows, cols, keep]<class T>(const T* in, T* out, std::size_t n) {
-    for (std::size_t at = 0; at < n; ++at) {
-      const auto j = static_cast<std::int64_t>(at % cols), i = static_cast<std::int64_t>(at / cols % rows);
-      out[at] = keep(j - i) ? in[at] : T(0);
-    }
-  };
   return dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(shape));
-    apply(x.node()->values<T>().data(), out.data(), out.size());
-    return record<T>(op, std::move(out), {x}, [apply](BackwardContext<T>& ctx) {
-      xt::xarray<T> dx = xt::xarray<T>::from_shape(ctx.grad().shape());
-      apply(ctx.grad().data(), dx.data(), dx.size());
+    xt::xarray<T> out = new_array<T>(op, shape);
+    kernels::keep_triangle(x.node()->values<T>().data(), out.data(), out.size(), rows, cols, diagonal, upper);
+    return record<T>(op, std::move(out), {x}, [rows, cols, diagonal, upper](BackwardContext<T>& ctx) {
+      xt::xarray<T> dx = new_array<T>(ctx.op(), ctx.grad().shape());
+      kernels::keep_triangle(ctx.grad().data(), dx.data(), dx.size(), rows, cols, diagonal, upper);
       ctx.accumulate(0, std::move(dx));
     });
   });
@@ -318,12 +305,8 @@ Tensor triangle(const char* op, const Tensor& x, Keep keep) {
 
 }  // namespace
 
-Tensor triu(const Tensor& x, std::int64_t diagonal) {
-  return triangle("triu", x, [diagonal](std::int64_t above) { return above >= diagonal; });
-}
+Tensor triu(const Tensor& x, std::int64_t diagonal) { return triangle("triu", x, diagonal, /*upper=*/true); }
 
-Tensor tril(const Tensor& x, std::int64_t diagonal) {
-  return triangle("tril", x, [diagonal](std::int64_t above) { return above <= diagonal; });
-}
+Tensor tril(const Tensor& x, std::int64_t diagonal) { return triangle("tril", x, diagonal, /*upper=*/false); }
 
 }  // namespace xgrad

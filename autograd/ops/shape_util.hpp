@@ -3,6 +3,8 @@
 // the broadcast shape back to one input's shape), and the [outer, n, inner] view of an
 // array around one axis that the row kernels take.
 
+#include <type_traits>
+
 #include "xgrad/autograd/kernels/reduce.hpp"
 #include "xgrad/autograd/record.hpp"
 
@@ -18,14 +20,35 @@ std::vector<std::size_t> batch_offsets(const Shape& source_batch, const Shape& o
 // The axes of `from` that must be summed to get back to `to` (to broadcasts to from).
 std::vector<bool> unbroadcast_axes(const Shape& from, const Shape& to);
 
+namespace detail {
 template <class T>
-xt::xarray<T> unbroadcast(xt::xarray<T> grad, const Shape& target) {
-  const Shape from = to_shape(grad.shape());
-  if (from == target) return grad;
+xt::xarray<T> summed_to(const char* op, const xt::xarray<T>& grad, const Shape& from, const Shape& target) {
   const kernels::ReducePlan plan = kernels::make_reduce_plan(from, unbroadcast_axes(from, target));
-  xt::xarray<T> out = xt::xarray<T>::from_shape(to_xshape<T>(target));
+  xt::xarray<T> out = new_array<T>(op, target);
   kernels::sum_reduce(grad.data(), plan, out.data());
   return out;
+}
+}  // namespace detail
+
+// A gradient of the broadcast shape summed back to `target` (`op` names the new arrays).
+// `grad` is an array or any expression: an array handed over (std::move) is taken, and
+// returned as it is when it has the target's shape already (else freed here once summed);
+// an array lent (const&) is summed where it lies, copied only when it has the target's
+// shape; any other expression is evaluated first (evaluate: through new_array's guard).
+template <class T, class E>
+xt::xarray<T> unbroadcast(const char* op, E&& grad, const Shape& target) {
+  if constexpr (std::is_same_v<E, xt::xarray<T>>) {
+    xt::xarray<T> owned = std::move(grad);
+    const Shape from = to_shape(owned.shape());
+    if (from == target) return owned;
+    return detail::summed_to<T>(op, owned, from, target);
+  } else if constexpr (std::is_same_v<std::remove_cvref_t<E>, xt::xarray<T>>) {
+    const Shape from = to_shape(grad.shape());
+    if (from == target) return evaluate<T>(op, grad);
+    return detail::summed_to<T>(op, grad, from, target);
+  } else {
+    return unbroadcast<T>(op, evaluate<T>(op, grad), target);
+  }
 }
 
 struct AxisBlocks {

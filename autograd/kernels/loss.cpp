@@ -1,0 +1,100 @@
+#include "xgrad/autograd/kernels/loss.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace xgrad::kernels {
+
+template <class T>
+T cross_entropy_forward(const LogitRows<T>& l, const std::int64_t* targets, std::int64_t ignore, const T* w, T keep,
+                        T eps, T* loss) {
+  const std::size_t classes = l.classes;
+  T counted = 0;
+  for (std::size_t r = 0; r < l.rows; ++r) {
+    T nll = 0, smooth = 0;  // -w_t log p_t and -sum_c w_c log p_c
+    const std::int64_t t = targets[r];
+    if (t != ignore) {
+      const T* row = l.x + r * classes;
+      nll = w[t] * (l.log_sum[r] - (row[t] - l.max[r]));
+      counted += w[t];
+      if (eps != T(0)) {
+        T total = 0;
+        for (std::size_t c = 0; c < classes; ++c) total += w[c] * (l.log_sum[r] - (row[c] - l.max[r]));
+        smooth = total;
+      }
+    }
+    loss[r] = keep * nll + eps / static_cast<T>(classes) * smooth;
+  }
+  return counted;
+}
+
+template <class T>
+void cross_entropy_backward(const LogitRows<T>& l, const std::int64_t* targets, std::int64_t ignore, const T* w,
+                            T weight_sum, T keep, T eps, const RowGrad<T>& g, T* dx) {
+  const std::size_t classes = l.classes;
+  for (std::size_t r = 0; r < l.rows; ++r) {
+    T* d = dx + r * classes;
+    const std::int64_t t = targets[r];
+    if (t == ignore) {
+      std::fill(d, d + classes, T(0));
+      continue;
+    }
+    const T g_r = g.at(r);
+    const T a = g_r * keep * w[t];                    // on w_t (p - onehot(t))
+    const T b = g_r * eps / static_cast<T>(classes);  // on p sum(w) - w
+    for (std::size_t c = 0; c < classes; ++c) {
+      const T p = std::exp((l.x[r * classes + c] - l.max[r]) - l.log_sum[r]);
+      d[c] = a * p + b * (p * weight_sum - w[c]);
+    }
+    d[t] -= a;
+  }
+}
+
+template <class T>
+void cross_entropy_probabilities_forward(const LogitRows<T>& l, const T* q, const T* w, T keep, T uniform, T* loss) {
+  const std::size_t classes = l.classes;
+  for (std::size_t r = 0; r < l.rows; ++r) {
+    T total = 0;
+    for (std::size_t c = 0; c < classes; ++c) {
+      const T smoothed = keep * q[r * classes + c] + uniform;
+      total += w[c] * smoothed * (l.log_sum[r] - (l.x[r * classes + c] - l.max[r]));
+    }
+    loss[r] = total;
+  }
+}
+
+template <class T>
+void cross_entropy_probabilities_backward(const LogitRows<T>& l, const T* q, const T* w, T keep, T uniform,
+                                          const RowGrad<T>& g, T* dx, T* dq) {
+  const std::size_t classes = l.classes;
+  for (std::size_t r = 0; r < l.rows; ++r) {
+    const T g_r = g.at(r);
+    const std::size_t at = r * classes;
+    T mass = 0;  // sum_c w_c q'_c
+    for (std::size_t c = 0; c < classes; ++c) mass += w[c] * (keep * q[at + c] + uniform);
+    for (std::size_t c = 0; c < classes; ++c) {
+      const T log_p = (l.x[at + c] - l.max[r]) - l.log_sum[r];
+      dx[at + c] = g_r * (std::exp(log_p) * mass - w[c] * (keep * q[at + c] + uniform));
+      dq[at + c] = -g_r * keep * w[c] * log_p;
+    }
+  }
+}
+
+template float cross_entropy_forward<float>(const LogitRows<float>&, const std::int64_t*, std::int64_t, const float*,
+                                            float, float, float*);
+template double cross_entropy_forward<double>(const LogitRows<double>&, const std::int64_t*, std::int64_t,
+                                              const double*, double, double, double*);
+template void cross_entropy_backward<float>(const LogitRows<float>&, const std::int64_t*, std::int64_t, const float*,
+                                            float, float, float, const RowGrad<float>&, float*);
+template void cross_entropy_backward<double>(const LogitRows<double>&, const std::int64_t*, std::int64_t, const double*,
+                                             double, double, double, const RowGrad<double>&, double*);
+template void cross_entropy_probabilities_forward<float>(const LogitRows<float>&, const float*, const float*, float,
+                                                         float, float*);
+template void cross_entropy_probabilities_forward<double>(const LogitRows<double>&, const double*, const double*,
+                                                          double, double, double*);
+template void cross_entropy_probabilities_backward<float>(const LogitRows<float>&, const float*, const float*, float,
+                                                          float, const RowGrad<float>&, float*, float*);
+template void cross_entropy_probabilities_backward<double>(const LogitRows<double>&, const double*, const double*,
+                                                           double, double, const RowGrad<double>&, double*, double*);
+
+}  // namespace xgrad::kernels

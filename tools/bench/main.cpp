@@ -1,0 +1,433 @@
+// xgrad-bench: the model, data, optimizer and step of ../shared/bench/torch_reference.py,
+// timed the same way, printed as the same JSON line (plus model_gflop and gflops).
+//
+//   xgrad-bench --config tiny|medium|long|xlong|lm|sgemm|overhead
+//   xgrad-bench --config CONFIG --profile PATH [--profile-steps 3]   (after the timed steps:
+//                                  PATH.json, PATH.png, the table on stderr)
+//   mpirun -np 2 xgrad-bench --config allreduce --threads 1 [--threads N] [--steps N]
+//
+// sgemm prints the machine's cblas_sgemm rate (1024 x 1024, the same threads); overhead
+// prints the microseconds per op of forward + backward over a long chain of tiny ops.
+
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+
+#include "cli.hpp"
+#include "gpt.hpp"
+#include "json.hpp"  // the tools' models (tools/common)
+#include "model.hpp"
+#include "numbers.hpp"
+#include "preflight.hpp"
+#include "timeline.hpp"
+#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/kernels/gemm.hpp"
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
+#include "xgrad/autograd/version.hpp"
+#include "xgrad/distributed/reducer.hpp"
+#include "xgrad/nn/profiler.hpp"
+#include "xgrad/optim/optim.hpp"
+
+using namespace xgrad;
+
+namespace {
+
+struct BenchConfig {
+  std::size_t batch, seq_len, d_model, heads, layers, vocab;
+};
+
+const std::map<std::string, BenchConfig> kConfigs = {
+    {"tiny", {32, 16, 64, 4, 2, 16}},
+    {"medium", {32, 64, 256, 4, 2, 16}},
+    {"long", {8, 512, 128, 4, 2, 16}},
+    {"xlong", {1, 4096, 128, 4, 1, 16}},
+};
+
+// Multiply-adds x 2 of one training step: forward matmuls, and twice that for backward.
+double model_gflop(const BenchConfig& c) {
+  const double b = c.batch, l = c.seq_len, d = c.d_model;
+  const double per_layer = 2 * b * l * d * (3 * d + d + 8 * d) + 4 * b * l * l * d;  // projections, FFN, attention
+  const double forward = c.layers * per_layer + 2 * b * l * d * c.vocab;
+  return 3 * forward / 1e9;
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The kernels in use, as JSON fields: the BLAS kernels, who chose them (the user through
+// OPENBLAS_CORETYPE, xgrad or OpenBLAS) and its summary line; the precision of the
+// products and, in bf16, what runs them.
+void add_kernel_fields(tools::JsonLine& line, Precision precision) {
+  line["blas_core"] = blas_core();
+  line["blas_chosen_by"] = blas_core_chosen_by();
+  line["blas"] = blas_summary();
+  line["precision"] = precision_name(precision);
+  if (precision == Precision::bfloat16) line["bf16"] = bf16_summary();
+}
+
+// A result: one JSON line on stdout.
+void print_line(const tools::JsonLine& line) { std::printf("%s\n", tools::json_text(line).c_str()); }
+
+// What --profile records: after the timed steps (which it leaves untouched), this many more.
+struct ProfileRequest {
+  std::string path;  // empty: none
+  int steps = 3;
+};
+
+// PATH.json and PATH.png written, and the table printed on stderr (stdout keeps its one
+// JSON line), with the profiled steps' time per step.
+template <class Step>
+void profile_steps(const ProfileRequest& request, const Step& step) {
+  Profiler profiler;
+  for (int i = 0; i < request.steps; ++i) {
+    const ProfileStep profiled;
+    step();
+  }
+  profiler.stop();
+  std::fprintf(stderr, "profile of %d steps (%.3f ms per step while profiled), written to %s and %s:\n%s",
+               request.steps, profiler.wall_ms() / request.steps, tools::profile_trace_path(request.path).c_str(),
+               tools::profile_timeline_path(request.path).c_str(),
+               tools::write_profile(profiler, request.path, "--profile").c_str());
+}
+
+// Times `step` (warmup untimed steps, then `steps`, or about 3 s when 0) and prints the
+// JSON line; then profiles it when `profile` names a path.
+template <class Step>
+int time_steps(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, Precision precision,
+               const ProfileRequest& profile, const Step& step) {
+  for (int i = 0; i < warmup; ++i) step();
+  if (steps <= 0) {
+    const auto t = Clock::now();
+    step();
+    steps = std::max(3, std::min(200, static_cast<int>(3.0 / std::max(seconds_since(t), 1e-6))));
+  }
+  double loss = 0;
+  const auto t = Clock::now();
+  for (int i = 0; i < steps; ++i) loss = step();
+  const double ms = seconds_since(t) / steps * 1e3;
+  const double gflop = model_gflop(c);
+  tools::JsonLine line{{"config", name},
+                       {"batch", c.batch},
+                       {"seq_len", c.seq_len},
+                       {"d_model", c.d_model},
+                       {"heads", c.heads},
+                       {"layers", c.layers},
+                       {"vocab", c.vocab},
+                       {"threads", threads},
+                       {"steps", steps},
+                       {"ms_per_step", tools::decimals(ms, 3)},
+                       {"peak_rss_mb", tools::decimals(peak_rss_mb(), 1)},
+                       {"final_loss", tools::decimals(loss, 5)},
+                       {"impl", str("xgrad-", version())},
+                       {"model_gflop", tools::decimals(gflop, 4)},
+                       {"gflops", tools::decimals(gflop / (ms / 1e3), 2)}};
+  add_kernel_fields(line, precision);
+  print_line(line);
+  if (!profile.path.empty()) profile_steps(profile, step);
+  return 0;
+}
+
+int run_model(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, Precision precision,
+              const ProfileRequest& profile) {
+  manual_seed(0);
+  tools::SequenceModel model({.vocab = c.vocab,
+                              .seq_len = c.seq_len,
+                              .d_model = c.d_model,
+                              .heads = c.heads,
+                              .layers = c.layers,
+                              .ff_width = 4 * c.d_model,
+                              .dropout = 0.0,
+                              .learned_positions = true});
+  optim::Adam adam(model.named_parameters(), {.lr = 1e-3});
+  Generator gen(0);
+  std::vector<std::int64_t> x(c.batch * c.seq_len), y(x.size());
+  for (auto& t : x) t = static_cast<std::int64_t>(gen.below(c.vocab));
+  for (std::size_t r = 0; r < c.batch; ++r)
+    for (std::size_t i = 0; i < c.seq_len; ++i) y[r * c.seq_len + i] = x[r * c.seq_len + c.seq_len - 1 - i];
+  const Indices inputs(x, {c.batch, c.seq_len}), targets(y, {c.batch, c.seq_len});
+  const auto step = [&] {
+    adam.zero_grad();
+    Tensor loss;
+    {
+      const AutocastGuard autocast(precision);
+      loss = cross_entropy(model.forward(inputs), targets);
+    }
+    loss.backward();
+    adam.step();
+    return loss.item();
+  };
+  return time_steps(name, c, threads, steps, warmup, precision, profile, step);
+}
+
+// One step of `xgrad-train --task lm`'s default recipe (nanoGPT's shakespeare_char on
+// CPU): a 4-layer GPT of width 128, 12 windows of 64 tokens over 73 characters, AdamW on
+// nanoGPT's decay groups, the gradient norm clipped to 1.
+int run_lm(int threads, int steps, int warmup, Precision precision, const ProfileRequest& profile) {
+  const BenchConfig c{12, 64, 128, 4, 4, 73};
+  manual_seed(0);
+  tools::GPT model({.vocab = c.vocab, .block = c.seq_len, .layers = c.layers, .heads = c.heads, .d_model = c.d_model});
+  optim::AdamW adamw(tools::decay_groups(model, 0.1), {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99});
+  Generator gen(0);
+  std::vector<std::int64_t> x(c.batch * c.seq_len + 1);
+  for (auto& t : x) t = static_cast<std::int64_t>(gen.below(c.vocab));
+  const Indices inputs(std::vector<std::int64_t>(x.begin(), x.end() - 1), {c.batch, c.seq_len}),
+      targets(std::vector<std::int64_t>(x.begin() + 1, x.end()), {c.batch, c.seq_len});
+  const auto step = [&] {
+    adamw.zero_grad();
+    Tensor loss;
+    {
+      const AutocastGuard autocast(precision);
+      loss = cross_entropy(model.forward(inputs), targets);
+    }
+    loss.backward();
+    optim::clip_grad_norm(model.parameters(), 1.0);
+    adamw.step();
+    return loss.item();
+  };
+  return time_steps("lm", c, threads, steps, warmup, precision, profile, step);
+}
+
+// Gradients of `bytes` (float32) in parameters of 256 KiB, for timing the reducer alone:
+// backward through sum(w * 1) is one cheap pass.
+struct Gradients : nn::Module {
+  explicit Gradients(std::size_t bytes) {
+    const std::size_t per = 64 * 1024;
+    for (std::size_t left = bytes / 4, i = 0; left > 0; ++i) {
+      const std::size_t n = std::min(per, left);
+      weights.push_back(register_parameter(str("w", i), Tensor::zeros({n})));
+      left -= n;
+    }
+  }
+  Tensor loss() const {
+    Tensor total = sum(weights[0]);
+    for (std::size_t i = 1; i < weights.size(); ++i) total = total + sum(weights[i]);
+    return total;
+  }
+  std::vector<Tensor> weights;
+};
+
+// Under mpirun: the reducer's bandwidth for gradients of 100 KB to 400 MB (backward's
+// own time subtracted), then the overlap in a training step of the lm model: backward
+// with the reduction running beside it against backward alone plus the reduction alone.
+int run_allreduce(const distributed::Communicator& world, int threads, int steps) {
+  if (world.size() < 2) throw tools::UsageError("--config allreduce runs under mpirun -np 2 (or more)");
+  steps = steps > 0 ? steps : 5;
+  const auto timed = [&](const auto& step) {  // median of `steps` runs, after one untimed
+    step();
+    std::vector<double> ms;
+    for (int i = 0; i < steps; ++i) {
+      world.barrier();
+      const auto t = Clock::now();
+      step();
+      ms.push_back(seconds_since(t) * 1e3);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  const auto measure = [&](std::size_t bytes, std::size_t bucket_bytes) {
+    Gradients g(bytes);
+    const double backward = timed([&] { g.loss().backward(); });
+    distributed::GradientReducer reducer(world, g, 1, {.bucket_bytes = bucket_bytes});
+    const double reduced = timed([&] {
+      reducer.begin_micro_batch();
+      g.loss().backward();
+      reducer.finish();
+    });
+    const double ms = std::max(reduced - backward, 1e-6);
+    if (world.is_root())
+      print_line({{"config", "allreduce"},
+                  {"ranks", world.size()},
+                  {"threads", threads},
+                  {"bytes", bytes},
+                  {"bucket_bytes", bucket_bytes},
+                  {"buckets", reducer.num_buckets()},
+                  {"ms", tools::decimals(ms, 3)},
+                  {"gb_per_s", tools::decimals(static_cast<double>(bytes) / ms / 1e6, 3)},
+                  {"impl", str("xgrad-", version())}});
+  };
+  const std::size_t default_bucket = distributed::ReducerOptions{}.bucket_bytes;
+  for (const std::size_t bytes : {100'000ul, 1'000'000ul, 10'000'000ul, 100'000'000ul, 400'000'000ul})
+    measure(bytes, default_bucket);
+  for (const std::size_t bucket : {256ul << 10, 4ul << 20, 16ul << 20}) measure(10'000'000, bucket);  // the bucket size
+  // Overlap in the lm model's step.
+  manual_seed(0);
+  tools::GPT model({.vocab = 73, .block = 64, .layers = 4, .heads = 4, .d_model = 128});
+  Generator gen(0);
+  std::vector<std::int64_t> x(12 * 64 + 1);
+  for (auto& t : x) t = static_cast<std::int64_t>(gen.below(73));
+  const Indices inputs(std::vector<std::int64_t>(x.begin(), x.end() - 1), {12, 64}),
+      targets(std::vector<std::int64_t>(x.begin() + 1, x.end()), {12, 64});
+  const auto zero = [&] {
+    for (auto& [name, p] : model.named_parameters()) p.zero_grad();
+  };
+  const double alone = timed([&] {
+    zero();
+    cross_entropy(model.forward(inputs), targets).backward();
+  });
+  std::size_t bytes = 0;
+  for (auto& [name, p] : model.named_parameters()) bytes += 4 * p.numel();
+  Gradients same_size(bytes);
+  double communication = 0;
+  {
+    const double backward = timed([&] { same_size.loss().backward(); });
+    distributed::GradientReducer reducer(world, same_size);
+    communication = timed([&] {
+                      reducer.begin_micro_batch();
+                      same_size.loss().backward();
+                      reducer.finish();
+                    }) -
+                    backward;
+  }
+  distributed::GradientReducer reducer(world, model);
+  const double together = timed([&] {
+    zero();
+    reducer.begin_micro_batch();
+    cross_entropy(model.forward(inputs), targets).backward();
+    reducer.finish();
+  });
+  if (world.is_root()) {
+    const double hidden = std::clamp((alone + communication - together) / std::max(communication, 1e-9), 0.0, 1.0);
+    print_line({{"config", "allreduce_overlap"},
+                {"model", "lm"},
+                {"ranks", world.size()},
+                {"threads", threads},
+                {"bytes", bytes},
+                {"step_ms", tools::decimals(alone, 3)},
+                {"communication_ms", tools::decimals(communication, 3)},
+                {"step_with_reducer_ms", tools::decimals(together, 3)},
+                {"hidden", tools::decimals(hidden, 2)},
+                {"impl", str("xgrad-", version())}});
+  }
+  return 0;
+}
+
+// A 1024 x 1024 x 1024 product: OpenBLAS's sgemm through xgrad's panels, or in bf16 the
+// mixed-precision kernels on operands rounded beforehand (the products' own rate).
+int run_sgemm(int threads, int steps, Precision precision) {
+  const std::size_t n = 1024;
+  Generator gen(0);
+  const Tensor a = Tensor::randn({n, n}, gen), b = Tensor::randn({n, n}, gen);
+  std::vector<kernels::bfloat16> a16(n * n), b16(n * n);
+  kernels::round_to_bfloat16(a.data<float>(), n, n, n, a16.data());
+  kernels::round_to_bfloat16(b.data<float>(), n, n, n, b16.data());
+  std::vector<float> c(n * n);
+  const auto product = [&] {
+    if (precision == Precision::bfloat16)
+      kernels::gemm(false, false, n, n, n, 1.0f, a16.data(), n, b16.data(), n, 0.0f, c.data(), n);
+    else
+      kernels::gemm(false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data(), n);
+  };
+  product();  // warm up
+  steps = steps > 0 ? steps : 20;
+  const auto t = Clock::now();
+  for (int i = 0; i < steps; ++i) product();
+  const double seconds = seconds_since(t) / steps;
+  tools::JsonLine line{{"config", "sgemm"},
+                       {"n", n},
+                       {"threads", threads},
+                       {"steps", steps},
+                       {"ms_per_gemm", tools::decimals(seconds * 1e3, 3)},
+                       {"gflops", tools::decimals(2.0 * n * n * n / seconds / 1e9, 2)},
+                       {"impl", str("xgrad-", version())}};
+  add_kernel_fields(line, precision);
+  print_line(line);
+  return 0;
+}
+
+int run_overhead(int threads, int steps) {
+  const int chain = 10000;
+  steps = steps > 0 ? steps : 5;
+  Tensor x = Tensor::ones({4}).requires_grad_();
+  double best = 1e30;
+  for (int s = 0; s < steps; ++s) {
+    const auto t = Clock::now();
+    Tensor y = x;
+    for (int i = 0; i < chain; ++i) y = y * 1.0001;
+    sum(y).backward();
+    x.zero_grad();
+    best = std::min(best, seconds_since(t));
+  }
+  print_line({{"config", "overhead"},
+              {"chain", chain},
+              {"threads", threads},
+              {"steps", steps},
+              {"us_per_op", tools::decimals(best / (chain + 1) * 1e6, 3)},
+              {"impl", str("xgrad-", version())}});
+  return 0;
+}
+
+// Runs the configuration; every error (a bad flag, a failed write) is one line on stderr
+// and exit status 2.
+int run(const std::string& config, int threads, int steps, int warmup, Precision precision,
+        const ProfileRequest& profile) {
+  set_num_threads(threads);
+  if (config == "allreduce") {
+    const distributed::Communicator world;
+    return run_allreduce(world, threads, steps);
+  }
+  if (config == "sgemm") return run_sgemm(threads, steps, precision);
+  if (config == "overhead") return run_overhead(threads, steps);
+  if (config == "lm") return run_lm(threads, steps, warmup, precision, profile);
+  return run_model(config, kConfigs.at(config), threads, steps, warmup, precision, profile);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"xgrad-bench: one benchmark configuration, printed as one JSON line"};
+  std::string config = "tiny";
+  int threads = 2, steps = 0, warmup = 3;
+  app.add_option("--config", config, "tiny | medium | long | xlong | lm | sgemm | overhead | allreduce (under mpirun)")
+      ->check(CLI::IsMember({"tiny", "medium", "long", "xlong", "lm", "sgemm", "overhead", "allreduce"}))
+      ->capture_default_str();
+  app.add_option("--threads", threads, "threads for kernels and BLAS")->capture_default_str();
+  app.add_option("--steps", steps, "timed steps (0: about 3 s)")->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
+  std::string precision = "float32";
+  app.add_option("--precision", precision, "float32 | bf16: the matrix products' operands (bf16: float32 sums)")
+      ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
+  ProfileRequest profile;
+  app.add_option("--profile", profile.path,
+                 "tiny | medium | long | xlong | lm: after the timed steps, profile --profile-steps more: write "
+                 "PATH.json (a Chrome trace) and PATH.png (a timeline of one step), print the table on stderr");
+  app.add_option("--profile-steps", profile.steps, "with --profile: steps recorded")->capture_default_str();
+  for (const char* flag : {"--threads", "--steps", "--warmup", "--profile-steps"})
+    app.get_option(flag)->transform(tools::whole_number<int>());  // decimal: "010" is ten
+  return tools::run_tool("xgrad-bench", [&] {
+    if (const std::optional<int> printed = tools::parse_flags(app, argc, argv)) return *printed;
+    if (threads < 1 || threads > max_threads())
+      throw tools::UsageError(
+          str("--threads must lie in [1, ", max_threads(), "] (4 per CPU this process may use), got ", threads));
+    if (steps < 0 || warmup < 0)
+      throw tools::UsageError(str("--steps and --warmup cannot be negative, got ", steps, " and ", warmup));
+    if (app.count("--profile-steps") && !app.count("--profile"))
+      throw tools::UsageError("--profile-steps is only used with --profile PATH");
+    if (profile.steps < 1) throw tools::UsageError(str("--profile-steps must be at least 1, got ", profile.steps));
+    if (app.count("--profile")) {
+      if (profile.path.empty()) throw tools::UsageError("--profile needs a file name, got \"\"");
+      if (!kConfigs.count(config) && config != "lm")
+        throw tools::UsageError(
+            str("--profile is for a model's training step (tiny, medium, long, xlong, lm), not --config ", config));
+      tools::check_output_file("--profile", tools::profile_trace_path(profile.path), {tools::kTraceOpening},
+                               "a trace of xgrad's profiler");
+      tools::check_output_file("--profile", tools::profile_timeline_path(profile.path), {tools::kPngSignature},
+                               "a PNG");
+    }
+    return run(config, threads, steps, warmup, precision == "bf16" ? Precision::bfloat16 : Precision::float32, profile);
+  });
+}

@@ -1,0 +1,49 @@
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "xgrad/autograd/error.hpp"
+
+namespace tools {
+
+std::optional<int> parse_flags(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  return std::nullopt;
+}
+
+void check_stdout() {
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout)
+    throw UsageError(xgrad::str("writing to standard output failed (", std::strerror(errno), ")"));
+}
+
+int run_tool(const char* tool, const std::function<int()>& body, const ErrorReport& report) {
+  try {
+    const int status = body();
+    check_stdout();
+    return status;
+  } catch (const std::exception& e) {
+    const std::string line = xgrad::str(tool, ": ", e.what());
+    if (report)
+      report(line, e);
+    else
+      std::fprintf(stderr, "%s\n", line.c_str());
+    return 2;
+  }
+}
+
+}  // namespace tools

@@ -1,0 +1,46 @@
+#pragma once
+// How the tools meet their user on the command line. Every error is one line on stderr,
+// "<tool>: <what is wrong, naming the flag or the file and field>", and exit status 2;
+// output that could not be written (a full disk, a closed pipe) is such an error too.
+//
+//   int main(int argc, char** argv) {
+//     return tools::run_tool("xgrad-generate", [&] {
+//       CLI::App app{"..."};
+//       ...
+//       if (const auto printed = tools::parse_flags(app, argc, argv)) return *printed;  // --help
+//       ...
+//     });
+//   }
+
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace tools {
+
+// A bad flag or setting, or a file given that cannot be used.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Parses the command line; --help and --version print and give the exit status, a bad
+// flag is a UsageError.
+std::optional<int> parse_flags(CLI::App& app, int argc, char** argv);
+
+// Throws a UsageError when what was written to standard output did not reach it (checked
+// as a tool writes, so that a closed pipe ends a long run at once).
+void check_stdout();
+
+// What a tool does with an error's line ("<tool>: <what>"): print it on stderr, by default.
+using ErrorReport = std::function<void(const std::string& line, const std::exception& error)>;
+
+// Runs a tool's body and returns its exit status: the body's, once standard output is
+// checked; 2 after any exception, reported as one line.
+int run_tool(const char* tool, const std::function<int()>& body, const ErrorReport& report = {});
+
+}  // namespace tools

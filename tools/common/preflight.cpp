@@ -1,0 +1,239 @@
+#include "preflight.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "memory.hpp"
+#include "timeline.hpp"
+#include "xgrad/autograd/error.hpp"
+#include "xgrad/nn/checkpoint.hpp"
+#include "xgrad/nn/files.hpp"
+
+namespace tools {
+
+namespace {
+
+// What a path names: an existing file by device and inode (so links and different
+// spellings of one file agree), a file not made yet by its absolute, resolved path.
+struct FileIdentity {
+  bool exists = false;
+  dev_t device = 0;
+  ino_t inode = 0;
+  std::string path;
+
+  bool operator==(const FileIdentity& other) const {
+    if (exists != other.exists) return false;
+    return exists ? device == other.device && inode == other.inode : path == other.path;
+  }
+};
+
+FileIdentity identify(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) return {true, info.st_dev, info.st_ino, ""};
+  std::error_code error;
+  const auto absolute =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(xgrad::nn::resolve_symlinks(path)), error);
+  return {false, 0, 0, error ? path : absolute.string()};
+}
+
+std::string folder_of(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+struct Output {
+  const char* flag;
+  const std::string& path;
+  bool replaced;  // written as a new file renamed over the old one (else opened and appended to)
+};
+
+// A file the run reads, which no output may name.
+struct Input {
+  const char* flag;
+  const std::string& path;
+  const char* what;  // "the checkpoint being resumed"
+  const char* kind;  // "checkpoint"
+};
+
+void check_writable(const Output& out) {
+  const std::string target = xgrad::nn::resolve_symlinks(out.path);
+  struct stat info {};
+  if (::stat(target.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) throw UsageError(xgrad::str(out.flag, " ", out.path, ": is a folder"));
+    if (out.replaced && !S_ISREG(info.st_mode))
+      throw UsageError(
+          xgrad::str(out.flag, " ", out.path, ": is a device or FIFO, not a file (refusing to replace it)"));
+    if (S_ISFIFO(info.st_mode)) {
+      const int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // ENXIO: nobody reads it
+      if (fd < 0) throw UsageError(xgrad::str(out.flag, " ", out.path, ": a FIFO nobody reads"));
+      ::close(fd);
+    }
+    if (!out.replaced && ::access(target.c_str(), W_OK) == 0) return;
+  }
+  const std::string folder = folder_of(target);
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(
+        xgrad::str(out.flag, " ", out.path, ": cannot write in ", folder, " (", std::strerror(errno), ")"));
+  const long name_max = ::pathconf(folder.c_str(), _PC_NAME_MAX);
+  const std::size_t name = std::filesystem::path(target).filename().string().size();
+  if (name_max > 0 && name > static_cast<std::size_t>(name_max))
+    throw UsageError(xgrad::str(out.flag, " ", out.path, ": the file name is ", name, " bytes long, more than the ",
+                                name_max, " its file system allows"));
+}
+
+// The task of the xgrad-train checkpoint at `path`; nothing when it is not one. The
+// header is looked at first, so that a text or a picture is not read whole.
+std::optional<std::string> checkpoint_task(const std::string& path, std::uintmax_t size) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char length[8] = {};
+  char first = 0;
+  if (!in.read(reinterpret_cast<char*>(length), sizeof length) || !in.get(first) || first != '{') return std::nullopt;
+  std::uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | length[i];
+  if (header > size - 8) return std::nullopt;
+  try {
+    const xgrad::nn::Metadata metadata = xgrad::nn::read_safetensors(path).metadata;
+    const auto by = metadata.find("written_by"), task = metadata.find("config.task");
+    if (by == metadata.end() || by->second != "xgrad-train" || task == metadata.end()) return std::nullopt;
+    return task->second;
+  } catch (const xgrad::Error&) {
+    return std::nullopt;
+  }
+}
+
+// An existing --save file is replaced only when it is the checkpoint being resumed, or
+// another checkpoint of xgrad-train for the same task (a run started again); never a
+// text, a picture, another program's file or another task's model. An empty file holds
+// nothing to lose.
+void check_save_target(const Config& c) {
+  if (c.save.empty()) return;
+  const std::string target = xgrad::nn::resolve_symlinks(c.save);
+  struct stat info {};
+  if (::stat(target.c_str(), &info) != 0 || info.st_size == 0) return;
+  if (!c.resume.empty() && identify(c.resume) == identify(c.save)) return;
+  const std::optional<std::string> task = checkpoint_task(target, static_cast<std::uintmax_t>(info.st_size));
+  if (!task)
+    throw UsageError(xgrad::str("--save ", c.save,
+                                ": the file exists and is not a checkpoint of xgrad-train (refusing to replace it: "
+                                "remove it or choose another name)"));
+  if (*task != c.task)
+    throw UsageError(xgrad::str("--save ", c.save, ": the file holds a checkpoint of --task ", *task,
+                                " (refusing to replace it with one of --task ", c.task,
+                                ": remove it or choose another name)"));
+}
+
+// Whether the file at `path` begins with one of `openings`.
+bool opens_with(const std::string& path, std::initializer_list<std::string_view> openings) {
+  std::ifstream in(path, std::ios::binary);
+  char head[32] = {};  // longer than every opening checked
+  in.read(head, sizeof head);
+  const std::string_view read(head, static_cast<std::size_t>(in.gcount()));
+  return std::any_of(openings.begin(), openings.end(), [&](std::string_view o) { return read.starts_with(o); });
+}
+
+// An existing, non-empty --metrics, --plot or --attention-png file is written over (or,
+// for the metrics of a resumed run, added to) only when it holds what the flag writes: a
+// metrics file of xgrad-train, a PNG. A text or a model named by mistake is kept.
+void check_existing_kind(const char* flag, const std::string& path, std::initializer_list<std::string_view> openings,
+                         const char* kind) {
+  if (path.empty()) return;
+  const std::string target = xgrad::nn::resolve_symlinks(path);
+  struct stat info {};
+  if (::stat(target.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_size == 0) return;
+  if (!opens_with(target, openings))
+    throw UsageError(xgrad::str(flag, " ", path, ": the file exists and is not ", kind,
+                                " (refusing to write over it: remove it or choose another name)"));
+}
+
+}  // namespace
+
+void check_outputs(const Config& c) {
+  const std::string trace = c.profile.empty() ? "" : profile_trace_path(c.profile),
+                    timeline = c.profile.empty() ? "" : profile_timeline_path(c.profile);
+  const std::vector<Output> outputs = {{"--save", c.save, true},   {"--metrics", c.metrics, false},
+                                       {"--plot", c.plot, true},   {"--attention-png", c.attention_png, true},
+                                       {"--profile", trace, true}, {"--profile", timeline, true}};
+  const std::string no_text;
+  const std::vector<Input> inputs = {
+      {"--resume", c.resume, "the checkpoint being resumed", "checkpoint"},
+      {"--init-from", c.init_from, "the checkpoint the run starts from", "checkpoint"},
+      {"--text", c.language_model() ? c.text : no_text, "the text being learned", "text"}};
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Output& out = outputs[i];
+    if (out.path.empty()) continue;
+    check_writable(out);
+    const FileIdentity id = identify(out.path);
+    for (const Input& in : inputs) {
+      if (in.path.empty() || !(identify(in.path) == id)) continue;
+      if (std::string(out.flag) == "--save" && std::string(in.flag) == "--resume") continue;  // updated in place
+      throw UsageError(xgrad::str(out.flag, " ", out.path, " is ", in.what, " (", in.flag, " ", in.path,
+                                  "); writing it would destroy the ", in.kind));
+    }
+    for (std::size_t j = 0; j < i; ++j)
+      if (!outputs[j].path.empty() && identify(outputs[j].path) == id)
+        throw UsageError(xgrad::str(out.flag, " ", out.path, " and ", outputs[j].flag, " ", outputs[j].path,
+                                    " are the same file; each output needs its own"));
+  }
+  check_save_target(c);
+  check_existing_kind("--metrics", c.metrics, {"{\"step\": ", "{\"final\": "}, "a metrics file of xgrad-train");
+  check_existing_kind("--plot", c.plot, {kPngSignature}, "a PNG");
+  check_existing_kind("--attention-png", c.attention_png, {kPngSignature}, "a PNG");
+  check_existing_kind("--profile", timeline, {kPngSignature}, "a PNG");
+  check_existing_kind("--profile", trace, {kTraceOpening}, "a trace of xgrad's profiler");
+}
+
+void check_output_file(const char* flag, const std::string& path, std::initializer_list<std::string_view> openings,
+                       const char* kind) {
+  check_writable({flag, path, true});
+  check_existing_kind(flag, path, openings, kind);
+}
+
+void check_memory(const Config& c, int ranks_here, std::size_t text_bytes) {
+  // float32 throughout. Parameters: embeddings, positions, per layer attention (4 d^2),
+  // feed-forward (2 d ff) and norms, the head; each with a gradient and Adam's two
+  // moments. Activations kept for backward, per token and layer: about 12 d + 3 ff
+  // values, twice over with their gradients; logits 4 x vocab per token; for one
+  // micro-batch at a time. The reducer keeps every micro-batch's gradients (so that
+  // their sum is the same in any number of processes), and every rank its own copy of
+  // the text; each rank on this machine needs all of it. In bf16 the products also keep
+  // their operands rounded (2 bytes a value) for backward: every weight, and per token
+  // the inputs of the layers' linears (3 d + ff) and of the head (d).
+  const double d = c.d_model, ff = static_cast<double>(c.ff_width()), L = c.seq_len, vocab = c.vocab, layers = c.layers,
+               micro_batches = static_cast<double>(c.micro_batches());
+  const double parameters = 2 * vocab * d + L * d + layers * (4 * d * d + 2 * d * ff + 10 * d + ff) + vocab;
+  const bool bf16 = c.precision == "bf16";
+  const double state = parameters * 4 * 4 + (bf16 ? parameters * 2 : 0);
+  const double reducer = micro_batches > 1 ? (micro_batches + 1) * parameters * 4 : 0;
+  const double per_token = layers * (12 * d + 3 * ff) * 2 + 4 * vocab + 4 * d;
+  const double rounded_per_token = bf16 ? layers * (3 * d + ff) + d : 0;
+  const double training = c.batch / micro_batches * L * (per_token * 4 + rounded_per_token * 2);
+  const double evaluation = std::min(500.0, static_cast<double>(c.eval_size)) * L * (3 * d + ff + 2 * vocab) * 4;
+  const double per_rank = state + reducer + static_cast<double>(text_bytes) + std::max(training, evaluation);
+  const double needed = per_rank * std::max(ranks_here, 1);
+  const auto available = static_cast<double>(xgrad::usable_memory_bytes());
+  if (needed <= available) return;
+  throw UsageError(xgrad::str(
+      "the run needs about ", gib(needed), " of memory, more than the ", gib(available), " this ",
+      ranks_here > 1 ? xgrad::str("machine's ", ranks_here, " ranks") : std::string("process"),
+      " may use: ", gib(state), " for ", static_cast<long long>(parameters), " parameters and their optimizer state",
+      bf16 ? " and bf16 copies" : "", " (--vocab ", c.vocab, ", --d-model ", c.d_model, ", --layers ", c.layers,
+      ", --ff ", c.ff_width(), "), ", gib(training), " for the activations", bf16 ? " (and their bf16 copies)" : "",
+      " of a micro-batch (--batch ", c.batch, " / ", c.micro_batches(), " x --seq-len ", c.seq_len, ")",
+      reducer > 0 ? xgrad::str(", ", gib(reducer), " for the gradients of ", c.micro_batches(), " micro-batches") : "",
+      text_bytes > 0 ? xgrad::str(", ", gib(static_cast<double>(text_bytes)), " for the text") : "",
+      ranks_here > 1 ? xgrad::str(", in each of ", ranks_here, " ranks") : ""));
+}
+
+}  // namespace tools

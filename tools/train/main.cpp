@@ -1,0 +1,590 @@
+// xgrad-train: trains a transformer from the command line (a toy sequence task, or a
+// character-level GPT on a text), with held-out evaluation, metrics, a learning curve,
+// checkpoints, resume and fine-tuning, and samples of what was learned.
+// `xgrad-train --help` lists the flags.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "cli.hpp"
+#include "config.hpp"
+#include "display.hpp"
+#include "finite.hpp"
+#include "gpt.hpp"
+#include "json.hpp"
+#include "plot.hpp"
+#include "preflight.hpp"
+#include "tasks.hpp"
+#include "timeline.hpp"
+#include "workload.hpp"
+#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
+#include "xgrad/autograd/version.hpp"
+#include "xgrad/distributed/communicator.hpp"
+#include "xgrad/distributed/reducer.hpp"
+#include "xgrad/optim/optim.hpp"
+
+using namespace xgrad;
+using namespace tools;
+
+namespace {
+
+// Ctrl-C or SIGTERM: the loop saves and exits at the next step or evaluation chunk; a
+// second signal exits at once (the checkpoint on disk is always whole: it is replaced
+// atomically).
+volatile std::sig_atomic_t interrupted = 0;
+void on_interrupt(int signal) {
+  if (interrupted) ::_exit(128 + signal);
+  interrupted = signal;
+}
+bool was_interrupted() { return interrupted != 0; }
+
+// An error every rank meets at the same point (a diverged loss, computed alike on all):
+// they all stop with exit code 2, rank 0 alone saying why, no MPI_Abort.
+struct EveryRankError : UsageError {
+  using UsageError::UsageError;
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const nn::Module& model) {
+  std::vector<optim::ParamGroup> groups = decay_groups(model, c.weight_decay);
+  if (c.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(std::move(groups), optim::SGDOptions{.lr = c.lr, .momentum = 0.9});
+  if (c.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(std::move(groups), optim::AdamWOptions{.lr = c.lr, .beta2 = c.beta2});
+  return std::make_unique<optim::Adam>(std::move(groups), optim::AdamOptions{.lr = c.lr, .beta2 = c.beta2});
+}
+
+std::unique_ptr<optim::LRSchedule> make_schedule(const Config& c, optim::Optimizer& opt) {
+  if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineLR>(opt, c.warmup, c.steps, c.min_lr);
+  if (c.schedule == "step") return std::make_unique<optim::StepLR>(opt, std::max(1, c.steps / 4), 0.5);
+  if (c.schedule == "noam") {
+    // Scaled so that the peak (at the end of warmup) is --lr.
+    const double peak = std::pow(c.d_model, -0.5) * std::pow(c.warmup, -0.5);
+    opt.set_lr(c.lr / peak);
+    return std::make_unique<optim::NoamLR>(opt, static_cast<std::size_t>(c.d_model), c.warmup);
+  }
+  return std::make_unique<optim::ConstantLR>(opt);
+}
+
+// The checkpoint a run starts from (--resume or --init-from), read once.
+struct Start {
+  const char* flag = nullptr;  // nullptr: a fresh run
+  std::string path;
+  nn::SafetensorsContents contents;
+};
+
+Start read_start(const Config& c) {
+  Start start;
+  if (c.resume.empty() && c.init_from.empty()) return start;
+  start.flag = c.resume.empty() ? "--init-from" : "--resume";
+  start.path = c.resume.empty() ? c.init_from : c.resume;
+  if (!std::filesystem::exists(start.path)) throw UsageError(str(start.flag, " ", start.path, ": no such file"));
+  try {
+    start.contents = nn::read_safetensors(start.path);
+  } catch (const Error& e) {
+    throw UsageError(str(start.flag, ": ", e.what()));
+  }
+  return start;
+}
+
+// The lm task's text: its vocabulary must be the checkpoint's, and each split must hold
+// a window. Sets config.vocab.
+std::shared_ptr<const TextCorpus> open_corpus(Config& c, const Start& start) {
+  std::shared_ptr<const TextCorpus> corpus;
+  try {
+    corpus = std::make_shared<const TextCorpus>(c.text);
+  } catch (const Error& e) {
+    throw UsageError(str(e.what(), c.text == XGRAD_DEFAULT_TEXT ? " (./run prepares it; or give --text)" : ""));
+  }
+  if (start.flag) {
+    const auto it = start.contents.metadata.find("lm.vocabulary");
+    if (it == start.contents.metadata.end())
+      throw UsageError(str(start.flag, " ", start.path, ": the checkpoint has no lm.vocabulary"));
+    if (it->second != vocabulary_to_hex(corpus->vocabulary()))
+      throw UsageError(str("--text ", c.text, ": its ", corpus->vocabulary().size(),
+                           " distinct bytes are not the vocabulary the checkpoint was trained on (",
+                           it->second.size() / 2, " bytes): give the same text, or one with the same characters"));
+  }
+  for (const Split split : {Split::train, Split::validation}) {
+    const std::size_t bytes = corpus->split_end(split) - corpus->split_begin(split);
+    if (bytes < static_cast<std::size_t>(c.seq_len) + 1)
+      throw UsageError(str("--text ", c.text, ": its ", split == Split::train ? "training" : "validation", " split (",
+                           split == Split::train ? "the first 90%" : "the last 10%", ") holds ", bytes,
+                           " bytes, fewer than one window of --seq-len + 1 = ", std::int64_t{c.seq_len} + 1));
+  }
+  c.vocab = static_cast<int>(corpus->vocabulary().size());
+  return corpus;
+}
+
+// One line appended to the metrics file, checked: a full disk is an error, not a
+// silently empty file.
+void write_line(std::ofstream& out, const Config& c, const std::string& line) {
+  out << line << '\n';
+  out.flush();
+  if (!out) throw UsageError(str("--metrics ", c.metrics, ": writing failed (", std::strerror(errno), ")"));
+}
+
+// The evaluation as people read it: losses (lm: also in bits per character) and, for
+// the toy tasks, the greedy accuracies. Without train_loss when none was measured (a toy
+// task evaluated with no training step since the last evaluation).
+std::string describe(const Evaluation& e, bool bits, bool with_train_loss = true) {
+  char text[160];
+  std::string line;
+  if (with_train_loss) {
+    std::snprintf(text, sizeof text, "train loss %.4f  ", e.train_loss);
+    line = text;
+  }
+  std::snprintf(text, sizeof text, "val loss %.4f", e.val_loss);
+  line += text;
+  if (bits) {
+    std::snprintf(text, sizeof text, " (%.3f bits/char)", e.val_loss / std::log(2.0));
+    line += text;
+  }
+  if (e.token_acc && e.exact_match) {
+    std::snprintf(text, sizeof text, "  token acc %.4f  exact-match %.4f", *e.token_acc, *e.exact_match);
+    line += text;
+  }
+  return line;
+}
+
+// The evaluation as a metrics line: the keys of the PyTorch reference trainers.
+std::string metrics_line(std::int64_t step, const Evaluation& e, double lr, double train_s, double wall_s) {
+  JsonLine line{{"step", step}, {"train_loss", decimals(e.train_loss, 4)}, {"val_loss", decimals(e.val_loss, 4)}};
+  if (e.token_acc && e.exact_match) {
+    line["token_acc"] = decimals(*e.token_acc, 4);
+    line["exact_match"] = decimals(*e.exact_match, 4);
+  }
+  line["lr"] = significant(lr, 6);
+  line["train_s"] = decimals(train_s, 2);
+  line["wall_s"] = decimals(wall_s, 2);
+  return json_text(line);
+}
+
+// The targets that end a run: exact-match (toy tasks) and the validation loss.
+bool meets_target(const Evaluation& e, const Config& c) {
+  return (e.exact_match && *e.exact_match >= c.target_exact) || (c.target_val_loss && e.val_loss <= *c.target_val_loss);
+}
+
+std::string run_title(const Config& c, std::size_t parameters) {
+  std::string title =
+      str("xgrad-train --task ", c.task, ": ", c.layers, " layers, d-model ", c.d_model, ", ", c.heads, " heads, ",
+          parameters, " parameters; batch ", c.batch, " x ", c.seq_len, ", ", c.optimizer, " lr ", c.lr);
+  if (c.schedule != "constant") title += str(" (", c.schedule, ")");
+  return title;
+}
+
+class Trainer {
+ public:
+  Trainer(Config& c, const distributed::Communicator& communicator, std::unique_ptr<Workload> workload,
+          const Start& start)
+      : c_(c), communicator_(communicator), workload_(std::move(workload)), model_(workload_->model()) {
+    opt_ = make_optimizer(c, model_);
+    schedule_ = make_schedule(c, *opt_);
+    if (start.flag) {
+      const bool resume = std::string(start.flag) == "--resume";
+      try {
+        nn::load(start.contents, model_, resume ? opt_.get() : nullptr, start.path);
+      } catch (const Error& e) {
+        throw UsageError(str(start.flag, ": the checkpoint does not fit this model: ", e.what()));
+      }
+      if (const std::optional<std::string> bad = first_nonfinite(model_); bad && !c.allow_nonfinite)
+        throw UsageError(str(start.flag, " ", start.path, ": the tensor ", *bad,
+                             " holds NaN or infinite values (refusing it; --allow-nonfinite goes on)"));
+      if (resume) {
+        progress_ = read_progress(start.contents.metadata);
+        schedule_->set_updates(progress_.step);
+      }
+    }
+    if (c.micro_batches() > 1)
+      reducer_ = std::make_unique<distributed::GradientReducer>(communicator_, model_,
+                                                                static_cast<std::size_t>(c.accum_steps));
+  }
+
+  // Every replica starts from rank 0's weights (a collective: after every rank set up).
+  void start() { distributed::broadcast_state(communicator_, model_); }
+  int run();
+
+ private:
+  int evaluate_only();
+  int report_finished();
+  // Under mpirun a signal is acted on between steps only, where every rank agrees on it.
+  std::optional<Evaluation> evaluate(std::int64_t step, double recent_train_loss) {
+    if (communicator_.size() > 1) return workload_->evaluate(step, recent_train_loss, [] { return false; });
+    return workload_->evaluate(step, recent_train_loss, was_interrupted);
+  }
+  double train_step(std::int64_t step);
+  // The mean training loss since the last evaluation (nan when no step ran since).
+  double recent_train_loss() const { return progress_.recent_loss_sum / static_cast<double>(progress_.recent_steps); }
+  // Whether an evaluation now measures a train loss: lm measures it on its windows, a toy
+  // task's is the mean of the training steps since the last evaluation (if any ran).
+  bool measures_train_loss() const { return c_.language_model() || progress_.recent_steps > 0; }
+  void save(const Progress& progress) const;
+  void after_evaluation(std::int64_t step, const Evaluation& e, double lr);
+  int finish(std::int64_t step);
+  void show_what_was_learned(std::int64_t step);
+
+  Config& c_;
+  const distributed::Communicator& communicator_;
+  std::unique_ptr<Workload> workload_;
+  nn::Module& model_;
+  std::unique_ptr<distributed::GradientReducer> reducer_;  // with more than one micro-batch per step
+  std::unique_ptr<optim::Optimizer> opt_;
+  std::unique_ptr<optim::LRSchedule> schedule_;
+  Progress progress_;  // where the run stands; as resumed at first
+  std::ofstream metrics_;
+  Clock::time_point started_ = Clock::now();
+  std::int64_t start_step_ = 0;
+  double train_s_before_ = 0, wall_s_before_ = 0;
+  std::optional<std::int64_t> reached_step_;
+  double reached_seconds_ = 0;
+};
+
+void Trainer::save(const Progress& progress) const {
+  if (c_.save.empty()) return;
+  nn::Metadata meta = to_metadata(c_);
+  add_progress(meta, progress);
+  workload_->add_metadata(meta);
+  meta["written_by"] = "xgrad-train";
+  if (!c_.init_from.empty()) meta["init_from"] = c_.init_from;
+  nn::save(c_.save, model_, opt_.get(), meta);
+}
+
+// --eval-only: the checkpoint's weights evaluated now, printed, and nothing written but
+// the metrics line.
+int Trainer::evaluate_only() {
+  const std::optional<Evaluation> e = evaluate(progress_.step, recent_train_loss());
+  if (!e) return 128 + interrupted;
+  std::printf("%s at step %lld: %s\n", c_.task.c_str(), static_cast<long long>(progress_.step),
+              describe(*e, c_.language_model(), measures_train_loss()).c_str());
+  const std::string line = metrics_line(progress_.step, *e, opt_->lr(), progress_.train_s, progress_.wall_s);
+  std::printf("%s\n", line.c_str());
+  if (metrics_.is_open()) write_line(metrics_, c_, line);
+  return 0;
+}
+
+// A finished run (all its steps, or the target reached) is reported, and nothing is
+// written: its checkpoint, metrics and pictures stay as they are.
+int Trainer::report_finished() {
+  std::optional<Evaluation> e = progress_.evaluation;
+  const bool with_train_loss = e || measures_train_loss();
+  if (!e) e = evaluate(progress_.step, recent_train_loss());
+  if (!e) return 128 + interrupted;
+  const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*e, c_);
+  std::printf("%s: %s at step %lld, %s; the run is finished (nothing to do: raise --steps%s to go on)\n",
+              c_.task.c_str(), describe(*e, c_.language_model(), with_train_loss).c_str(),
+              static_cast<long long>(progress_.step), target_met ? "the target was reached" : "its last step",
+              target_met ? " or the target" : "");
+  return 0;
+}
+
+void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr) {
+  const double train_s = progress_.train_s, wall_s = wall_s_before_ + seconds_since(started_);
+  progress_.step = step;
+  progress_.wall_s = wall_s;
+  progress_.evaluation = e;
+  if (std::isfinite(e.val_loss))
+    progress_.best_val_loss = std::min(progress_.best_val_loss.value_or(e.val_loss), e.val_loss);
+  progress_.curve.push_back({step, e.train_loss, e.val_loss});
+  progress_.recent_loss_sum = 0, progress_.recent_steps = 0;
+  if (!c_.quiet)
+    std::printf("step %lld/%d  %s  (%.1f s)\n", static_cast<long long>(step), c_.steps,
+                describe(e, c_.language_model()).c_str(), wall_s);
+  if (metrics_.is_open()) write_line(metrics_, c_, metrics_line(step, e, lr, train_s, wall_s));
+  if (!c_.plot.empty()) write_learning_curve_png(c_.plot, progress_.curve, run_title(c_, model_.num_parameters()));
+  progress_.reached_target = meets_target(e, c_);
+  if (progress_.reached_target && !reached_step_) {
+    reached_step_ = step;
+    // The clock of each reference: training time for lm, wall time for the toy tasks.
+    reached_seconds_ = c_.language_model() ? train_s : wall_s;
+  }
+  save(progress_);
+}
+
+int Trainer::run() {
+  const std::int64_t start_step = start_step_ = progress_.step;
+  train_s_before_ = progress_.train_s, wall_s_before_ = progress_.wall_s;
+  if (!c_.metrics.empty()) {
+    metrics_.open(c_.metrics, c_.resume.empty() ? std::ios::trunc : std::ios::app);
+    if (!metrics_) throw UsageError("--metrics " + c_.metrics + ": cannot open for writing");
+  }
+  if (c_.eval_only) return evaluate_only();
+  // An evaluation due at the step the run resumes from that did not happen (a signal came
+  // during it) runs first; a run with nothing left to do is reported.
+  const bool evaluated_here = !progress_.curve.empty() && progress_.curve.back().step == start_step;
+  const bool evaluation_due =
+      start_step > 0 && !evaluated_here && (start_step % c_.eval_every == 0 || start_step == c_.steps);
+  const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*progress_.evaluation, c_);
+  if (!c_.resume.empty() && !evaluation_due && (start_step >= c_.steps || target_met)) return report_finished();
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+
+  const bool terminal = ::isatty(::fileno(stdout)) && !c_.quiet;
+  ProgressLine live(terminal);
+  if (!c_.quiet)
+    std::cout << "xgrad-train: " << c_.task << ", seq-len " << c_.seq_len << ", vocab " << c_.vocab << ", "
+              << model_.num_parameters() << " parameters, " << num_threads() << " threads"
+              << (start_step ? ", resuming at step " + std::to_string(start_step) : std::string()) << std::endl;
+  // Evaluates at `step`; false when a signal interrupted it or the target is reached.
+  const auto evaluate_and_go_on = [&](std::int64_t step) {
+    const std::optional<Evaluation> e = evaluate(step, recent_train_loss());
+    if (!e) return false;
+    live.clear();
+    after_evaluation(step, *e, schedule_->rate(step - 1));
+    // Under mpirun rank 0's evaluation decides for every rank: ranks on different CPUs may
+    // differ in the last bits, and one rank stopping alone would leave the others waiting.
+    return communicator_.size() > 1 ? communicator_.all_gather({progress_.reached_target ? 1.0 : 0.0})[0] == 0.0
+                                    : !progress_.reached_target;
+  };
+
+  const std::int64_t tokens_per_step = static_cast<std::int64_t>(c_.batch) * c_.seq_len;
+  Clock::time_point last_shown = Clock::now();
+  std::int64_t step = start_step;
+  // --profile records from this step (after the warm-up, or sooner in a short run), on
+  // rank 0, for --profile-steps steps or until an evaluation.
+  const std::int64_t profile_from =
+      c_.profile.empty() || communicator_.rank() != 0
+          ? -1
+          : start_step + 1 +
+                std::min<std::int64_t>(kProfileWarmupSteps, std::max<std::int64_t>(0, c_.steps - start_step - 1));
+  std::optional<Profiler> profiler;
+  int profiled_steps = 0;
+  const auto finish_profile = [&] {
+    live.clear();
+    std::cout << "profile of " << profiled_steps << " step" << (profiled_steps == 1 ? "" : "s") << " (from step "
+              << profile_from << "), written to " << profile_trace_path(c_.profile) << " and "
+              << profile_timeline_path(c_.profile) << ":\n"
+              << write_profile(*profiler, c_.profile, "--profile") << std::flush;
+    profiler.reset();
+  };
+  bool going_on = !evaluation_due || evaluate_and_go_on(step);
+  // A signal ends the loop where every rank learns of it (the check after each step); a
+  // rank leaving on its own flag would leave the others waiting in the next step.
+  while (going_on && step < c_.steps && (communicator_.size() > 1 || !interrupted)) {
+    ++step;
+    if (step == profile_from) profiler.emplace();
+    std::optional<ProfileStep> profiled_step(std::in_place);
+    const Clock::time_point step_began = Clock::now();
+    const double step_loss = train_step(step);
+    // The loss and the reduced gradients are the same on every rank: so are these errors.
+    if (!std::isfinite(step_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
+      throw EveryRankError(str("step ", step, ": the loss is ", step_loss,
+                               "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
+    try {
+      if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip, !c_.allow_nonfinite);
+    } catch (const Error& e) {
+      throw EveryRankError(str("step ", step, ": ", e.what(), " (lower --lr, or pass --allow-nonfinite to go on)"));
+    }
+    opt_->step();
+    schedule_->step();
+    profiled_step.reset();
+    progress_.train_s += seconds_since(step_began);
+    progress_.recent_loss_sum += step_loss, ++progress_.recent_steps;
+    if (profiler && (++profiled_steps == c_.profile_steps || step % c_.eval_every == 0 || step == c_.steps))
+      finish_profile();
+
+    if (terminal && seconds_since(last_shown) > 0.1) {
+      const double trained = progress_.train_s - train_s_before_;
+      const double steps_per_second = static_cast<double>(step - start_step) / seconds_since(started_);
+      live.show(step, c_.steps, step_loss, static_cast<double>((step - start_step) * tokens_per_step) / trained,
+                steps_per_second);
+      last_shown = Clock::now();
+    }
+    if (communicator_.any(interrupted != 0)) {
+      if (!interrupted) interrupted = SIGINT;  // another rank's signal
+      break;
+    }
+    if (step % c_.eval_every == 0 || step == c_.steps) going_on = evaluate_and_go_on(step);
+    if (going_on && c_.sample_every > 0 && step % c_.sample_every == 0 && !c_.quiet) {
+      live.clear();
+      workload_->print_samples(std::cout, step);
+    }
+  }
+  if (profiler) finish_profile();  // the run stopped early: what was recorded
+  if (profile_from >= 0 && profiled_steps == 0)
+    std::cout << "--profile: the run stopped before step " << profile_from
+              << ", where profiling was to begin; nothing written" << std::endl;
+  live.clear();
+  if (interrupted) {
+    if (c_.save.empty()) {
+      std::cout << "interrupted at step " << step << " (no --save given, nothing kept)" << std::endl;
+    } else {
+      Progress now = progress_;
+      if (now.step != step) now.evaluation.reset();  // the last evaluation was at an earlier step
+      now.step = step;
+      now.wall_s = wall_s_before_ + seconds_since(started_);
+      save(now);
+      std::cout << "interrupted at step " << step << "; checkpoint saved: continue with --resume " << c_.save
+                << std::endl;
+    }
+    return 128 + interrupted;
+  }
+  return finish(step);
+}
+
+// Forward and backward of this process's micro-batches of the step, their gradients
+// averaged over the job (the reducer), and the step's loss: the mean of every
+// micro-batch's, summed in micro-batch order on every rank.
+double Trainer::train_step(std::int64_t step) {
+  const auto micro_batches = static_cast<std::size_t>(c_.micro_batches());
+  const auto first = static_cast<std::size_t>(communicator_.rank() * c_.accum_steps);
+  std::vector<double> losses;
+  for (std::size_t micro = first; micro < first + static_cast<std::size_t>(c_.accum_steps); ++micro) {
+    // Dropout: stream 3 for micro-batch 0 (as without accumulation), 3 + 8 m for m.
+    manual_seed(stream_generator(c_.seed, 3 + 8 * micro, static_cast<std::uint64_t>(step)).next_u64());
+    opt_->zero_grad();
+    if (reducer_) reducer_->begin_micro_batch();
+    Tensor loss = workload_->training_loss(step, micro, micro_batches);
+    loss.backward();
+    losses.push_back(loss.item());
+  }
+  if (reducer_) reducer_->finish();
+  const std::vector<double> all = communicator_.all_gather(losses);
+  double sum = 0;
+  for (const double loss : all) sum += loss;
+  return sum / static_cast<double>(all.size());
+}
+
+int Trainer::finish(std::int64_t step) {
+  const double wall_s = wall_s_before_ + seconds_since(started_), train_s = progress_.train_s;
+  const Evaluation last = progress_.evaluation.value_or(Evaluation{});
+  if (metrics_.is_open()) {
+    const bool reached = reached_step_.has_value();
+    const JsonLine line{
+        {"final", true},
+        {"task", c_.task},
+        {"steps", step},
+        {"val_loss", decimals(last.val_loss, 4)},
+        {"best_val_loss", progress_.best_val_loss ? JsonLine(decimals(*progress_.best_val_loss, 4)) : JsonLine()},
+        {"train_s", decimals(train_s, 2)},
+        {"wall_s", decimals(wall_s, 2)},
+        {"ms_per_step", decimals(1e3 * train_s / static_cast<double>(step), 2)},
+        {"tokens_per_s", decimals(static_cast<double>(step) * c_.batch * c_.seq_len / train_s, 0)},
+        {"reached_target", reached},
+        {"steps_to_target", reached ? JsonLine(*reached_step_) : JsonLine()},
+        {"seconds_to_target", reached ? JsonLine(decimals(reached_seconds_, 2)) : JsonLine()},
+        {"impl", str("xgrad-", version())}};
+    write_line(metrics_, c_, json_text(line));
+  }
+  const std::string outcome = describe(last, c_.language_model());
+  if (reached_step_)
+    std::printf("%s: %s; reached the target at step %lld in %.1f s\n", c_.task.c_str(), outcome.c_str(),
+                static_cast<long long>(*reached_step_), reached_seconds_);
+  else
+    std::printf("%s: %s after %lld steps%s in %.1f s\n", c_.task.c_str(), outcome.c_str(), static_cast<long long>(step),
+                c_.language_model() && !c_.target_val_loss ? "" : " (target not reached)", wall_s);
+  show_what_was_learned(step);
+  return 0;
+}
+
+void Trainer::show_what_was_learned(std::int64_t step) {
+  if (c_.quiet) {
+    std::ostringstream ignored;
+    if (!c_.attention_png.empty()) workload_->show_attention(ignored, c_.attention_png);
+    return;
+  }
+  const double trained = progress_.train_s - train_s_before_;
+  const double tokens = static_cast<double>((step - start_step_) * c_.batch * c_.seq_len);
+  std::printf("trained %lld steps here: %.2fM tokens in %.1f s of training, %.1fk tokens/s\n\n",
+              static_cast<long long>(step - start_step_), tokens / 1e6, trained,
+              tokens / 1e3 / std::max(trained, 1e-9));
+  workload_->print_samples(std::cout, step);
+  workload_->show_attention(std::cout, c_.attention_png);
+}
+
+// Everything before training: the settings, files and outputs checked, the model made.
+// Nothing here talks to the other ranks.
+std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, const distributed::Communicator& communicator) {
+  c.ranks = communicator.size();
+  std::set<std::string> given;
+  if (!parse_command_line(argc, argv, c, given)) return nullptr;  // --help or --version
+  const Start start = read_start(c);
+  if (start.flag && !c.resume.empty()) apply_metadata(start.contents.metadata, c, given);
+  if (start.flag && !c.init_from.empty()) apply_model_metadata(start.contents.metadata, c, given);
+  check_task_flags(c, given);
+  validate(c);
+  std::shared_ptr<const TextCorpus> corpus;
+  if (c.language_model()) corpus = open_corpus(c, start);
+  check_memory(c, communicator.local_size(), corpus ? corpus->size() : 0);
+  if (!communicator.is_root()) {  // rank 0 alone prints and writes
+    c.save.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
+    c.quiet = true;
+  }
+  check_outputs(c);
+  if (c.threads > 0)
+    set_num_threads(c.threads);
+  else if (communicator.local_size() > 1)  // the machine's cores shared among its ranks
+    set_num_threads(std::max(1, num_threads() / communicator.local_size()));
+  if (c.verbose)
+    std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads"
+              << (communicator.size() > 1 ? str(" in each of ", communicator.size(), " ranks") : std::string())
+              << "; products in " << c.precision
+              << (c.precision == "bf16" ? str(" (", bf16_summary(), ")") : std::string()) << std::endl;
+  manual_seed(c.seed);
+  return std::make_unique<Trainer>(
+      c, communicator, c.language_model() ? make_language_workload(c, corpus) : make_toy_workload(c), start);
+}
+
+// Under mpirun the ranks first agree that every one of them could set up: a bad flag or
+// file then ends every rank with exit code 2 (rank 0 saying why, or the rank that failed
+// alone), instead of some ranks waiting for the others forever.
+int run(int argc, char** argv, const distributed::Communicator& communicator) {
+  Config c;
+  std::unique_ptr<Trainer> trainer;
+  std::optional<std::string> error;
+  try {
+    trainer = set_up(argc, argv, c, communicator);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const std::vector<double> failed = communicator.all_gather({error ? 1.0 : 0.0});
+  if (std::find(failed.begin(), failed.end(), 1.0) != failed.end()) {
+    if (error && (communicator.is_root() || failed[0] == 0.0))
+      std::fprintf(stderr, "xgrad-train: %s%s\n",
+                   communicator.is_root() ? "" : str("rank ", communicator.rank(), ": ").c_str(), error->c_str());
+    return 2;
+  }
+  if (!trainer) return 0;
+  // Every forward of the run (training, evaluation, samples) runs on this thread.
+  const AutocastGuard precision(c.precision == "bf16" ? Precision::bfloat16 : Precision::float32);
+  trainer->start();
+  return trainer->run();
+}
+
+}  // namespace
+
+// Every error is one line on stderr and exit status 2; a signal exits with 128 + its
+// number after saving. Under mpirun only rank 0 prints, and an error on any rank ends the
+// whole job with its message (MPI_Abort) rather than leaving the others waiting.
+int main(int argc, char** argv) {
+  const distributed::Communicator communicator;
+  if (!communicator.is_root() && !std::freopen("/dev/null", "w", stdout)) return 2;
+  return tools::run_tool(
+      "xgrad-train", [&] { return run(argc, argv, communicator); },
+      [&](const std::string& line, const std::exception& error) {
+        if (dynamic_cast<const EveryRankError*>(&error)) {  // every rank stops here: rank 0 says why
+          if (communicator.is_root()) std::fprintf(stderr, "%s\n", line.c_str());
+          return;
+        }
+        if (communicator.size() == 1) {
+          std::fprintf(stderr, "%s\n", line.c_str());
+          return;
+        }
+        communicator.abort(str("xgrad-train: rank ", communicator.rank(), ": ", error.what()));
+      });
+}

@@ -1,0 +1,47 @@
+#pragma once
+// What xgrad-train trains, behind one interface so that the training loop, evaluation
+// schedule, checkpoints and metrics are the same for every task: the toy sequence tasks
+// (an encoder predicting a token at every position) and the language model (a GPT
+// predicting the next byte of a text).
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+
+#include "config.hpp"
+#include "text.hpp"
+#include "xgrad/nn/module.hpp"
+
+namespace tools {
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  virtual xgrad::nn::Module& model() = 0;
+  // The mean cross-entropy of micro-batch `micro` of `micro_batches` (equal slices of
+  // rows) of step `step`'s training batch, with its graph. Batches are functions of
+  // (seed, step), so a resumed run draws what an uninterrupted one would, and every rank
+  // of a job slices the same batch.
+  virtual xgrad::Tensor training_loss(std::int64_t step, std::size_t micro, std::size_t micro_batches) = 0;
+  // Held-out evaluation after `step` (see Evaluation); `recent_train_loss` is the mean
+  // training loss since the previous evaluation. Nothing when `interrupted()` turns true
+  // first.
+  virtual std::optional<Evaluation> evaluate(std::int64_t step, double recent_train_loss,
+                                             const std::function<bool()>& interrupted) = 0;
+  // A few samples of what the model does now (toy tasks: predictions on held-out
+  // sequences; lm: generated text).
+  virtual void print_samples(std::ostream& os, std::int64_t step) = 0;
+  // The last layer's attention on one input: printed (when small enough to read) and
+  // drawn to `png` unless it is empty.
+  virtual void show_attention(std::ostream& os, const std::string& png) = 0;
+  // Checkpoint entries beyond the settings (lm: the vocabulary).
+  virtual void add_metadata(Metadata& metadata) const { (void)metadata; }
+};
+
+// The workloads, their models initialised from the process-wide generator.
+std::unique_ptr<Workload> make_toy_workload(const Config& config);
+std::unique_ptr<Workload> make_language_workload(const Config& config, std::shared_ptr<const TextCorpus> corpus);
+
+}  // namespace tools
