@@ -276,13 +276,21 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
               " bytes, too short for the 8-byte header length");
   std::uint64_t length = 0;
   std::memcpy(&length, bytes.data(), 8);
-  XGRAD_CHECK(length <= kMaxHeader && length <= bytes.size() - 8, in_file(source), "header length ", length,
-              " runs past the end of the file (", bytes.size(), " bytes)");
+  XGRAD_CHECK(length <= kMaxHeader, in_file(source), "header length ", length, " is over the ", kMaxHeader >> 20,
+              " MiB a safetensors header may have");
+  XGRAD_CHECK(length <= bytes.size() - 8, in_file(source), "header length ", length, " runs past the end of the file (",
+              bytes.size(), " bytes)");
   json header;
   try {
     // A key given twice would silently keep the last value: refuse it.
     std::vector<std::set<std::string>> keys;  // per open object
-    const auto no_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+    // Nesting deeper than a safetensors header's (the header, its entries, their shapes
+    // and offsets: depths 0 to 2) is refused as it starts, before a deeply nested header
+    // fills the memory.
+    constexpr int kDeepest = 2;
+    const auto no_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+      if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth > kDeepest)
+        fail(in_file(source), "the header nests deeper than a safetensors header (", kDeepest + 1, " levels)");
       if (event == json::parse_event_t::object_start) keys.emplace_back();
       if (event == json::parse_event_t::object_end) keys.pop_back();
       if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second)
@@ -292,6 +300,8 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
     header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length), no_duplicates);
   } catch (const json::exception& e) {
     fail(in_file(source), "the header is not valid JSON (", e.what(), ")");
+  } catch (const std::bad_alloc&) {
+    fail(in_file(source), "the header (", length, " bytes) is too large to read into memory");
   }
   XGRAD_CHECK(header.is_object(), in_file(source), "the header is not a JSON object");
 

@@ -38,7 +38,7 @@ Embedding::Embedding(std::size_t num, std::size_t dim, const EmbeddingOptions& e
     XGRAD_CHECK(*options.max_norm >= 0.0 && std::isfinite(*options.max_norm), "Embedding",
                 "max_norm must be finite and >= 0, got ", *options.max_norm);
   XGRAD_CHECK(options.norm_type > 0.0, "Embedding", "norm_type must be positive (or inf), got ", options.norm_type);
-  weight = register_parameter("weight", Tensor::zeros({num, dim}));
+  weight = register_parameter("weight", init::zeros("Embedding", {num, dim}));
   init::normal_(weight, 0.0, 1.0);
   if (options.padding_idx) {  // as PyTorch's reset_parameters
     const std::size_t row = static_cast<std::size_t>(*options.padding_idx);
@@ -62,7 +62,7 @@ std::string Embedding::extra_repr() const {
 
 PositionalEncoding::PositionalEncoding(std::size_t d, std::size_t max_len, double dropout_p, bool batch_first)
     : d_model(d), max_len(max_len), batch_first(batch_first) {
-  Tensor table = Tensor::zeros({max_len, d}, DType::float64);  // an Error, not a crash, when too large
+  Tensor table = init::zeros("PositionalEncoding", {max_len, d}, DType::float64);
   double* values = table.data<double>();
   for (std::size_t pos = 0; pos < max_len; ++pos)
     for (std::size_t i = 0; i < d; i += 2) {
@@ -85,7 +85,7 @@ std::string PositionalEncoding::extra_repr() const {
 
 LearnedPositionalEncoding::LearnedPositionalEncoding(std::size_t max_len, std::size_t d, bool batch_first)
     : max_len(max_len), d_model(d), batch_first(batch_first) {
-  weight = register_parameter("weight", Tensor::zeros({max_len, d}));
+  weight = register_parameter("weight", init::zeros("LearnedPositionalEncoding", {max_len, d}));
   init::normal_(weight, 0.0, 1.0);
 }
 

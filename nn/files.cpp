@@ -1,11 +1,15 @@
 #include "xgrad/nn/files.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -30,6 +34,34 @@ const char* kind_of(mode_t mode) {
   if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
   if (S_ISSOCK(mode)) return "a socket";
   return "not a regular file";
+}
+
+// The 8 hex digits (FNV-1a) that tie a temporary file to its target's name.
+std::string name_tag(const std::string& target) {
+  const std::string name = target.substr(target.rfind('/') + 1);
+  std::uint32_t hash = 2166136261u;
+  for (const unsigned char c : name) hash = (hash ^ c) * 16777619u;
+  char tag[9];
+  std::snprintf(tag, sizeof tag, "%08x", hash);
+  return tag;
+}
+
+// Removes the temporaries that writers of `target` now gone left beside it (a writer
+// killed mid-write cannot remove its own): only files named as ours for this target,
+// and only those whose writer's process no longer exists.
+void remove_dead_writers_temporaries(const std::string& target) {
+  const std::string prefix = str(kTemporaryPrefix, name_tag(target), "-");
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(folder_of(target), error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !name.ends_with(".tmp")) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (pid <= 0 || *end != '-' || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    std::error_code ignored;
+    std::filesystem::remove(entry.path(), ignored);
+  }
 }
 
 // Closes a descriptor on every path out.
@@ -66,6 +98,10 @@ void write_new_file(const std::string& path, const std::string& bytes, mode_t mo
 
 }  // namespace
 
+std::string temporary_name(const std::string& target, long pid, unsigned n) {
+  return str(kTemporaryPrefix, name_tag(target), "-", pid, "-", n, ".tmp");
+}
+
 std::string resolve_symlinks(const std::string& path) {
   std::string target = path;
   for (int hops = 0; hops < 40; ++hops) {  // the kernel's own limit on a chain of links
@@ -88,9 +124,10 @@ void write_file_atomically(const std::string& path, const std::string& bytes, st
                 "; refusing to replace it");
     mode = existing.st_mode & 07777;
   }
+  remove_dead_writers_temporaries(target);
   // A short name, so that a target name near the 255-byte limit still has a temporary.
   static std::atomic<unsigned> counter{0};
-  const std::string temporary = str(folder_of(target), "/.xgrad-", ::getpid(), "-", counter++, ".tmp");
+  const std::string temporary = str(folder_of(target), "/", temporary_name(target, ::getpid(), counter++));
   try {
     write_new_file(temporary, bytes, mode, op);
   } catch (...) {

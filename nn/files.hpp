@@ -7,6 +7,9 @@
 //   new one, never a broken one. Writing through a symlink writes the file it points to
 //   (the link stays); a target that exists but is not a regular file (a device, FIFO or
 //   folder) is refused, never replaced. The replaced file's permissions are kept.
+//   The temporary is named temporary_name(target, pid, n): ".xgrad-<tag of the target's
+//   name>-<writer's pid>-<n>.tmp". A writer killed mid-write leaves its one temporary;
+//   the next write of the same target removes those whose writer is gone (and no other).
 // read_regular_file: refuses folders, FIFOs and devices before reading (a FIFO would
 //   block forever) with an Error naming the file.
 // Errors start with `op` ("save", "checkpoint 'run.st'").
@@ -17,6 +20,8 @@
 namespace xgrad::nn {
 
 void write_file_atomically(const std::string& path, const std::string& bytes, std::string_view op);
+inline constexpr const char* kTemporaryPrefix = ".xgrad-";
+std::string temporary_name(const std::string& target, long pid, unsigned n);
 std::string read_regular_file(const std::string& path, std::string_view op);
 
 // The file `path` finally names: symlinks followed (even to a file that does not exist

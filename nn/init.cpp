@@ -2,10 +2,19 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "xgrad/autograd/ops.hpp"
 
 namespace xgrad::nn::init {
+
+Tensor zeros(std::string_view layer, Shape shape, DType dtype) {
+  try {
+    return Tensor::zeros(std::move(shape), dtype);
+  } catch (const Error& e) {
+    throw Error(str(layer, ": ", e.what()));
+  }
+}
 
 Fans fans(const Shape& shape) {
   XGRAD_CHECK(shape.size() >= 2, "init.fans", "needs a tensor of at least 2 dimensions, got ", shape);

@@ -7,6 +7,10 @@
 
 namespace xgrad::nn::init {
 
+// A new zero-filled parameter or buffer of `layer` ("Linear"): an Error that names the
+// layer, then the shape, when the shape cannot be held (past 2^64 bytes or the memory).
+Tensor zeros(std::string_view layer, Shape shape, DType dtype = DType::float32);
+
 enum class FanMode { fan_in, fan_out };
 enum class Nonlinearity { linear, sigmoid, tanh, relu, leaky_relu };
 

@@ -8,8 +8,8 @@
 namespace xgrad::nn {
 
 Linear::Linear(std::size_t in, std::size_t out, bool with_bias) : in_features(in), out_features(out) {
-  weight = register_parameter("weight", Tensor::zeros({out, in}));
-  if (with_bias) bias = register_parameter("bias", Tensor::zeros({out}));
+  weight = register_parameter("weight", init::zeros("Linear", {out, in}));
+  if (with_bias) bias = register_parameter("bias", init::zeros("Linear", {out}));
   reset_parameters();
 }
 

@@ -217,6 +217,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < parameters_.size(); ++i) index[parameters_[i].first] = i;
   std::vector<ParamState> loaded(parameters_.size());
+  std::vector<bool> step_given(parameters_.size(), false);  // present, valid or not
   for (const auto& [key, tensor] : state) {
     if (key == "lr" || key == "step" || group_key(key)) continue;
     const std::size_t dot = key.rfind('.');
@@ -231,6 +232,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
     if (!tensor.defined()) {
       problems.push_back(key + " is undefined");
     } else if (field == "step") {
+      step_given[found->second] = true;
       if (tensor.numel() != 1 || !is_count(tensor.item(), 1))
         problems.push_back(key + " must be a whole number in [1, 2^53]");
       else
@@ -245,7 +247,7 @@ void Optimizer::load_state_dict(const StateDict& state, bool strict) {
   }
   for (std::size_t i = 0; i < loaded.size(); ++i) {
     const bool has_buffers = !loaded[i].buffers.empty();
-    if (has_buffers && loaded[i].updates == 0) problems.push_back("missing: state." + parameters_[i].first + ".step");
+    if (has_buffers && !step_given[i]) problems.push_back("missing: state." + parameters_[i].first + ".step");
   }
   if (!problems.empty()) {
     fail(type_, "load_state_dict: ", listed(problems, "; "));

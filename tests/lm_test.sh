@@ -192,7 +192,7 @@ refused "xgrad-generate: a forged layer count" "its config.layers = 200000 but i
 forge whole.st width.st config.d-model=64 config.ff=256
 refused "xgrad-generate: a forged width" "call for wte.weight of" "$generate" --checkpoint width.st --tokens 5
 forge whole.st window.st config.seq-len=-1
-refused "xgrad-generate: a negative window" "its settings do not hold together: --seq-len" \
+refused "xgrad-generate: a negative window" "the checkpoint's config.seq-len = '-1' cannot be used: must be at least 1" \
   "$generate" --checkpoint window.st --tokens 5
 forge whole.st nan.st nan=wte.weight
 refused "xgrad-generate: NaN weights" "the tensor wte.weight holds NaN" "$generate" --checkpoint nan.st --tokens 5

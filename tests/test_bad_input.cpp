@@ -95,6 +95,8 @@ std::vector<Case> cases() {
       {"slice start", [](World& w) { slice(w.a, 1, 4, 5); }, {"slice", "start 4", "[2, 3]"}},
       {"concat shapes", [](World& w) { concat({w.a, w.b}, 0); }, {"concat", "[4, 5]", "[2, 3]"}},
       {"split sizes", [](World& w) { split(w.a, {1, 1}, 1); }, {"split", "[2, 3]", "add up to 2"}},
+      {"split sizes that wrap past 2^64", [](World& w) { split(w.a, {2, SIZE_MAX}, 1); },
+       {"split", "[2, 3]", "more than 2^64"}},
       {"chunk", [](World& w) { chunk(w.a, 2, 1); }, {"chunk", "[2, 3]", "2 equal pieces"}},
       {"squeeze", [](World& w) { squeeze(w.a, 0); }, {"squeeze", "[2, 3]", "size 2"}},
       {"expand", [](World& w) { expand(w.a, {2, 4}); }, {"expand", "[2, 3]", "[2, 4]"}},
@@ -136,6 +138,16 @@ std::vector<Case> cases() {
          o.dropout_p = 2.0;
          scaled_dot_product_attention(w.a, w.a, w.a, o);
        }, {"scaled_dot_product_attention", "dropout_p"}},
+      {"attention scale NaN", [nan](World& w) {
+         AttentionOptions o;
+         o.scale = nan;
+         scaled_dot_product_attention(w.a, w.a, w.a, o);
+       }, {"scaled_dot_product_attention", "scale", "nan"}},
+      {"attention scale infinite", [](World& w) {
+         AttentionOptions o;
+         o.scale = std::numeric_limits<double>::infinity();
+         scaled_dot_product_attention(w.a, w.a, w.a, o);
+       }, {"scaled_dot_product_attention", "scale", "inf"}},
       {"Indices count", [](World&) { Indices({1, 2, 3}, {2, 2}); }, {"Indices", "3 values", "[2, 2]"}},
       {"from_vector count", [](World&) { Tensor::from_vector({1, 2}, {3}); }, {"from_vector", "2 values", "[3]"}},
       {"item of many", [](World& w) { w.a.item(); }, {"item", "[2, 3]"}},
@@ -216,7 +228,11 @@ std::vector<Case> cases() {
        }, {"Embedding", "forward(Tensor)"}},
       {"init of a vector", [](World& w) { nn::init::xavier_uniform_(w.v); }, {"fans", "[3]"}},
       {"PositionalEncoding past 2^64", [](World&) { nn::PositionalEncoding(std::size_t{1} << 32, std::size_t{1} << 32); },
-       {"[4294967296, 4294967296]", "2^64"}},
+       {"PositionalEncoding", "[4294967296, 4294967296]", "2^64"}},
+      {"Linear past 2^64", [](World&) { nn::Linear(std::size_t{1} << 32, std::size_t{1} << 32); },
+       {"Linear", "[4294967296, 4294967296]", "2^64"}},
+      {"Embedding past memory", [](World&) { nn::Embedding(std::size_t{1} << 40, 1024); },
+       {"Embedding", "[1099511627776, 1024]", "memory this process can have"}},
       {"uniform low > high", [](World&) { Generator g(1); Tensor::uniform({3}, 5.0, 1.0, g); },
        {"Tensor::uniform", "low <= high", "[3]"}},
       // ---- optim ----

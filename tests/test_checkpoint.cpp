@@ -1,6 +1,10 @@
 #define BOOST_TEST_MODULE checkpoint
 #include "helpers.hpp"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -155,6 +159,67 @@ BOOST_AUTO_TEST_CASE(a_save_replaces_the_old_file_and_leaves_nothing_else) {
   check_error([&] { nn::save("/nonexistent-folder/x.safetensors", net); }, {"save", "/nonexistent-folder"});
 }
 
+// The temporaries beside `target` (a writer's, named for this target).
+std::vector<std::string> temporaries_of(const fs::path& target) {
+  const std::string tag = nn::temporary_name(target.string(), 0, 0);
+  const std::string prefix = tag.substr(0, tag.find('-', std::strlen(nn::kTemporaryPrefix)) + 1);
+  std::vector<std::string> found;
+  for (const auto& entry : fs::directory_iterator(target.parent_path()))
+    if (entry.path().filename().string().starts_with(prefix)) found.push_back(entry.path().filename().string());
+  return found;
+}
+
+// A process that has exited (and been reaped): its pid names no process now.
+pid_t a_dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
+BOOST_AUTO_TEST_CASE(a_write_removes_what_dead_writers_left_and_nothing_else) {
+  const fs::path folder = scratch("litter");
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  const fs::path target = folder / "run.safetensors", other = folder / "other.safetensors";
+  const pid_t dead = a_dead_pid();
+  const auto place = [&](const std::string& name) {
+    std::ofstream(folder / name) << "partial";
+    return folder / name;
+  };
+  const fs::path dead_0 = place(nn::temporary_name(target.string(), dead, 0));
+  const fs::path dead_7 = place(nn::temporary_name(target.string(), dead, 7));
+  const fs::path alive = place(nn::temporary_name(target.string(), ::getppid(), 0));  // still writing
+  const fs::path other_target = place(nn::temporary_name(other.string(), dead, 0));   // another file's
+  const fs::path not_ours = place(".xgrad-notes.tmp"), user_file = place("draft.tmp");
+  nn::write_file_atomically(target.string(), "new", "save");
+  BOOST_CHECK(!fs::exists(dead_0));
+  BOOST_CHECK(!fs::exists(dead_7));
+  for (const fs::path& kept : {alive, other_target, not_ours, user_file}) BOOST_CHECK_MESSAGE(fs::exists(kept), kept);
+  BOOST_CHECK_EQUAL(read_bytes(target), "new");
+}
+
+BOOST_AUTO_TEST_CASE(a_writer_killed_mid_write_leaves_one_temporary_the_next_write_removes) {
+  const fs::path folder = scratch("killed");
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  const fs::path target = folder / "big.safetensors";
+  for (int kill = 0; kill < 3; ++kill) {
+    const pid_t writer = ::fork();
+    if (writer == 0) {  // writes 32 MiB over and over until killed
+      const std::string bytes(std::size_t{32} << 20, 'x');
+      for (;;) nn::write_file_atomically(target.string(), bytes, "save");
+    }
+    ::usleep(150'000 + 70'000 * kill);
+    ::kill(writer, SIGKILL);
+    ::waitpid(writer, nullptr, 0);
+    BOOST_CHECK_LE(temporaries_of(target).size(), 1u);  // at most the one it was writing
+  }
+  nn::write_file_atomically(target.string(), "done", "save");
+  BOOST_CHECK(temporaries_of(target).empty());
+  BOOST_CHECK_EQUAL(read_bytes(target), "done");
+}
+
 BOOST_AUTO_TEST_CASE(every_damaged_file_is_rejected_and_changes_nothing) {
   manual_seed(7);
   Net net;
@@ -189,6 +254,20 @@ BOOST_AUTO_TEST_CASE(every_damaged_file_is_rejected_and_changes_nothing) {
   const std::uint64_t too_long = good.size();
   std::memcpy(huge.data(), &too_long, 8);
   expect_rejected(huge, "header length past the end");
+  // Each refusal says what is wrong, truthfully.
+  const auto refused_saying = [&](const std::string& bytes, const std::string& says) {
+    write_bytes(path, bytes);
+    check_error([&] { nn::load(path, net); }, {path.string(), says});
+  };
+  std::string over_cap = good;
+  const std::uint64_t past_cap = (std::uint64_t{100} << 20) + 8;
+  std::memcpy(over_cap.data(), &past_cap, 8);
+  refused_saying(over_cap, "is over the 100 MiB a safetensors header may have");
+  refused_saying(huge, "runs past the end of the file");
+  // 1,000,000 nested arrays: refused as the nesting starts, never std::bad_alloc.
+  refused_saying(with_header(R"({"x":)" + std::string(1'000'000, '[') + std::string(1'000'000, ']') + "}"),
+                 "nests deeper than a safetensors header");
+  refused_saying(with_header(R"({"__metadata__":{"a":{"b":{"c":"d"}}}})"), "nests deeper");
   expect_rejected(with_header(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,1600]}})"), "offsets past the end");
   expect_rejected(with_header(R"({"x":{"dtype":"F8_E4M3","shape":[16],"data_offsets":[0,16]}})"), "unsupported dtype");
   expect_rejected(with_header(R"({"x":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})"),

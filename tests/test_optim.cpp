@@ -413,6 +413,29 @@ BOOST_AUTO_TEST_CASE(state_dict_round_trip_of_group_settings_continues_bitwise) 
   BOOST_CHECK_EQUAL(sgd.at("group.1.dampening").item(), 0.2);
 }
 
+// A step count that is there but wrong is said as wrong, never as missing.
+BOOST_AUTO_TEST_CASE(a_loaded_step_count_is_judged_as_given) {
+  Problem p = fixture_problem();
+  optim::Adam adam(p.parameters(), {.lr = 0.1});
+  train_steps(p, adam, 2);
+  for (const double bad : {std::nan(""), -1.0, 0.5, 1e300}) {
+    StateDict state = adam.state_dict();
+    state["state.w.step"] = Tensor::scalar(bad, DType::float64);
+    optim::Adam fresh(p.parameters(), {.lr = 0.1});
+    try {
+      fresh.load_state_dict(state);
+      BOOST_ERROR("a step of " << bad << " was accepted");
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      BOOST_CHECK_MESSAGE(message.find("state.w.step must be a whole number") != std::string::npos, message);
+      BOOST_CHECK_MESSAGE(message.find("missing") == std::string::npos, message);
+    }
+  }
+  StateDict without = adam.state_dict();
+  without.erase("state.w.step");
+  check_error([&] { optim::Adam(p.parameters(), {.lr = 0.1}).load_state_dict(without); }, {"missing: state.w.step"});
+}
+
 BOOST_AUTO_TEST_CASE(loaded_group_settings_are_checked_before_they_are_used) {
   Problem p = fixture_problem();
   auto adam = mixed_groups("Adam", p);

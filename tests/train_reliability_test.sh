@@ -53,6 +53,132 @@ check "a 253-byte file name saves" test "$(run "${small[@]}" --steps 10 --eval-e
 check "and resumes" test "$(run --resume "$long" --steps 20 --eval-every 10 --quiet)" -eq 0
 check "no temporary file is left" test -z "$(ls -A | grep -e '\.tmp' || true)"
 
+# ---- every flag, given what it cannot take -------------------------------------------
+# One line, exit 2, naming the flag (and what is wrong with it). The table must hold every
+# flag --help lists (but --help and --version, which print whatever follows them): a new
+# flag without a row here fails the test.
+"$train" --help | grep -oE '^ +--[a-z0-9-]+' | tr -d ' ' | grep -vx -e --help -e --version | sort >flags
+table=$(cat <<'TABLE'
+--task|lm2|--task: lm2 not in
+--text|nowhere.txt|--text
+--seq-len|0|--seq-len must be at least 1, got 0
+--vocab|-3|--vocab must be at least 1, got -3
+--d-model|x|--d-model: 'x' is not a whole number
+--heads|0|--heads must be at least 1, got 0
+--layers|-1|--layers must be at least 1, got -1
+--ff|-2|--ff cannot be negative, got -2
+--dropout|1.5|--dropout must lie in \[0, 1), got 1.5
+--positions|wavy|--positions: wavy not in
+--batch|0|--batch must be at least 1, got 0
+--steps|-5|--steps must be at least 1, got -5
+--lr|nan|--lr must be a finite number, got nan
+--min-lr|-1|--min-lr -1.0 must lie in
+--weight-decay|-0.5|--weight-decay cannot be negative, got -0.5
+--optimizer|lion|--optimizer: lion not in
+--beta2|1|--beta2 must lie in \[0, 1), got 1.0
+--schedule|wobbly|--schedule: wobbly not in
+--warmup|-1|--warmup
+--clip|-1|--clip cannot be negative, got -1.0
+--seed|-1|--seed: '-1' is not a whole number
+--precision|fp8|--precision: fp8 not in
+--threads|-2|--threads cannot be negative, got -2
+--accum-steps|0|--accum-steps must be at least 1, got 0
+--eval-every|0|--eval-every must be at least 1, got 0
+--eval-size|0|--eval-size must be at least 1, got 0
+--eval-batches|0|--eval-batches
+--target-exact|nan|--target-exact must be a finite number, got nan
+--target-val-loss|-1|--target-val-loss must be positive
+--sample-every|-1|--sample-every
+--save||--save needs a file name
+--resume|nowhere.st|--resume nowhere.st: no such file
+--init-from|nowhere.st|--init-from nowhere.st: no such file
+--eval-only|x|argument was not expected: x
+--metrics|nowhere/m.jsonl|--metrics nowhere/m.jsonl: cannot write in nowhere
+--plot|nowhere/p.png|--plot nowhere/p.png: cannot write in nowhere
+--attention-png|nowhere/a.png|--attention-png nowhere/a.png: cannot write in nowhere
+--profile|nowhere/p|--profile nowhere/p.json: cannot write in nowhere
+--profile-steps|0|--profile-steps
+--quiet|x|argument was not expected: x
+--verbose|x|argument was not expected: x
+--allow-nonfinite|x|argument was not expected: x
+TABLE
+)
+while IFS='|' read -r flag value says; do
+  refused "$flag '$value'" "$says" --task sort $flag "$value"
+done <<<"$table"
+check "the table holds every flag of --help ($(comm -23 flags <(cut -d'|' -f1 <<<"$table" | sort) | tr '\n' ' '))" \
+  test -z "$(comm -23 flags <(cut -d'|' -f1 <<<"$table" | sort))"
+
+# ---- a checkpoint's every field, wrong --------------------------------------------
+# Each entry damaged alone, or made to contradict the others or the tensors: the resume
+# is refused in one line that names the file and the field. (The table: field=value,
+# then what the message must say.)
+"$train" "${small[@]}" --steps 20 --eval-every 10 --save whole.st --target-exact 2 >/dev/null
+while IFS='|' read -r entry says; do
+  printf -v value '%b' "$entry"  # \n in the table is a line break
+  forge whole.st forged.st "$value"
+  refused "a checkpoint with $entry" "--resume forged.st: the checkpoint${says}" --resume forged.st --steps 30
+done <<'TABLE'
+step=99999999| contradicts itself: its step = 99999999 but its optimizer state has made 20 steps
+step=-4|'s step = '-4' is not a whole number
+step=ten|'s step = 'ten' is not a whole number
+wall_s=-1|'s wall_s = '-1' is not a number in
+train_s=nan|'s train_s = 'nan' is not a number in
+eval.val_loss=-2|'s eval.val_loss = '-2' is not a number in
+eval.train_loss=x|'s eval.train_loss = 'x' is not a number in
+eval.token_acc=1.5|'s eval.token_acc = '1.5' is not a number in
+eval.exact_match=-0.1|'s eval.exact_match = '-0.1' is not a number in
+best_val_loss=0.0001| contradicts itself: best_val_loss = 1e-04 is not the lowest validation loss of its curve
+recent_steps=999|'s recent_steps = '999' is not a whole number in \[0, step\]
+recent_loss_sum=-1|'s recent_loss_sum = '-1' is not a number in
+curve=garbage|'s curve = 'garbage' is not lines of step
+curve=30 1.0 1.0\n| contradicts itself: its curve has an evaluation at step 30 in a run at step 20
+curve=10 1 1\n5 1 1\n| contradicts itself: its curve has an evaluation at step 5 after one at step 10
+reached_target=maybe|'s reached_target = 'maybe' is not true or false
+config.seq-len=-5|'s config.seq-len = '-5' cannot be used: must be at least 1
+config.seq-len=abc|'s config.seq-len = 'abc' is not a whole number
+config.vocab=0|'s config.vocab = '0' cannot be used
+config.heads=3|'s config.heads = '3' cannot be used: 3 does not divide --d-model 32
+config.layers=-1|'s config.layers = '-1' cannot be used
+config.batch=0|'s config.batch = '0' cannot be used
+config.optimizer=bogus|'s config.optimizer = 'bogus' cannot be used
+config.schedule=sometimes|'s config.schedule = 'sometimes' cannot be used
+config.lr=inf|'s config.lr = 'inf' cannot be used
+config.lr=-1|'s config.lr = '-1' cannot be used
+config.beta2=2|'s config.beta2 = '2' cannot be used
+config.dropout=1.5|'s config.dropout = '1.5' cannot be used
+config.precision=fp8|'s config.precision = 'fp8' cannot be used
+config.task=nope|'s config.task = 'nope' cannot be used
+run.eval-every=0|'s run.eval-every = '0' cannot be used
+run.eval-size=-2|'s run.eval-size = '-2' cannot be used
+TABLE
+forge whole.st forged.st run.steps=-3
+refused "a checkpoint's run.steps = -3, not given again" "--resume forged.st: the checkpoint's run.steps = '-3' cannot be used" \
+  --resume forged.st
+check "--steps given again overrides the checkpoint's run.steps" test "$(run --resume forged.st --steps 30)" -eq 0
+ln -sf loop-a loop-b
+ln -sf loop-b loop-a
+refused "--resume through a symlink loop" "--resume loop-a: Too many levels of symbolic links" --resume loop-a
+
+# ---- a resume after lines were written past the checkpoint -------------------------
+# A run killed after its metrics got lines its checkpoint does not cover (and in the
+# middle of a line) is resumed: the file holds each evaluation once, in order, exactly
+# the lines of an uninterrupted run (timings aside).
+never=("${small[@]}" --target-exact 2)  # trains every step asked
+"$train" "${never[@]}" --steps 20 --eval-every 5 --metrics whole.jsonl >/dev/null
+"$train" "${never[@]}" --steps 10 --eval-every 5 --save at10.st --metrics cut.jsonl >/dev/null
+cp at10.st resume.st
+"$train" --resume resume.st --steps 15 --metrics cut.jsonl --quiet >/dev/null  # lines past step 10
+printf '{"step": 20, "train_loss": 1.2' >>cut.jsonl  # and a line cut off by the kill
+check "the metrics of a killed run hold lines past its checkpoint" grep -q '"step": 15' cut.jsonl
+cp at10.st resume.st
+check "the resume runs" test "$(run --resume resume.st --steps 20 --metrics cut.jsonl)" -eq 0
+check "each evaluation once, in order, as an uninterrupted run writes them" \
+  test "$(timeless cut.jsonl)" = "$(timeless whole.jsonl)"
+before=$(sum cut.jsonl)
+check "a finished run resumed leaves the metrics alone" test "$(run --resume resume.st --metrics cut.jsonl)" -eq 0
+check "(the same file)" test "$(sum cut.jsonl)" = "$before"
+
 # ---- hangs ---------------------------------------------------------------------------
 refused "resume from a FIFO" "FIFO" --resume pipe
 refused "resume from a folder" "folder" --resume folder
@@ -84,11 +210,14 @@ wait $pid
 check "two Ctrl-C exit 130" test $? -eq 130
 
 # ---- silent wrong results ----------------------------------------------------------------
-code=$(run "${small[@]}" --steps 50 --eval-every 10 --lr 1e300 --save div.st --metrics div.jsonl)
-check "a diverging run exits 2" test "$code" -eq 2
-check "it names the step and the loss" grep -q "step [0-9]*: the loss is" err
-check "no NaN checkpoint was written" test ! -e div.st
-check "no NaN in the metrics" test -z "$(grep -i nan div.jsonl || true)"
+# In bf16 too: a loss past bf16's range (or NaN) stops the run before the update.
+for precision in float32 bf16; do
+  code=$(run "${small[@]}" --steps 50 --eval-every 10 --lr 1e300 --save div.st --metrics div.jsonl --precision $precision)
+  check "a diverging $precision run exits 2" test "$code" -eq 2
+  check "it names the step and the loss ($precision)" grep -q "step [0-9]*: the loss is" err
+  check "no NaN checkpoint was written ($precision)" test ! -e div.st
+  check "no NaN in the metrics ($precision)" test -z "$(grep -i nan div.jsonl || true)"
+done
 code=$(run "${small[@]}" --steps 30 --eval-every 10 --lr 1e300 --allow-nonfinite --metrics nan.jsonl)
 check "--allow-nonfinite goes on" test "$code" -eq 0
 check "its metrics are valid JSON" /usr/bin/python3 -c '
@@ -146,9 +275,9 @@ PY
 edit run.st neg.st step -5 && refused "a negative step" "step = '-5'" --resume neg.st
 edit run.st abc.st step abc && refused "a step that is not a number" "step = 'abc'" --resume abc.st
 edit run.st huge.st step 99999999999999999999999 && refused "a step beyond 64 bits" "step" --resume huge.st
-edit run.st opt.st config.optimizer lion && refused "an unknown optimizer" "--optimizer lion" --resume opt.st
-edit run.st sched.st config.schedule wobbly && refused "an unknown schedule" "--schedule wobbly" --resume sched.st
-edit run.st lr.st config.lr nan && refused "a NaN learning rate" "--lr" --resume lr.st
+edit run.st opt.st config.optimizer lion && refused "an unknown optimizer" "config.optimizer = 'lion'" --resume opt.st
+edit run.st sched.st config.schedule wobbly && refused "an unknown schedule" "config.schedule = 'wobbly'" --resume sched.st
+edit run.st lr.st config.lr nan && refused "a NaN learning rate" "config.lr = 'nan'" --resume lr.st
 edit run.st seq.st config.seq-len 12x && refused "a damaged seq-len" "config.seq-len = '12x'" --resume seq.st
 edit run.st dm.st config.d-model 1000000000 && refused "a checkpoint claiming d_model 1e9" "GiB" --resume dm.st
 edit run.st dup.st DUPLICATE tok.weight && refused "a duplicate header key" "twice" --resume dup.st

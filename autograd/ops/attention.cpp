@@ -131,6 +131,8 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
   check_same_dtype(kOp, q, v);
   XGRAD_CHECK(options.dropout_p >= 0.0 && options.dropout_p < 1.0, kOp, "dropout_p = ", options.dropout_p,
               " is outside [0, 1)");
+  XGRAD_CHECK(!options.scale || std::isfinite(*options.scale), kOp, "scale = ", options.scale.value_or(0.0),
+              " is not a finite number");
   const std::size_t lq = layout.lq, lk = layout.lk;
   const bool has_mask = options.mask.defined(), has_bias = options.additive_mask.defined();
   const MaskLayout keep_layout = has_mask ? mask_layout("mask", options.mask, lq, lk) : MaskLayout{};

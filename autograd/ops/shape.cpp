@@ -193,9 +193,12 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::size_t>& sizes
   check_defined("split", x);
   const Shape shape = x.shape();
   const std::size_t a = normalize_axis("split", axis, shape.size(), shape);
-  const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
-  XGRAD_CHECK(total == shape[a], "split", "sizes add up to ", total, " but axis ", axis, " of shape ", shape, " has ",
-              shape[a]);
+  std::size_t total = 0;
+  bool wrapped = false;  // sizes whose sum passes 2^64 cannot fill any axis
+  for (const std::size_t size : sizes) wrapped = __builtin_add_overflow(total, size, &total) || wrapped;
+  XGRAD_CHECK(!wrapped && total == shape[a], "split", "sizes add up to ",
+              wrapped ? std::string("more than 2^64") : std::to_string(total), " but axis ", axis, " of shape ", shape,
+              " has ", shape[a]);
   std::vector<Tensor> pieces;
   std::size_t start = 0;
   for (std::size_t size : sizes) {

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "xgrad/autograd/error.hpp"
@@ -23,6 +24,13 @@ std::optional<int> parse_flags(CLI::App& app, int argc, char** argv) {
     throw UsageError(e.what());
   }
   return std::nullopt;
+}
+
+void check_input_exists(const std::string& flag, const std::string& path) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (status.type() == std::filesystem::file_type::not_found) throw UsageError(flag + " " + path + ": no such file");
+  if (error) throw UsageError(flag + " " + path + ": " + error.message());
 }
 
 void check_stdout() {

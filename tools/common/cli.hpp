@@ -32,6 +32,10 @@ struct UsageError : std::runtime_error {
 // flag is a UsageError.
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv);
 
+// Throws a UsageError naming `flag` and `path` unless `path` names something that exists
+// (a symlink loop or an unreadable folder is said as such, not as a raw filesystem error).
+void check_input_exists(const std::string& flag, const std::string& path);
+
 // Throws a UsageError when what was written to standard output did not reach it (checked
 // as a tool writes, so that a closed pipe ends a long run at once).
 void check_stdout();

@@ -221,28 +221,33 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
 }
 
 void validate(const Config& c) {
-  const auto positive = [](const char* flag, long long v) {
-    if (v < 1) throw UsageError(xgrad::str("--", flag, " must be at least 1, got ", v));
+  const auto at_least = [](const char* flag, long long v, long long least) {
+    if (v < least)
+      throw UsageError(xgrad::str("--", flag, least == 0 ? " cannot be negative" : " must be at least 1", ", got ", v));
   };
-  positive("seq-len", c.seq_len);
-  positive("vocab", c.vocab);
-  positive("d-model", c.d_model);
-  positive("heads", c.heads);
-  positive("layers", c.layers);
-  positive("batch", c.batch);
-  positive("steps", c.steps);
-  positive("eval-every", c.eval_every);
-  positive("eval-size", c.eval_size);
-  positive("eval-batches", c.eval_batches);
-  positive("profile-steps", c.profile_steps);
-  positive("accum-steps", c.accum_steps);
+  for (const auto& [flag, value] : {std::pair<const char*, long long>{"seq-len", c.seq_len},
+                                    {"vocab", c.vocab},
+                                    {"d-model", c.d_model},
+                                    {"heads", c.heads},
+                                    {"layers", c.layers},
+                                    {"batch", c.batch},
+                                    {"steps", c.steps},
+                                    {"eval-every", c.eval_every},
+                                    {"eval-size", c.eval_size},
+                                    {"eval-batches", c.eval_batches},
+                                    {"profile-steps", c.profile_steps},
+                                    {"accum-steps", c.accum_steps}})
+    at_least(flag, value, 1);
   if (c.batch % c.micro_batches() != 0)
     throw UsageError(xgrad::str("--batch ", c.batch, " does not divide into ", c.ranks, " rank", c.ranks > 1 ? "s" : "",
                                 " x --accum-steps ", c.accum_steps, " = ", c.micro_batches(), " equal micro-batches"));
   if (c.d_model % c.heads != 0)
     throw UsageError(xgrad::str("--heads ", c.heads, " does not divide --d-model ", c.d_model));
-  if (c.ff < 0 || c.warmup < 0 || c.threads < 0 || c.sample_every < 0)
-    throw UsageError("--ff, --warmup, --threads and --sample-every cannot be negative");
+  for (const auto& [flag, value] : {std::pair<const char*, long long>{"ff", c.ff},
+                                    {"warmup", c.warmup},
+                                    {"threads", c.threads},
+                                    {"sample-every", c.sample_every}})
+    at_least(flag, value, 0);
   if (c.threads > xgrad::max_threads())
     throw UsageError(xgrad::str("--threads ", c.threads, " is more than ", xgrad::max_threads(),
                                 " (4 per CPU this process may use)"));
@@ -267,11 +272,12 @@ void validate(const Config& c) {
   finite("weight-decay", c.weight_decay);
   finite("beta2", c.beta2);
   if (c.target_val_loss) finite("target-val-loss", *c.target_val_loss);
-  if (!(c.dropout >= 0 && c.dropout < 1)) throw UsageError("--dropout must lie in [0, 1)");
-  if (!(c.target_exact >= 0)) throw UsageError("--target-exact cannot be negative (above 1: never stop on it)");
-  if (!(c.lr > 0)) throw UsageError("--lr must be positive");
-  if (!(c.clip >= 0)) throw UsageError("--clip cannot be negative");
-  if (!(c.weight_decay >= 0)) throw UsageError("--weight-decay cannot be negative");
+  if (!(c.dropout >= 0 && c.dropout < 1)) throw UsageError(xgrad::str("--dropout must lie in [0, 1), got ", c.dropout));
+  if (!(c.target_exact >= 0))
+    throw UsageError(xgrad::str("--target-exact cannot be negative (above 1: never stop on it), got ", c.target_exact));
+  if (!(c.lr > 0)) throw UsageError(xgrad::str("--lr must be positive, got ", c.lr));
+  if (!(c.clip >= 0)) throw UsageError(xgrad::str("--clip cannot be negative, got ", c.clip));
+  if (!(c.weight_decay >= 0)) throw UsageError(xgrad::str("--weight-decay cannot be negative, got ", c.weight_decay));
   if (!(c.beta2 >= 0 && c.beta2 < 1)) throw UsageError(xgrad::str("--beta2 must lie in [0, 1), got ", c.beta2));
   if (!(c.min_lr >= 0 && c.min_lr <= c.lr))
     throw UsageError(xgrad::str("--min-lr ", c.min_lr, " must lie in [0, --lr ", c.lr, "]"));
@@ -337,6 +343,14 @@ std::map<std::string, std::string> run_settings(const Config& c) {
   return settings;
 }
 
+// A checkpoint's entry as a message shows it: on one line (line breaks as \n), at most
+// 40 characters.
+std::string one_line(const std::string& text) {
+  std::string shown;
+  for (const char c : text.substr(0, 40)) shown += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return text.size() > 40 ? shown + "..." : shown;
+}
+
 // Reads the checkpoint's `key` into `field` strictly; a damaged value is named with what
 // it holds.
 template <class Field>
@@ -352,7 +366,7 @@ void read_setting(const Metadata& m, const std::string& key, Field& field) {
     else
       value = parse_whole<Field>(text);
     if (!value)
-      throw UsageError(xgrad::str("the checkpoint's ", key, " = '", text, "' is not ",
+      throw UsageError(xgrad::str("the checkpoint's ", key, " = '", one_line(text), "' is not ",
                                   real ? "a number" : "a whole number in range"));
     field = *value;
   }
@@ -459,6 +473,24 @@ void apply_metadata(const Metadata& checkpoint, Config& c, const std::set<std::s
   }
 }
 
+void validate_read(const Config& c, const Metadata& m, const std::set<std::string>& given, const std::string& source) {
+  try {
+    validate(c);
+  } catch (const UsageError& e) {
+    // "--seq-len must be at least 1, got -5": a flag the user did not give came from the
+    // checkpoint, and the message says so.
+    const std::string message = e.what();
+    const std::size_t end = message.find(' ');
+    const std::string flag = message.starts_with("--") ? message.substr(2, end - 2) : "";
+    if (flag.empty() || given.count(flag)) throw;
+    for (const std::string& key : {"config." + flag, "run." + flag})
+      if (const auto it = m.find(key); it != m.end())
+        throw UsageError(xgrad::str(source, ": the checkpoint's ", key, " = '", one_line(it->second),
+                                    "' cannot be used:", message.substr(end)));
+    throw;
+  }
+}
+
 void apply_model_metadata(const Metadata& m, Config& c, const std::set<std::string>& given) {
   check_agreement(m, model_settings(c), given);
   if (m.at("config.task") == "lm" && !c.language_model()) {
@@ -485,36 +517,40 @@ void add_progress(Metadata& m, const Progress& p) {
   m["reached_target"] = p.reached_target ? "true" : "false";
 }
 
-Progress read_progress(const Metadata& m) {
+Progress read_progress(const Metadata& m, const std::string& source) {
   const auto entry = [&](const char* key) -> const std::string* {
     const auto it = m.find(key);
     return it == m.end() ? nullptr : &it->second;
   };
-  const auto damaged = [](const char* key, const std::string& text, const char* expected) {
-    return UsageError(xgrad::str("--resume: the checkpoint's ", key, " = '", text, "' is not ", expected));
+  const auto damaged = [&](const char* key, const std::string& text, const std::string& expected) {
+    return UsageError(xgrad::str(source, ": the checkpoint's ", key, " = '", one_line(text), "' is not ", expected));
   };
   Progress p;
   const std::string* step = entry("step");
-  if (!step) throw UsageError("--resume: the checkpoint has no step (not written by xgrad-train?)");
+  if (!step) throw UsageError(source + ": the checkpoint has no step (not written by xgrad-train?)");
   const std::optional<std::int64_t> parsed_step = parse_whole<std::int64_t>(*step);
   if (!parsed_step || *parsed_step < 0) throw damaged("step", *step, "a whole number >= 0");
   p.step = *parsed_step;
-  // Non-finite losses are possible (--allow-nonfinite) and kept as they are.
-  const auto real = [&](const char* key, double least, double most) -> std::optional<double> {
+  // Losses may be NaN (--allow-nonfinite) and are kept as they are; times and fractions
+  // may not.
+  const auto real = [&](const char* key, double least, double most, bool nan_allowed) -> std::optional<double> {
     const std::string* text = entry(key);
     if (!text) return std::nullopt;
     const std::optional<double> v = parse_real(*text);
-    if (!v || !(std::isnan(*v) || (*v >= least && *v <= most))) throw damaged(key, *text, "a number in range");
+    if (!v || !((nan_allowed && std::isnan(*v)) || (*v >= least && *v <= most)))
+      throw damaged(key, *text, xgrad::str("a number in [", least, ", ", most, "]", nan_allowed ? " or nan" : ""));
     return v;
   };
   const double inf = std::numeric_limits<double>::infinity();
-  p.wall_s = real("wall_s", 0, 1e12).value_or(0.0);
-  p.train_s = real("train_s", 0, 1e12).value_or(0.0);
-  const std::optional<double> train_loss = real("eval.train_loss", 0, inf), val_loss = real("eval.val_loss", 0, inf);
+  p.wall_s = real("wall_s", 0, 1e12, false).value_or(0.0);
+  p.train_s = real("train_s", 0, 1e12, false).value_or(0.0);
+  const std::optional<double> train_loss = real("eval.train_loss", 0, inf, true),
+                              val_loss = real("eval.val_loss", 0, inf, true);
   if (train_loss && val_loss)
-    p.evaluation = Evaluation{*train_loss, *val_loss, real("eval.token_acc", 0, 1), real("eval.exact_match", 0, 1)};
-  p.best_val_loss = real("best_val_loss", 0, inf);
-  p.recent_loss_sum = real("recent_loss_sum", 0, inf).value_or(0.0);
+    p.evaluation =
+        Evaluation{*train_loss, *val_loss, real("eval.token_acc", 0, 1, false), real("eval.exact_match", 0, 1, false)};
+  p.best_val_loss = real("best_val_loss", 0, inf, false);
+  p.recent_loss_sum = real("recent_loss_sum", 0, inf, true).value_or(0.0);
   if (const std::string* recent = entry("recent_steps")) {
     const std::optional<std::int64_t> steps = parse_whole<std::int64_t>(*recent);
     if (!steps || *steps < 0 || *steps > p.step) throw damaged("recent_steps", *recent, "a whole number in [0, step]");
@@ -522,12 +558,38 @@ Progress read_progress(const Metadata& m) {
   }
   if (const std::string* curve = entry("curve")) {
     std::optional<std::vector<CurvePoint>> points = curve_from_text(*curve);
-    if (!points) throw damaged("curve", curve->substr(0, 40), "lines of step, train loss and validation loss");
+    if (!points) throw damaged("curve", *curve, "lines of step, train loss and validation loss");
     p.curve = std::move(*points);
   }
   if (const std::string* reached = entry("reached_target")) {
     if (*reached != "true" && *reached != "false") throw damaged("reached_target", *reached, "true or false");
     p.reached_target = *reached == "true";
+  }
+  // The entries must agree with each other, as a run writes them.
+  const auto contradiction = [&](const std::string& what) {
+    return UsageError(source + ": the checkpoint contradicts itself: " + what);
+  };
+  std::int64_t previous = -1;
+  for (const CurvePoint& point : p.curve) {
+    if (point.step <= previous || point.step > p.step)
+      throw contradiction(xgrad::str("its curve has an evaluation at step ", point.step,
+                                     previous >= 0 ? xgrad::str(" after one at step ", previous) : std::string(),
+                                     " in a run at step ", p.step));
+    previous = point.step;
+  }
+  if (p.evaluation && p.curve.empty())
+    throw contradiction("it holds an evaluation (eval.val_loss) but no curve of evaluations");
+  if (p.reached_target && !p.evaluation)
+    throw contradiction("reached_target = true without an evaluation (eval.val_loss)");
+  if (p.best_val_loss) {
+    const bool found = std::any_of(p.curve.begin(), p.curve.end(),
+                                   [&](const CurvePoint& point) { return point.val_loss == *p.best_val_loss; });
+    const bool lowest = std::all_of(p.curve.begin(), p.curve.end(), [&](const CurvePoint& point) {
+      return std::isnan(point.val_loss) || point.val_loss >= *p.best_val_loss;
+    });
+    if (!found || !lowest)
+      throw contradiction(
+          xgrad::str("best_val_loss = ", *p.best_val_loss, " is not the lowest validation loss of its curve"));
   }
   return p;
 }

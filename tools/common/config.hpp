@@ -81,6 +81,11 @@ void validate(const Config& config);
 using Metadata = std::map<std::string, std::string>;  // as nn::Metadata, a checkpoint's text entries
 Metadata to_metadata(const Config& config);
 void apply_metadata(const Metadata& metadata, Config& config, const std::set<std::string>& given);
+// validate(), with a bad setting that was read from the checkpoint (not given) said as
+// the checkpoint's: "<source>: the checkpoint's config.seq-len = '-5' cannot be used: must
+// be at least 1, got -5". `source` names the file as the user gave it ("--resume x.st").
+void validate_read(const Config& config, const Metadata& metadata, const std::set<std::string>& given,
+                   const std::string& source);
 void apply_model_metadata(const Metadata& metadata, Config& config, const std::set<std::string>& given);
 
 // One held-out evaluation. Toy tasks: train_loss is the mean loss of the training
@@ -111,6 +116,8 @@ struct Progress {
   std::int64_t recent_steps = 0;
 };
 void add_progress(Metadata& metadata, const Progress& progress);
-Progress read_progress(const Metadata& metadata);  // a damaged entry is a UsageError naming it
+// A damaged entry, or entries that contradict each other, are a UsageError naming them
+// and `source` ("--resume run.st").
+Progress read_progress(const Metadata& metadata, const std::string& source);
 
 }  // namespace tools

@@ -20,4 +20,12 @@ inline std::string gib(double bytes) {
   return text;
 }
 
+// A count as a message gives it: whole up to 10^15 ("1048576"), then "3.3e+18" (a count
+// estimated in double precision, past what an integer type holds).
+inline std::string count_text(double count) {
+  char text[32];
+  std::snprintf(text, sizeof text, count < 1e15 ? "%.0f" : "%.2g", count);
+  return text;
+}
+
 }  // namespace tools

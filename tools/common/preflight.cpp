@@ -227,7 +227,7 @@ void check_memory(const Config& c, int ranks_here, std::size_t text_bytes) {
   throw UsageError(xgrad::str(
       "the run needs about ", gib(needed), " of memory, more than the ", gib(available), " this ",
       ranks_here > 1 ? xgrad::str("machine's ", ranks_here, " ranks") : std::string("process"),
-      " may use: ", gib(state), " for ", static_cast<long long>(parameters), " parameters and their optimizer state",
+      " may use: ", gib(state), " for ", count_text(parameters), " parameters and their optimizer state",
       bf16 ? " and bf16 copies" : "", " (--vocab ", c.vocab, ", --d-model ", c.d_model, ", --layers ", c.layers,
       ", --ff ", c.ff_width(), "), ", gib(training), " for the activations", bf16 ? " (and their bf16 copies)" : "",
       " of a micro-batch (--batch ", c.batch, " / ", c.micro_batches(), " x --seq-len ", c.seq_len, ")",

@@ -173,13 +173,13 @@ void check_memory(const Options& o) {
   const double needed = state + std::max(training, evaluation),
                available = static_cast<double>(xgrad::usable_memory_bytes());
   if (needed <= available) return;
-  throw tools::UsageError(
-      str("the run needs about ", tools::gib(needed), " of memory, more than the ", tools::gib(available),
-          " this process may use: ", tools::gib(state), " for ", static_cast<long long>(std::min(parameters, 9e18)),
-          " parameters and their optimizer state (--vocab ", o.vocab, ", --d-model ", o.d_model, ", --layers ",
-          o.layers, ", --ff ", o.dim_feedforward, ", --seq-len ", o.seq_len, "), ", tools::gib(training),
-          " for a step (--batch ", o.batch, " x --seq-len ", o.seq_len, "), ", tools::gib(evaluation),
-          " for decoding (--eval-sequences ", o.eval_sequences, " x --seq-len ", o.seq_len, ")"));
+  throw tools::UsageError(str("the run needs about ", tools::gib(needed), " of memory, more than the ",
+                              tools::gib(available), " this process may use: ", tools::gib(state), " for ",
+                              tools::count_text(parameters), " parameters and their optimizer state (--vocab ", o.vocab,
+                              ", --d-model ", o.d_model, ", --layers ", o.layers, ", --ff ", o.dim_feedforward,
+                              ", --seq-len ", o.seq_len, "), ", tools::gib(training), " for a step (--batch ", o.batch,
+                              " x --seq-len ", o.seq_len, "), ", tools::gib(evaluation),
+                              " for decoding (--eval-sequences ", o.eval_sequences, " x --seq-len ", o.seq_len, ")"));
 }
 
 std::string joined(const std::vector<std::int64_t>& ids) {

@@ -66,18 +66,18 @@ void check_settings_fit_tensors(const nn::SafetensorsContents& contents, const t
 // The model a checkpoint of `xgrad-train --task lm` describes, with its weights, and its
 // vocabulary.
 std::unique_ptr<tools::GPT> load_model(const std::string& path, std::vector<std::uint8_t>& vocabulary) {
-  if (!std::filesystem::exists(path)) throw tools::UsageError("--checkpoint " + path + ": no such file");
+  tools::check_input_exists("--checkpoint", path);
   const nn::SafetensorsContents contents = nn::read_safetensors(path);
   tools::Config c;
-  tools::apply_model_metadata(contents.metadata, c, {});
+  try {
+    tools::apply_model_metadata(contents.metadata, c, {});
+  } catch (const tools::UsageError& e) {
+    throw tools::UsageError(str("--checkpoint ", path, ": ", e.what()));
+  }
   if (!c.language_model())
     throw tools::UsageError(str("--checkpoint ", path, ": a model of --task ", c.task,
                                 ", not a language model (train one with xgrad-train --task lm)"));
-  try {
-    tools::validate(c);  // as xgrad-train checks its flags
-  } catch (const tools::UsageError& e) {
-    throw tools::UsageError(str("--checkpoint ", path, ": its settings do not hold together: ", e.what()));
-  }
+  tools::validate_read(c, contents.metadata, {}, "--checkpoint " + path);  // as xgrad-train checks its flags
   const auto hex = contents.metadata.find("lm.vocabulary");
   const std::optional<std::vector<std::uint8_t>> bytes =
       hex == contents.metadata.end() ? std::nullopt : tools::vocabulary_from_hex(hex->second);

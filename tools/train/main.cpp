@@ -35,6 +35,7 @@
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/distributed/communicator.hpp"
 #include "xgrad/distributed/reducer.hpp"
+#include "xgrad/nn/files.hpp"
 #include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
@@ -94,7 +95,7 @@ Start read_start(const Config& c) {
   if (c.resume.empty() && c.init_from.empty()) return start;
   start.flag = c.resume.empty() ? "--init-from" : "--resume";
   start.path = c.resume.empty() ? c.init_from : c.resume;
-  if (!std::filesystem::exists(start.path)) throw UsageError(str(start.flag, " ", start.path, ": no such file"));
+  check_input_exists(start.flag, start.path);
   try {
     start.contents = nn::read_safetensors(start.path);
   } catch (const Error& e) {
@@ -138,6 +139,30 @@ void write_line(std::ofstream& out, const Config& c, const std::string& line) {
   out << line << '\n';
   out.flush();
   if (!out) throw UsageError(str("--metrics ", c.metrics, ": writing failed (", std::strerror(errno), ")"));
+}
+
+// The metrics file a resumed run appends to, made what an uninterrupted run would have
+// written by `step`: each evaluation up to it once, in order. A run killed after writing
+// lines past its last checkpoint (or in the middle of a line) left lines its resume
+// writes again; a finished run's summary line is written again at the end.
+void keep_metrics_up_to(const Config& c, std::int64_t step) {
+  std::error_code error;
+  if (!std::filesystem::exists(c.metrics, error)) return;
+  const std::string what = "--metrics " + c.metrics;
+  const std::string text = nn::read_regular_file(c.metrics, what);
+  std::istringstream lines(text);
+  std::string line, kept;
+  std::int64_t last = -1;
+  while (std::getline(lines, line)) {
+    const JsonLine entry = JsonLine::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (entry.is_discarded() || !entry.is_object() || !entry.contains("step") || entry.contains("final")) continue;
+    if (!entry["step"].is_number_integer()) continue;
+    const auto at = entry["step"].get<std::int64_t>();
+    if (at <= last || at > step) continue;
+    kept += line + '\n';
+    last = at;
+  }
+  if (kept != text) nn::write_file_atomically(c.metrics, kept, what);
 }
 
 // The evaluation as people read it: losses (lm: also in bits per character) and, for
@@ -207,7 +232,11 @@ class Trainer {
         throw UsageError(str(start.flag, " ", start.path, ": the tensor ", *bad,
                              " holds NaN or infinite values (refusing it; --allow-nonfinite goes on)"));
       if (resume) {
-        progress_ = read_progress(start.contents.metadata);
+        progress_ = read_progress(start.contents.metadata, str("--resume ", start.path));
+        if (opt_->step_count() != progress_.step)
+          throw UsageError(str("--resume ", start.path,
+                               ": the checkpoint contradicts itself: its step = ", progress_.step,
+                               " but its optimizer state has made ", opt_->step_count(), " steps (optimizer.step)"));
         schedule_->set_updates(progress_.step);
       }
     }
@@ -319,11 +348,15 @@ void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr
 int Trainer::run() {
   const std::int64_t start_step = start_step_ = progress_.step;
   train_s_before_ = progress_.train_s, wall_s_before_ = progress_.wall_s;
-  if (!c_.metrics.empty()) {
+  const auto open_metrics = [&] {
+    if (c_.metrics.empty()) return;
     metrics_.open(c_.metrics, c_.resume.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics_) throw UsageError("--metrics " + c_.metrics + ": cannot open for writing");
+  };
+  if (c_.eval_only) {
+    open_metrics();
+    return evaluate_only();
   }
-  if (c_.eval_only) return evaluate_only();
   // An evaluation due at the step the run resumes from that did not happen (a signal came
   // during it) runs first; a run with nothing left to do is reported.
   const bool evaluated_here = !progress_.curve.empty() && progress_.curve.back().step == start_step;
@@ -331,6 +364,8 @@ int Trainer::run() {
       start_step > 0 && !evaluated_here && (start_step % c_.eval_every == 0 || start_step == c_.steps);
   const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*progress_.evaluation, c_);
   if (!c_.resume.empty() && !evaluation_due && (start_step >= c_.steps || target_met)) return report_finished();
+  if (!c_.resume.empty() && !c_.metrics.empty()) keep_metrics_up_to(c_, start_step);
+  open_metrics();
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
 
@@ -514,10 +549,17 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, const distribu
   std::set<std::string> given;
   if (!parse_command_line(argc, argv, c, given)) return nullptr;  // --help or --version
   const Start start = read_start(c);
-  if (start.flag && !c.resume.empty()) apply_metadata(start.contents.metadata, c, given);
-  if (start.flag && !c.init_from.empty()) apply_model_metadata(start.contents.metadata, c, given);
+  try {
+    if (start.flag && !c.resume.empty()) apply_metadata(start.contents.metadata, c, given);
+    if (start.flag && !c.init_from.empty()) apply_model_metadata(start.contents.metadata, c, given);
+  } catch (const UsageError& e) {
+    throw UsageError(str(start.flag, " ", start.path, ": ", e.what()));
+  }
   check_task_flags(c, given);
-  validate(c);
+  if (start.flag)
+    validate_read(c, start.contents.metadata, given, str(start.flag, " ", start.path));
+  else
+    validate(c);
   std::shared_ptr<const TextCorpus> corpus;
   if (c.language_model()) corpus = open_corpus(c, start);
   check_memory(c, communicator.local_size(), corpus ? corpus->size() : 0);
