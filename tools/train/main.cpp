@@ -3,6 +3,7 @@
 // checkpoints, resume and fine-tuning, and samples of what was learned.
 // `xgrad-train --help` lists the flags.
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -343,6 +344,11 @@ void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr
     reached_seconds_ = c_.language_model() ? train_s : wall_s;
   }
   save(progress_);
+  // libxgrad keeps freed heap memory for the next steps (autograd/startup.cpp); the
+  // evaluation's and the checkpoint's buffers, of other sizes, would otherwise leave the
+  // heap a little more fragmented each time: a long run's resident memory would creep
+  // (8% over 20,000 steps) with nothing leaked. Once per evaluation, give it back.
+  ::malloc_trim(0);
 }
 
 int Trainer::run() {
