@@ -82,6 +82,23 @@ void add_kernel_fields(tools::JsonLine& line, Precision precision) {
 // A result: one JSON line on stdout.
 void print_line(const tools::JsonLine& line) { std::printf("%s\n", tools::json_text(line).c_str()); }
 
+// One training step as the benchmarks time it: the loss under the precision's autocast,
+// backward, the gradient norm of `clipped` (when given) clipped to 1, the update.
+template <class Loss>
+double training_step(optim::Optimizer& optimizer, Precision precision, Loss&& loss_of,
+                     const std::vector<Tensor>* clipped = nullptr) {
+  optimizer.zero_grad();
+  Tensor loss;
+  {
+    const AutocastGuard autocast(precision);
+    loss = loss_of();
+  }
+  loss.backward();
+  if (clipped) optim::clip_grad_norm(*clipped, 1.0);
+  optimizer.step();
+  return loss.item();
+}
+
 // What --profile records: after the timed steps (which it leaves untouched), this many more.
 struct ProfileRequest {
   std::string path;  // empty: none
@@ -160,15 +177,7 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
     for (std::size_t i = 0; i < c.seq_len; ++i) y[r * c.seq_len + i] = x[r * c.seq_len + c.seq_len - 1 - i];
   const Indices inputs(x, {c.batch, c.seq_len}), targets(y, {c.batch, c.seq_len});
   const auto step = [&] {
-    adam.zero_grad();
-    Tensor loss;
-    {
-      const AutocastGuard autocast(precision);
-      loss = cross_entropy(model.forward(inputs), targets);
-    }
-    loss.backward();
-    adam.step();
-    return loss.item();
+    return training_step(adam, precision, [&] { return cross_entropy(model.forward(inputs), targets); });
   };
   return time_steps(name, c, threads, steps, warmup, precision, profile, step);
 }
@@ -186,17 +195,10 @@ int run_lm(int threads, int steps, int warmup, Precision precision, const Profil
   for (auto& t : x) t = static_cast<std::int64_t>(gen.below(c.vocab));
   const Indices inputs(std::vector<std::int64_t>(x.begin(), x.end() - 1), {c.batch, c.seq_len}),
       targets(std::vector<std::int64_t>(x.begin() + 1, x.end()), {c.batch, c.seq_len});
+  const std::vector<Tensor> clipped = model.parameters();
   const auto step = [&] {
-    adamw.zero_grad();
-    Tensor loss;
-    {
-      const AutocastGuard autocast(precision);
-      loss = cross_entropy(model.forward(inputs), targets);
-    }
-    loss.backward();
-    optim::clip_grad_norm(model.parameters(), 1.0);
-    adamw.step();
-    return loss.item();
+    return training_step(
+        adamw, precision, [&] { return cross_entropy(model.forward(inputs), targets); }, &clipped);
   };
   return time_steps("lm", c, threads, steps, warmup, precision, profile, step);
 }

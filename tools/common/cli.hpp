@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "xgrad/autograd/error.hpp"
+
 namespace CLI {
 class App;
 }
@@ -27,6 +29,16 @@ namespace tools {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A whole-number flag's lower bound: "--batch must be at least 1, got 0" ("cannot be
+// negative" for 0), a UsageError.
+template <class Whole>
+void check_at_least(const std::string& flag, Whole value, Whole least) {
+  if (value < least)
+    throw UsageError(
+        xgrad::str(flag, least == 0 ? std::string(" cannot be negative") : xgrad::str(" must be at least ", least),
+                   ", got ", value));
+}
 
 // Parses the command line; --help and --version print and give the exit status, a bad
 // flag is a UsageError.

@@ -221,10 +221,6 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
 }
 
 void validate(const Config& c) {
-  const auto at_least = [](const char* flag, long long v, long long least) {
-    if (v < least)
-      throw UsageError(xgrad::str("--", flag, least == 0 ? " cannot be negative" : " must be at least 1", ", got ", v));
-  };
   for (const auto& [flag, value] : {std::pair<const char*, long long>{"seq-len", c.seq_len},
                                     {"vocab", c.vocab},
                                     {"d-model", c.d_model},
@@ -237,7 +233,7 @@ void validate(const Config& c) {
                                     {"eval-batches", c.eval_batches},
                                     {"profile-steps", c.profile_steps},
                                     {"accum-steps", c.accum_steps}})
-    at_least(flag, value, 1);
+    check_at_least(std::string("--") + flag, value, 1LL);
   if (c.batch % c.micro_batches() != 0)
     throw UsageError(xgrad::str("--batch ", c.batch, " does not divide into ", c.ranks, " rank", c.ranks > 1 ? "s" : "",
                                 " x --accum-steps ", c.accum_steps, " = ", c.micro_batches(), " equal micro-batches"));
@@ -247,7 +243,7 @@ void validate(const Config& c) {
                                     {"warmup", c.warmup},
                                     {"threads", c.threads},
                                     {"sample-every", c.sample_every}})
-    at_least(flag, value, 0);
+    check_at_least(std::string("--") + flag, value, 0LL);
   if (c.threads > xgrad::max_threads())
     throw UsageError(xgrad::str("--threads ", c.threads, " is more than ", xgrad::max_threads(),
                                 " (4 per CPU this process may use)"));

@@ -128,9 +128,7 @@ double copy_accuracy(CopyModel& model, const Indices& src) {
 
 // Every flag in range, and the combination.
 void check_options(const Options& o) {
-  const auto at_least = [](const char* flag, std::size_t value, std::size_t least) {
-    if (value < least) throw tools::UsageError(str(flag, " must be at least ", least, ", got ", value));
-  };
+  const auto at_least = tools::check_at_least<std::size_t>;
   at_least("--epochs", o.epochs, 1);
   at_least("--steps-per-epoch", o.steps_per_epoch, 1);
   at_least("--batch", o.batch, 1);
