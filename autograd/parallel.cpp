@@ -1,5 +1,6 @@
 #include "xgrad/autograd/parallel.hpp"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -10,12 +11,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "xgrad/autograd/detail/profile.hpp"
@@ -27,10 +30,78 @@ namespace {
 
 // How long a waiting thread spins before it sleeps: long enough to bridge the serial
 // glue between two parallel loops of one step (a futex wake-up costs tens of
-// microseconds on a VM), short enough that another process loses little. Measured on the
-// tiny config: 50 us 5.5 ms/step, 200 us 5.0; two processes at once stay near the fair
-// 2x (bench/concurrency.sh), where libgomp's default spin made them 5-7x slower.
+// microseconds on a VM). Measured on the tiny config: 50 us 5.5 ms/step, 200 us 5.0.
+// When another process needs the cores, Crowding below stops the spinning altogether.
 constexpr auto kSpin = std::chrono::microseconds(200);
+
+// The calling thread's time spent runnable but waiting for a core, in nanoseconds:
+// /proc/thread-self/schedstat holds "ns on a core, ns waiting for one, time slices".
+// -1 where the kernel does not keep it.
+std::int64_t run_queue_wait_ns() {
+  const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[96];
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  unsigned long long on_core = 0, waiting = 0;
+  return std::sscanf(text, "%llu %llu", &on_core, &waiting) == 2 ? static_cast<std::int64_t>(waiting) : -1;
+}
+
+// Whether the cores are shared with other busy threads, judged by the caller. Then the
+// workers gain nothing: each thread gets a share of a core, and a worker spends most of
+// its share spinning between jobs, time the other process needed. Two xgrad processes
+// of 2 threads on 2 cores ran 1.4-1.7x slower each than two of 1 thread (tiny: 3.4 ms
+// against 2.1 in bf16, 5.0-5.2 against 3.4 in float32); with this, 1.03-1.14x
+// (bench/concurrency.sh). The sign: over two windows of at least kWindow in a row, the
+// caller spent more than kCrowded of the time runnable but waiting for a core. Sharing
+// the cores with another busy process makes that about half, window after window; a
+// thread of the process's own that wakes now and then (the gradient reducer's), or the
+// kernel's, a few percent, with a lone window above now and then (alone, medium's step
+// had 1-7 windows of 500 above 0.2, the highest 0.44; two in a row, none). The pool
+// then runs jobs on the caller alone (its workers sleep) for kFirst, twice as long while
+// the sign recurs, up to kLongest, then tries the workers again. Which thread runs an
+// index never changes a result.
+class Crowding {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Called by the pool's caller (with the pool taken) before each job; reads the kernel's
+  // count once a window.
+  bool crowded() {
+    const auto now = Clock::now();
+    if (now < until_) return true;
+    if (window_start_ == Clock::time_point{}) {  // the first window, or the first after a span
+      window_start_ = now, waited_at_start_ = run_queue_wait_ns();
+      return false;
+    }
+    if (now - window_start_ < kWindow) return false;
+    const std::int64_t waited = run_queue_wait_ns();
+    const bool waiting = waited >= 0 && waited_at_start_ >= 0 &&
+                         static_cast<double>(waited - waited_at_start_) >
+                             kCrowded * static_cast<double>(std::chrono::nanoseconds(now - window_start_).count());
+    const bool sign = waiting && waiting_before_;
+    waiting_before_ = waiting, window_start_ = now, waited_at_start_ = waited;
+    if (!sign) return false;
+    // Again soon after the last span (its next windows): longer.
+    const bool again = now < until_ + std::max<Clock::duration>(2 * span_, 4 * kWindow);
+    span_ = again ? std::min<Clock::duration>(2 * span_, kLongest) : kFirst;
+    until_ = now + span_;
+    window_start_ = {}, waiting_before_ = false;
+    return true;
+  }
+
+ private:
+  static constexpr Clock::duration kWindow = std::chrono::milliseconds(5);
+  static constexpr Clock::duration kFirst = std::chrono::milliseconds(8), kLongest = std::chrono::milliseconds(128);
+  static constexpr double kCrowded = 0.2;
+
+  Clock::time_point window_start_{}, until_{};
+  std::int64_t waited_at_start_ = -1;
+  bool waiting_before_ = false;  // the window before this one was over kCrowded too
+  Clock::duration span_{};
+};
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -87,6 +158,14 @@ int default_threads() {
 }
 
 thread_local bool t_inside_job = false;
+thread_local Crowding t_crowding;  // as the pool's caller sees it
+
+// This thread runs a job's indices: a parallel_for inside runs serially, and
+// set_num_threads is refused.
+struct InsideJob {
+  bool was = std::exchange(t_inside_job, true);
+  ~InsideJob() { t_inside_job = was; }
+};
 
 // One job at a time. The caller publishes it by bumping `epoch_`; a worker joins by
 // incrementing `inside_` unless the job is already closed, claims indices from `next_`
@@ -112,6 +191,7 @@ class ThreadPool {
     inside_.store(kClosed);
     epoch_sleepers_.store(0);
     caller_sleeping_.store(0);
+    t_crowding = Crowding();
     t_inside_job = false;
   }
 
@@ -123,13 +203,15 @@ class ThreadPool {
   }
 
   void run(std::size_t n, detail::IndexFunction function, void* context) {
-    const auto serially = [&] {
+    const auto serially = [&] {  // as a job: a body's own parallel_for runs serially too
+      const InsideJob inside;
       for (std::size_t i = 0; i < n; ++i) function(context, i);
     };
     if (t_inside_job) return serially();  // nested
     std::unique_lock lock(busy_, std::try_to_lock);
-    if (!lock.owns_lock() || threads_ == 1) return serially();  // another thread has the pool
-    if (workers_.empty()) start();                              // after a fork
+    if (!lock.owns_lock()) return serially();  // another thread has the pool
+    if (threads_ == 1 || t_crowding.crowded()) return serially();
+    if (workers_.empty()) start();  // after a fork
     function_ = function;
     context_ = context;
     count_ = n;
@@ -182,7 +264,7 @@ class ThreadPool {
   void work() {
     const profile::Scope task(profile::Kind::pool_task, "pool task");
     if (profile::Event* event = task.event()) event->owner = owner_;
-    t_inside_job = true;
+    const InsideJob inside;
     for (std::size_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count_;) {
       try {
         function_(context_, i);
@@ -191,7 +273,6 @@ class ThreadPool {
         if (!error_) error_ = std::current_exception();
       }
     }
-    t_inside_job = false;
   }
 
   int threads_;  // the caller included

@@ -151,7 +151,7 @@ if mode == "steps":
     for r in rows:
         if r.get("config") == "overhead": print(f"per-op overhead (forward + backward, chain of {r['chain']} tiny ops): {r['us_per_op']:.2f} us")
     for line in open(sys.argv[1]):
-        if line.startswith("concurrency.sh ("):  # "concurrency.sh (tiny, bf16): alone ..."
+        if line.startswith("concurrency.sh ("):  # "concurrency.sh (tiny, bf16): two at once ..."
             setting, verdict = line[len("concurrency.sh "):].split(": ", 1)
             print(f"two processes sharing the cores (bench/concurrency.sh, {setting.strip('()')}): {verdict.strip()}")
 elif mode == "lm":

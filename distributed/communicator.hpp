@@ -7,7 +7,18 @@
 // own) and finalises it when the last Communicator ends; started any other way it is a
 // world of one process that never touches MPI, so a program built with this library runs
 // the same alone.
+//
+// Every communication waits for the other ranks at most timeout() (20 s unless set): a
+// rank whose network link is cut, or whose peer has died without its process manager
+// noticing, would otherwise wait forever (TCP retries for a quarter of an hour). Past it
+// the call throws a CommunicationError and MPI is broken() for the whole process: every
+// later call throws at once, and MPI is left unfinalised (MPI_Finalize would wait for the
+// lost ranks). The failed call's request stays pending on its buffers; Open MPI's TCP and
+// shared-memory transports move data only inside MPI calls, which the process no longer
+// makes (with a transport that moves data by itself, RDMA, keep those buffers alive).
+// What to do then (save, say why, exit) is the program's choice.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,6 +33,12 @@ class Module;
 
 namespace xgrad::distributed {
 
+// A communication that did not complete within the communicator's timeout.
+class CommunicationError : public Error {
+ public:
+  using Error::Error;
+};
+
 class Communicator {
  public:
   Communicator();
@@ -35,6 +52,15 @@ class Communicator {
   int local_size() const { return local_size_; }
   bool is_root() const { return rank_ == 0; }
   bool uses_mpi() const { return uses_mpi_; }
+
+  // At least 1 ms. Longer than the longest stretch one rank spends alone between two
+  // communications (rank 0 writing a checkpoint or printing samples). Set it before
+  // another thread uses the communicator.
+  void set_timeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // After a CommunicationError (of any communicator of the process): every later
+  // communication throws one at once.
+  static bool broken();
 
   void barrier() const;
   // Every rank gets root's bytes.
@@ -52,7 +78,13 @@ class Communicator {
   void receive(void* data, std::size_t bytes, int from, int tag) const;
 
  private:
+  // Waits for a started MPI request (an MPI_Request*) for at most timeout_; `what` names
+  // the call in the error.
+  void wait(void* request, const std::string& what) const;
+  void check_usable(const char* op) const;
+
   bool uses_mpi_ = false;
+  std::chrono::milliseconds timeout_{20'000};
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   void* node_comm_ = nullptr;  // MPI_Comm of this machine's ranks (when uses_mpi_)
 };

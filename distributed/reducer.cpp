@@ -111,7 +111,8 @@ void GradientReducer::finish() {
   close_micro_batch();
   if (thread_.joinable()) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return reduced_ == buckets_.size(); });
+    changed_.wait(lock, [&] { return reduced_ == buckets_.size() || failed_; });
+    if (failed_) std::rethrow_exception(failed_);
     std::fill(is_queued_.begin(), is_queued_.end(), 0);
     reduced_ = 0;
   } else {
@@ -168,12 +169,21 @@ void GradientReducer::communicate() {
       if (stopping_) return;
       next = reduced_;
     }
-    reduce(buckets_[next], static_cast<int>(next));
+    std::exception_ptr error;
+    try {
+      reduce(buckets_[next], static_cast<int>(next));
+    } catch (...) {
+      error = std::current_exception();
+    }
     {
       const std::lock_guard lock(mutex_);
-      ++reduced_;
+      if (error)
+        failed_ = error;
+      else
+        ++reduced_;
     }
     changed_.notify_all();
+    if (error) return;
   }
 }
 

@@ -22,6 +22,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -47,7 +48,9 @@ class GradientReducer {
   // next, micro_batches times in all.
   void begin_micro_batch();
   // After the last micro-batch's backward: every parameter's gradient becomes the
-  // average over ranks and micro-batches (the same bits on every rank).
+  // average over ranks and micro-batches (the same bits on every rank). Throws the
+  // communicator's CommunicationError when a reduction failed (the gradients are then
+  // not written; neither is anything after, the reducer is done).
   void finish();
 
   std::size_t micro_batches() const { return micro_batches_; }
@@ -89,6 +92,7 @@ class GradientReducer {
   std::size_t queued_ = 0, reduced_ = 0;  // buckets of this step, in bucket order
   std::vector<char> is_queued_;
   bool stopping_ = false;
+  std::exception_ptr failed_;  // the communication thread's error; it has stopped
   std::thread thread_;
 };
 

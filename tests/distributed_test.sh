@@ -59,6 +59,31 @@ check "SIGTERM to one rank ends the job (exit $code)" test "$code" -ne 0 -a "$co
 check "within 30 s" test $(($(date +%s) - start)) -le 30
 check "rank 0 saved" grep -q "checkpoint saved" term.out
 check "and no rank is left" bash -c "! pgrep -f '^$train ${slow[*]}' >/dev/null"
+# A rank that stops answering (SIGSTOP: stuck, not gone): after --comm-timeout rank 0
+# saves the last step, says so in one line, and the job ends; the checkpoint resumes.
+stuck=(--task sort --steps 1000000 --eval-every 100 --target-exact 2 --threads 1 --quiet --comm-timeout 2)
+rank_pid() {
+  for p in $(pgrep -f "^$train ${stuck[*]}"); do
+    tr '\0' '\n' <"/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
+  done
+}
+mpi 2 "$train" "${stuck[@]}" --save stuck.st >stuck.out 2>stuck.err &
+job=$!
+for _ in $(seq 300); do [ -s stuck.st ] && break; sleep 0.1; done
+stopped=$(rank_pid 1)
+[ -n "$stopped" ] && kill -STOP $stopped
+start=$(date +%s)
+wait $job
+code=$?
+check "a stuck rank ends the job (exit $code)" test "$code" -ne 0 -a "$code" -ne 124
+check "within 30 s" test $(($(date +%s) - start)) -le 30
+check "rank 0 says so, saved, in one line" grep -qE "^xgrad-train: rank 0: step [0-9]+: [a-z_ ]+( rank 1)?: no answer \
+within 2.0 s: .*; checkpoint saved at step [0-9]+: continue with --resume stuck.st$" stuck.err
+check "and only rank 0 speaks" test "$(grep -c '^xgrad-train' stuck.err)" -eq 1
+check "and no rank is left" bash -c "! pgrep -f '^$train ${stuck[*]}' >/dev/null"
+saved=$(grep -oE 'checkpoint saved at step [0-9]+' stuck.err | grep -oE '[0-9]+$')
+"$train" --resume stuck.st --steps $((${saved:-0} + 10)) --quiet >/dev/null
+check "and the checkpoint resumes" test $? -eq 0 -a -n "$saved"
 # Training that diverges stops every rank at once: rank 0 says why, in one line.
 code=$(mpi 3 "$train" --task sort --lr 1e38 --batch 63 --steps 5 --quiet 2>diverged.err >/dev/null; echo $?)
 check "a diverged loss under np 3 ends the job (exit $code)" test "$code" -ne 0 -a "$code" -ne 124

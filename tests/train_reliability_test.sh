@@ -82,6 +82,7 @@ table=$(cat <<'TABLE'
 --seed|-1|--seed: '-1' is not a whole number
 --precision|fp8|--precision: fp8 not in
 --threads|-2|--threads cannot be negative, got -2
+--comm-timeout|0|--comm-timeout must lie in \[0.001, 1000000\] seconds, got 0.0
 --accum-steps|0|--accum-steps must be at least 1, got 0
 --eval-every|0|--eval-every must be at least 1, got 0
 --eval-size|0|--eval-size must be at least 1, got 0

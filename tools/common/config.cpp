@@ -145,6 +145,11 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
       ->capture_default_str();
   app.add_option("--threads", c.threads, "threads (0: every core; under mpirun the machine's cores / its ranks)")
       ->capture_default_str();
+  app.add_option("--comm-timeout", c.comm_timeout,
+                 "under mpirun: seconds a rank waits for the others in one communication before the job is "
+                 "taken as broken (a network link down, a rank stuck or gone): rank 0 then saves and says so; "
+                 "longer than rank 0 alone takes to write a checkpoint or print samples")
+      ->capture_default_str();
   app.add_option("--accum-steps", c.accum_steps,
                  "micro-batches of batch / (ranks x accum-steps) sequences per step in each process (gradient "
                  "accumulation; the same bits as ranks)")
@@ -180,8 +185,8 @@ bool parse_command_line(int argc, char** argv, Config& c, std::set<std::string>&
                            "--warmup", "--threads", "--eval-every", "--eval-size", "--eval-batches", "--sample-every",
                            "--accum-steps", "--profile-steps"})
     app.get_option(flag)->transform(whole);
-  for (const char* flag :
-       {"--dropout", "--lr", "--min-lr", "--weight-decay", "--beta2", "--clip", "--target-exact", "--target-val-loss"})
+  for (const char* flag : {"--dropout", "--lr", "--min-lr", "--weight-decay", "--beta2", "--clip", "--target-exact",
+                           "--target-val-loss", "--comm-timeout"})
     app.get_option(flag)->transform(real);
   app.set_version_flag("--version", xgrad::str("xgrad-train ", xgrad::version(), " (", xgrad::blas_summary(),
                                                "; bf16 products: ", xgrad::bf16_summary(), ")"));
@@ -273,6 +278,8 @@ void validate(const Config& c) {
     throw UsageError(xgrad::str("--target-exact cannot be negative (above 1: never stop on it), got ", c.target_exact));
   if (!(c.lr > 0)) throw UsageError(xgrad::str("--lr must be positive, got ", c.lr));
   if (!(c.clip >= 0)) throw UsageError(xgrad::str("--clip cannot be negative, got ", c.clip));
+  if (!(c.comm_timeout >= 0.001 && c.comm_timeout <= 1e6))
+    throw UsageError(xgrad::str("--comm-timeout must lie in [0.001, 1000000] seconds, got ", c.comm_timeout));
   if (!(c.weight_decay >= 0)) throw UsageError(xgrad::str("--weight-decay cannot be negative, got ", c.weight_decay));
   if (!(c.beta2 >= 0 && c.beta2 < 1)) throw UsageError(xgrad::str("--beta2 must lie in [0, 1), got ", c.beta2));
   if (!(c.min_lr >= 0 && c.min_lr <= c.lr))

@@ -35,9 +35,10 @@ struct Config {
   std::string precision = "float32";  // the matrix products' operands: float32 | bf16 (float32 sums)
   // How this run goes (free to change on --resume).
   int steps = 3000;
-  int accum_steps = 1;  // micro-batches per step in each process (gradient accumulation)
-  int ranks = 1;        // processes of the job (mpirun -np), not a flag
-  int threads = 0;      // 0: every core (under mpirun: the cores of the machine / its ranks)
+  int accum_steps = 1;       // micro-batches per step in each process (gradient accumulation)
+  int ranks = 1;             // processes of the job (mpirun -np), not a flag
+  int threads = 0;           // 0: every core (under mpirun: the cores of the machine / its ranks)
+  double comm_timeout = 20;  // seconds a rank waits for the others in one communication
   int eval_every = 100, eval_size = 1000, eval_batches = 20;
   double target_exact = 0.99;
   std::optional<double> target_val_loss;

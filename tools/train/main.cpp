@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "cli.hpp"
 #include "config.hpp"
@@ -53,6 +54,17 @@ void on_interrupt(int signal) {
   interrupted = signal;
 }
 bool was_interrupted() { return interrupted != 0; }
+
+// After a communication of the job broke (a link down, a rank stuck or gone), a rank stays
+// until mpirun ends it rather than exiting: the word of its exit would go out over the cut
+// link, and mpirun and its daemon there would wait for TCP to give up (about 15 minutes).
+// Left idle, the link's keepalive (docs/distributed.md) makes Open MPI end every process
+// of the job. A rank not ended within 3 x --comm-timeout (its peers stuck, not gone, or no
+// keepalive set) exits by itself.
+void wait_to_be_ended(std::chrono::milliseconds timeout) {
+  using namespace std::chrono_literals;
+  for (auto waited = 0ms; waited < 3 * timeout && !interrupted; waited += 100ms) std::this_thread::sleep_for(100ms);
+}
 
 // An error every rank meets at the same point (a diverged loss, computed alike on all):
 // they all stop with exit code 2, rank 0 alone saying why, no MPI_Abort.
@@ -265,6 +277,7 @@ class Trainer {
   // task's is the mean of the training steps since the last evaluation (if any ran).
   bool measures_train_loss() const { return c_.language_model() || progress_.recent_steps > 0; }
   void save(const Progress& progress) const;
+  void save_at(std::int64_t step) const;  // the progress as of `step`, the last step run
   void after_evaluation(std::int64_t step, const Evaluation& e, double lr);
   int finish(std::int64_t step);
   void show_what_was_learned(std::int64_t step);
@@ -293,6 +306,14 @@ void Trainer::save(const Progress& progress) const {
   meta["written_by"] = "xgrad-train";
   if (!c_.init_from.empty()) meta["init_from"] = c_.init_from;
   nn::save(c_.save, model_, opt_.get(), meta);
+}
+
+void Trainer::save_at(std::int64_t step) const {
+  Progress now = progress_;
+  if (now.step != step) now.evaluation.reset();  // the last evaluation was at an earlier step
+  now.step = step;
+  now.wall_s = wall_s_before_ + seconds_since(started_);
+  save(now);
 }
 
 // --eval-only: the checkpoint's weights evaluated now, printed, and nothing written but
@@ -413,48 +434,68 @@ int Trainer::run() {
               << write_profile(*profiler, c_.profile, "--profile") << std::flush;
     profiler.reset();
   };
-  bool going_on = !evaluation_due || evaluate_and_go_on(step);
-  // A signal ends the loop where every rank learns of it (the check after each step); a
-  // rank leaving on its own flag would leave the others waiting in the next step.
-  while (going_on && step < c_.steps && (communicator_.size() > 1 || !interrupted)) {
-    ++step;
-    if (step == profile_from) profiler.emplace();
-    std::optional<ProfileStep> profiled_step(std::in_place);
-    const Clock::time_point step_began = Clock::now();
-    const double step_loss = train_step(step);
-    // The loss and the reduced gradients are the same on every rank: so are these errors.
-    if (!std::isfinite(step_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
-      throw EveryRankError(str("step ", step, ": the loss is ", step_loss,
-                               "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
-    try {
-      if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip, !c_.allow_nonfinite);
-    } catch (const Error& e) {
-      throw EveryRankError(str("step ", step, ": ", e.what(), " (lower --lr, or pass --allow-nonfinite to go on)"));
-    }
-    opt_->step();
-    schedule_->step();
-    profiled_step.reset();
-    progress_.train_s += seconds_since(step_began);
-    progress_.recent_loss_sum += step_loss, ++progress_.recent_steps;
-    if (profiler && (++profiled_steps == c_.profile_steps || step % c_.eval_every == 0 || step == c_.steps))
-      finish_profile();
+  std::int64_t completed = step;  // the last step whose update this rank applied
+  try {
+    bool going_on = !evaluation_due || evaluate_and_go_on(step);
+    // A signal ends the loop where every rank learns of it (the check after each step); a
+    // rank leaving on its own flag would leave the others waiting in the next step.
+    while (going_on && step < c_.steps && (communicator_.size() > 1 || !interrupted)) {
+      ++step;
+      if (step == profile_from) profiler.emplace();
+      std::optional<ProfileStep> profiled_step(std::in_place);
+      const Clock::time_point step_began = Clock::now();
+      const double step_loss = train_step(step);
+      // The loss and the reduced gradients are the same on every rank: so are these errors.
+      if (!std::isfinite(step_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
+        throw EveryRankError(str("step ", step, ": the loss is ", step_loss,
+                                 "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
+      try {
+        if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip, !c_.allow_nonfinite);
+      } catch (const Error& e) {
+        throw EveryRankError(str("step ", step, ": ", e.what(), " (lower --lr, or pass --allow-nonfinite to go on)"));
+      }
+      opt_->step();
+      schedule_->step();
+      completed = step;
+      profiled_step.reset();
+      progress_.train_s += seconds_since(step_began);
+      progress_.recent_loss_sum += step_loss, ++progress_.recent_steps;
+      if (profiler && (++profiled_steps == c_.profile_steps || step % c_.eval_every == 0 || step == c_.steps))
+        finish_profile();
 
-    if (terminal && seconds_since(last_shown) > 0.1) {
-      const double trained = progress_.train_s - train_s_before_;
-      const double steps_per_second = static_cast<double>(step - start_step) / seconds_since(started_);
-      live.show(step, c_.steps, step_loss, static_cast<double>((step - start_step) * tokens_per_step) / trained,
-                steps_per_second);
-      last_shown = Clock::now();
+      if (terminal && seconds_since(last_shown) > 0.1) {
+        const double trained = progress_.train_s - train_s_before_;
+        const double steps_per_second = static_cast<double>(step - start_step) / seconds_since(started_);
+        live.show(step, c_.steps, step_loss, static_cast<double>((step - start_step) * tokens_per_step) / trained,
+                  steps_per_second);
+        last_shown = Clock::now();
+      }
+      if (communicator_.any(interrupted != 0)) {
+        if (!interrupted) interrupted = SIGINT;  // another rank's signal
+        break;
+      }
+      if (step % c_.eval_every == 0 || step == c_.steps) going_on = evaluate_and_go_on(step);
+      if (going_on && c_.sample_every > 0 && step % c_.sample_every == 0 && !c_.quiet) {
+        live.clear();
+        workload_->print_samples(std::cout, step);
+      }
     }
-    if (communicator_.any(interrupted != 0)) {
-      if (!interrupted) interrupted = SIGINT;  // another rank's signal
-      break;
+  } catch (const distributed::CommunicationError& e) {
+    // This rank's weights, optimizer and schedule are those of its last completed step, a
+    // state of the run like any other (another rank may be a step further: replicas agree
+    // up to the steps both completed).
+    live.clear();
+    std::string kept;
+    if (communicator_.is_root() && c_.save.empty()) kept = " (no --save given, nothing kept)";
+    if (communicator_.is_root() && !c_.save.empty()) {
+      try {
+        save_at(completed);
+        kept = str("; checkpoint saved at step ", completed, ": continue with --resume ", c_.save);
+      } catch (const std::exception& failed) {
+        kept = str("; saving the checkpoint failed: ", failed.what());
+      }
     }
-    if (step % c_.eval_every == 0 || step == c_.steps) going_on = evaluate_and_go_on(step);
-    if (going_on && c_.sample_every > 0 && step % c_.sample_every == 0 && !c_.quiet) {
-      live.clear();
-      workload_->print_samples(std::cout, step);
-    }
+    throw distributed::CommunicationError(str("step ", step, ": ", e.what(), kept));
   }
   if (profiler) finish_profile();  // the run stopped early: what was recorded
   if (profile_from >= 0 && profiled_steps == 0)
@@ -465,11 +506,7 @@ int Trainer::run() {
     if (c_.save.empty()) {
       std::cout << "interrupted at step " << step << " (no --save given, nothing kept)" << std::endl;
     } else {
-      Progress now = progress_;
-      if (now.step != step) now.evaluation.reset();  // the last evaluation was at an earlier step
-      now.step = step;
-      now.wall_s = wall_s_before_ + seconds_since(started_);
-      save(now);
+      save_at(step);
       std::cout << "interrupted at step " << step << "; checkpoint saved: continue with --resume " << c_.save
                 << std::endl;
     }
@@ -550,7 +587,7 @@ void Trainer::show_what_was_learned(std::int64_t step) {
 
 // Everything before training: the settings, files and outputs checked, the model made.
 // Nothing here talks to the other ranks.
-std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, const distributed::Communicator& communicator) {
+std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::Communicator& communicator) {
   c.ranks = communicator.size();
   std::set<std::string> given;
   if (!parse_command_line(argc, argv, c, given)) return nullptr;  // --help or --version
@@ -569,6 +606,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, const distribu
   std::shared_ptr<const TextCorpus> corpus;
   if (c.language_model()) corpus = open_corpus(c, start);
   check_memory(c, communicator.local_size(), corpus ? corpus->size() : 0);
+  communicator.set_timeout(std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)));
   if (!communicator.is_root()) {  // rank 0 alone prints and writes
     c.save.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
     c.quiet = true;
@@ -591,7 +629,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, const distribu
 // Under mpirun the ranks first agree that every one of them could set up: a bad flag or
 // file then ends every rank with exit code 2 (rank 0 saying why, or the rank that failed
 // alone), instead of some ranks waiting for the others forever.
-int run(int argc, char** argv, const distributed::Communicator& communicator) {
+int run(int argc, char** argv, distributed::Communicator& communicator) {
   Config c;
   std::unique_ptr<Trainer> trainer;
   std::optional<std::string> error;
@@ -618,9 +656,11 @@ int run(int argc, char** argv, const distributed::Communicator& communicator) {
 
 // Every error is one line on stderr and exit status 2; a signal exits with 128 + its
 // number after saving. Under mpirun only rank 0 prints, and an error on any rank ends the
-// whole job with its message (MPI_Abort) rather than leaving the others waiting.
+// whole job with its message (MPI_Abort) rather than leaving the others waiting; a broken
+// communication, where MPI_Abort could not reach the other ranks, is said by each rank
+// that meets it (rank 0 having saved), and mpirun ends the job (wait_to_be_ended).
 int main(int argc, char** argv) {
-  const distributed::Communicator communicator;
+  distributed::Communicator communicator;
   if (!communicator.is_root() && !std::freopen("/dev/null", "w", stdout)) return 2;
   return tools::run_tool(
       "xgrad-train", [&] { return run(argc, argv, communicator); },
@@ -631,6 +671,18 @@ int main(int argc, char** argv) {
         }
         if (communicator.size() == 1) {
           std::fprintf(stderr, "%s\n", line.c_str());
+          return;
+        }
+        if (dynamic_cast<const distributed::CommunicationError*>(&error)) {
+          // Rank 0 speaks for the job at once; another rank only when mpirun did not end it
+          // (its line would go out over the link that may be cut, see wait_to_be_ended).
+          const auto say = [&] {
+            std::fprintf(stderr, "xgrad-train: rank %d: %s\n", communicator.rank(), error.what());
+          };
+          if (communicator.is_root()) say();
+          std::fflush(stderr);
+          wait_to_be_ended(communicator.timeout());
+          if (!communicator.is_root() && !interrupted) say();
           return;
         }
         communicator.abort(str("xgrad-train: rank ", communicator.rank(), ": ", error.what()));
