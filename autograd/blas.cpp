@@ -1,4 +1,4 @@
-#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/detail/blas.hpp"
 
 #include <cblas.h>
 

@@ -32,17 +32,4 @@ std::string cpu_vector_class();
 // Whether `core` (an OpenBLAS core name) uses the CPU's best vector class.
 bool blas_core_fits_cpu(const std::string& core);
 
-namespace detail {
-// Switches OpenBLAS to the kernels named `core`, as OPENBLAS_CORETYPE would at load time;
-// returns false when this OpenBLAS cannot (not a DYNAMIC_ARCH build). Only safe before
-// any other thread calls BLAS.
-bool force_blas_core(const std::string& core);
-// The start-up check: replaces kernels below the CPU's class (see above). Returns what it
-// did, which blas_summary() also reports.
-std::string select_blas_kernels();
-// One thread per call: OpenBLAS's own threads would compete with xgrad's pool, which
-// splits the large products itself (OpenBLAS's own threads are stopped).
-void run_blas_single_threaded();
-}  // namespace detail
-
 }  // namespace xgrad

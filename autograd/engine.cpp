@@ -1,12 +1,12 @@
 // The reverse sweep: order the graph below a root, then run each node's backward
-// closure from the root down, accumulating gradients into the inputs.
+// closure from the root down, accumulating gradients into the inputs. docs/engine.md
+// walks through it.
 
-#include <cmath>
 #include <exception>
 #include <unordered_set>
 
+#include "xgrad/autograd/hooks.hpp"
 #include "xgrad/autograd/parallel.hpp"
-#include "xgrad/autograd/record.hpp"
 
 namespace xgrad {
 
@@ -45,25 +45,11 @@ void accumulate_grad(Node& node, Storage&& grad) {
       *node.grad);
 }
 
-void check_anomaly(const char* op, const char* phase, const Storage& values, const std::vector<NodePtr>& inputs) {
-  const bool finite = std::visit(
-      [](const auto& a) {
-        for (auto v : a)
-          if (!std::isfinite(v)) return false;
-        return true;
-      },
-      values);
-  if (finite) return;
-  std::string shapes;
-  for (const NodePtr& input : inputs)
-    if (input) shapes += (shapes.empty() ? "" : ", ") + shape_str(input->shape());
-  fail(std::string("anomaly: ") + op, phase, " produced NaN or Inf (inputs ", shapes, ")");
-}
-
 namespace {
 
 // Nodes reachable from root through inputs that require grad, inputs before users.
 std::vector<NodePtr> topological_order(const NodePtr& root) {
+  const profile::Scope walk(profile::Kind::engine, "graph walk");
   std::vector<NodePtr> order;
   std::unordered_set<const Node*> visited{root.get()};
   std::vector<std::pair<Node*, std::size_t>> stack{{root.get(), 0}};
@@ -131,48 +117,40 @@ class PartialGradients {
   const std::vector<NodePtr>& order_;
 };
 
-// A node's backward event: its op, and the shapes of the inputs it sends gradients to.
-void describe_backward(const profile::Scope& scope, const Node& node) {
-  profile::Event* event = scope.event();
-  if (!event) return;
-  std::string inputs;
-  for (const NodePtr& input : node.inputs)
-    inputs += (inputs.empty() ? "" : ", ") + (input ? shape_str(input->shape()) : std::string("none"));
-  event->detail = inputs;
+// Every user of a leaf comes before it in the sweep: its gradient is final, and the
+// hooks waiting for it run.
+void finish_leaf(const NodePtr& leaf) {
+  if (!leaf->grad) return;
+  for (const auto& [id, hook] : leaf->grad_ready_hooks) hook(Tensor(leaf));
+}
+
+// One node's backward closure, inside the hooks; then its gradient is dropped (only
+// leaves keep theirs) and, unless retain_graph, its part of the graph freed.
+void backward_through(Node& node, bool retain_graph) {
+  hooks::before_backward(node);
+  {
+    const hooks::BackwardEvent profiled(node);
+    node.backward(node);
+  }
+  hooks::after_backward(node);
+  node.grad.reset();
+  if (!retain_graph) {
+    node.backward = nullptr;
+    node.inputs.clear();
+    node.graph_freed = true;
+  }
 }
 
 void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
-  std::vector<NodePtr> order;
-  {
-    const profile::Scope walk(profile::Kind::engine, "graph walk");
-    order = topological_order(root);
-  }
+  const std::vector<NodePtr> order = topological_order(root);
   const BackwardClaim claim(order);
   const PartialGradients partial(order);
   accumulate_grad(*root, std::move(seed));
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node& node = **it;
-    if (node.is_leaf()) {  // every user of a leaf comes before it: its gradient is final
-      if (node.grad)
-        for (const auto& [id, hook] : node.grad_ready_hooks) hook(Tensor(*it));
-      continue;  // leaves keep grads
-    }
-    if (!node.grad) continue;  // unreached
-    node.check_unmodified();
-    const profile::Scope profiled(profile::Kind::backward, node.op);
-    describe_backward(profiled, node);
-    node.backward(node);
-    if (anomaly_mode)
-      for (std::size_t i = 0; i < node.inputs.size(); ++i)
-        if (node.inputs[i] && node.inputs[i]->grad)
-          check_anomaly(node.op, str("backward (gradient of input ", i, ")").c_str(), *node.inputs[i]->grad,
-                        node.inputs);
-    node.grad.reset();  // only leaves keep their gradient
-    if (!retain_graph) {
-      node.backward = nullptr;
-      node.inputs.clear();
-      node.graph_freed = true;
-    }
+    if ((*it)->is_leaf())
+      finish_leaf(*it);
+    else if ((*it)->grad)  // reached from the root
+      backward_through(**it, retain_graph);
   }
 }
 

@@ -35,6 +35,7 @@ Tensor view_of(const Node& of) {
 }  // namespace
 
 Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
+  const hooks::ForwardScope profiled;  // a custom op is an op like any other in a profile
   const char* name = interned(op.name.empty() ? "custom op" : op.name);
   XGRAD_CHECK(op.forward && op.backward, name, "both forward and backward must be set");
   std::vector<Tensor> views;

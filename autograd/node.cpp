@@ -1,7 +1,6 @@
 #include "xgrad/autograd/node.hpp"
 
-#include "xgrad/autograd/precision.hpp"
-#include "xgrad/autograd/record.hpp"
+#include "xgrad/autograd/detail/profile.hpp"
 
 namespace xgrad {
 
@@ -45,16 +44,6 @@ void refuse_array(const char* op, const Shape& shape, DType dtype, std::optional
   XGRAD_CHECK(bytes, op, "shape ", shape, " needs more than 2^64 bytes");
   check_fits_in_memory(op, *bytes, shape, " ", dtype);
   fail(op, "cannot allocate ", shape, " ", dtype);  // not reached: the check above throws
-}
-
-std::string describe_inputs(const std::vector<Tensor>& inputs) {
-  std::string text;
-  for (const Tensor& t : inputs) {
-    if (!text.empty()) text += ", ";
-    text += t.defined() ? str(t.shape(), " ", t.dtype()) : "none";
-  }
-  if (autocast_precision() == Precision::bfloat16) text += " (bf16 products)";
-  return text;
 }
 
 std::shared_ptr<Storage> make_counted_storage(Storage&& values) {

@@ -1,6 +1,7 @@
 #pragma once
-// Internal: the graph node behind a Tensor handle. It pulls in xtensor, so only op
-// implementations and autograd/xtensor.hpp include it.
+// Internal: the graph node behind a Tensor handle, and new_array, through which every
+// array an op outputs is made. It pulls in xtensor and xgrad's storage types, so only the
+// autograd layer's own sources include it (the build keeps it from every other layer).
 
 #include <atomic>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <xtensor/xnoalias.hpp>
 
 #include "xgrad/autograd/memory.hpp"
+#include "xgrad/autograd/profile.hpp"
 #include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {

@@ -1,9 +1,14 @@
 #pragma once
-// Internal: how an op records itself. An op computes its output array, then calls
-// record(), handing over the backward closure written right beside the forward:
+// Internal: how an op records itself. An op computes its output array inside
+// dispatch_op(), then calls record(), handing over the backward closure written right
+// beside the forward:
 //
-//   return record<T>("exp", std::move(y), {x}, [](BackwardContext<T>& ctx) {
-//     ctx.accumulate(0, ctx.grad() * ctx.output());
+//   return dispatch_op(x.dtype(), [&](auto tag) {
+//     using T = decltype(tag);
+//     ...
+//     return record<T>("exp", std::move(y), {x}, [](BackwardContext<T>& ctx) {
+//       ctx.accumulate(0, ctx.grad() * ctx.output());
+//     });
 //   });
 //
 // Outside grad mode, or when no input requires grad, no graph is built.
@@ -12,12 +17,18 @@
 #include <string>
 #include <type_traits>
 
+#include "xgrad/autograd/hooks.hpp"
 #include "xgrad/autograd/node.hpp"
 
 namespace xgrad {
 
-// What a Profiler shows of an op's inputs, e.g. "[2, 3] float32, [3] float32 (bf16 products)".
-std::string describe_inputs(const std::vector<Tensor>& inputs);
+// dispatch() for an op's forward: the hooks see the op from here to its record() (the
+// profiler's forward event). Ops call this; code that records no op calls dispatch().
+template <class F>
+decltype(auto) dispatch_op(DType dtype, F&& f) {
+  const hooks::ForwardScope op;
+  return dispatch(dtype, std::forward<F>(f));
+}
 
 template <class T>
 class BackwardContext {
@@ -73,16 +84,12 @@ class BackwardContext {
   Node& self_;
 };
 
-// Throws if anomaly mode is on and `values` holds a NaN or Inf.
-void check_anomaly(const char* op, const char* phase, const Storage& values, const std::vector<NodePtr>& inputs);
-
 template <class T, class Backward>
 Tensor record(const char* op, xt::xarray<T>&& output, std::initializer_list<Tensor> inputs, Backward&& backward);
 
 // The set-up every op's node shares, record()'s and CustomOp's (autograd/function.cpp):
 // `node` holds the result; when grad mode is on and an input requires grad it also keeps
-// the op, its inputs and `backward` (called with the node itself), and notes the versions
-// that backward will check.
+// the op, its inputs and `backward` (called with the node itself). Then the hooks see it.
 template <class Backward>
 Tensor record_node(NodePtr node, const char* op, const std::vector<Tensor>& inputs, Backward&& backward) {
   bool any_requires_grad = false;
@@ -92,23 +99,16 @@ Tensor record_node(NodePtr node, const char* op, const std::vector<Tensor>& inpu
     node->op = op;
     node->inputs.reserve(inputs.size());
     for (const Tensor& t : inputs) node->inputs.push_back(t.node());
-    node->record_versions();
     node->backward = std::forward<Backward>(backward);
   }
-  if (anomaly_mode_enabled()) {
-    std::vector<NodePtr> input_nodes;
-    for (const Tensor& t : inputs) input_nodes.push_back(t.node());
-    check_anomaly(op, "forward", *node->value, input_nodes);
-  }
+  hooks::op_recorded(*node, op, inputs);
   return Tensor(std::move(node));
 }
 
 template <class T, class Backward>
 Tensor record(const char* op, xt::xarray<T>&& output, const std::vector<Tensor>& inputs, Backward&& backward) {
   auto node = std::make_shared<Node>();
-  const auto output_bytes = static_cast<std::int64_t>(output.size() * sizeof(T));
   node->value = make_storage(std::move(output));
-  if (profile::active()) profile::op_recorded(op, describe_inputs(inputs), output_bytes);
   return record_node(std::move(node), op, inputs, [fn = std::forward<Backward>(backward)](Node& self) mutable {
     BackwardContext<T> ctx(self);
     fn(ctx);

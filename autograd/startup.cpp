@@ -15,7 +15,7 @@
 
 #include <cstdlib>
 
-#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/detail/blas.hpp"
 
 namespace xgrad {
 

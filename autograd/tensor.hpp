@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "xgrad/autograd/detail/profile.hpp"
 #include "xgrad/autograd/dtype.hpp"
 #include "xgrad/autograd/error.hpp"
 
@@ -24,11 +23,9 @@ std::string shape_str(const Shape& shape);  // "[2, 3]"
 std::size_t numel(const Shape& shape);      // an Error past 2^64 elements
 
 // Runs f(float{}) or f(double{}) for the runtime dtype; write the body as a generic
-// lambda `[&](auto tag) { using T = decltype(tag); ... }`. While a Profiler records, an
-// op's dispatch is its forward event (named by the op when it records its result).
+// lambda `[&](auto tag) { using T = decltype(tag); ... }`.
 template <class F>
 decltype(auto) dispatch(DType dtype, F&& f) {
-  const profile::OpScope profiled;
   if (dtype == DType::float32) return f(float{});
   return f(double{});
 }

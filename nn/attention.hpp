@@ -1,10 +1,10 @@
 #pragma once
-// MultiHeadAttention: projections + the fused attention op (multi_head_attention, heads read in
-// place from the projections) + an output
-// projection. It covers every way the five reference write-ups use attention: separate
-// query/key width dim_k and value width dim_v split across heads, cross-attention from
-// other widths, masks in each of their layouts, dropout on the weights, batch-first or
-// sequence-first data, and the last attention map kept for inspection.
+// MultiHeadAttention: projections, the fused attention op (multi_head_attention, which
+// reads the heads in place from the projections) and an output projection. It covers
+// every way the five reference write-ups use attention: separate query/key width dim_k
+// and value width dim_v split across heads, cross-attention from other widths, masks in
+// each of their layouts, dropout on the weights, batch-first or sequence-first data, and
+// the last attention map kept for inspection.
 //
 // Parameters carry PyTorch's nn.MultiheadAttention names and layouts (in_proj_weight,
 // or q_proj_weight / k_proj_weight / v_proj_weight when kdim or vdim differ from

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "xgrad/autograd/detail/profile.hpp"
+#include "xgrad/autograd/profile.hpp"
 
 namespace xgrad {
 

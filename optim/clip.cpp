@@ -5,8 +5,8 @@
 #include <cmath>
 #include <string>
 
-#include "xgrad/autograd/detail/profile.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/profile.hpp"
 
 namespace xgrad::optim {
 

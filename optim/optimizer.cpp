@@ -1,6 +1,6 @@
 #include "xgrad/optim/optimizer.hpp"
 
-#include "xgrad/autograd/detail/profile.hpp"
+#include "xgrad/autograd/profile.hpp"
 
 #include <algorithm>
 #include <cmath>

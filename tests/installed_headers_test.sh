@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What `cmake --install` ships: the public headers, every one self-contained and none
-# including a header that is not installed; not the internal ones (the graph's node and
-# record(), kernels/, ops/'s helpers).   usage: installed_headers_test.sh BUILD_DIR CXX
+# including a header that is not installed; not the internal ones (each layer's
+# INTERNAL_HEADERS, cmake/layers.cmake: the graph's node, record() and hooks, kernels/,
+# ops/'s helpers, detail/).   usage: installed_headers_test.sh BUILD_DIR CXX
 set -u
 build=$1 cxx=$2
 source "$(dirname "$0")/lib.sh"  # check, finish, $work
@@ -9,7 +10,13 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 include=$work/prefix/include
 (cd "$include" && find xgrad -name '*.hpp' | sort) >"$work/installed"
 check "headers are installed ($(wc -l <"$work/installed"))" test "$(wc -l <"$work/installed")" -gt 30
-for internal in xgrad/autograd/node.hpp xgrad/autograd/record.hpp xgrad/autograd/kernels/ xgrad/autograd/ops/; do
+# Every layer's internal headers, as the build links them into its internal tree.
+(for tree in "$build"/layers/*-internal; do (cd "$tree" && find -L xgrad -name '*.hpp'); done) | sort >"$work/internal"
+check "the build has internal headers ($(wc -l <"$work/internal"))" test "$(wc -l <"$work/internal")" -gt 15
+leaked=$(comm -12 "$work/installed" "$work/internal" | tr '\n' ' ')
+check "no internal header is installed${leaked:+: $leaked}" test -z "$leaked"
+for internal in xgrad/autograd/node.hpp xgrad/autograd/record.hpp xgrad/autograd/hooks.hpp xgrad/autograd/kernels/ \
+                xgrad/autograd/ops/ xgrad/autograd/detail/; do
   check "$internal is not installed" bash -c "! grep -q '^$internal' '$work/installed'"
 done
 for public in xgrad/xgrad.hpp xgrad/autograd/tensor.hpp xgrad/autograd/ops.hpp xgrad/nn/nn.hpp xgrad/optim/optim.hpp; do

@@ -20,7 +20,6 @@
 #include <thread>
 #include <tuple>
 
-#include "xgrad/autograd/kernels/bfloat16.hpp"
 #include "xgrad/autograd/kernels/gemm.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"

@@ -8,7 +8,7 @@
 #include <limits>
 #include <optional>
 
-#include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/detail/blas.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 

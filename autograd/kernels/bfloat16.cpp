@@ -1,14 +1,14 @@
-#include "xgrad/autograd/kernels/bfloat16.hpp"
+#include "xgrad/autograd/bfloat16.hpp"
 
 #include <algorithm>
 
 #include "xgrad/autograd/parallel.hpp"
 
-namespace xgrad::kernels {
+namespace xgrad {
 
 namespace {
-// Twice kElementsPerChunk (parallel.hpp): the size rounding was timed at; it sets speed only, never bits.
-constexpr std::size_t kChunkElements = 1 << 15;
+// The size rounding was timed at; it sets speed only, never bits.
+constexpr std::size_t kChunkElements = 2 * kElementsPerChunk;
 // The pool's cost estimate per element, as for a pointwise op: rounding a weight matrix of
 // 64K elements is worth both threads (at 1 per element it ran alone, the other waiting).
 constexpr double kWorkPerElement = 8;
@@ -24,4 +24,4 @@ void round_to_bfloat16(const float* in, std::size_t rows, std::size_t cols, std:
                       });
 }
 
-}  // namespace xgrad::kernels
+}  // namespace xgrad

@@ -10,10 +10,10 @@
 #include <limits>
 #include <vector>
 
-#include "xgrad/autograd/detail/profile.hpp"
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/kernels/onednn_matmul.hpp"
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/profile.hpp"
 
 namespace xgrad::kernels {
 
@@ -246,35 +246,6 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
 
 }  // namespace
 
-template <class T>
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
-          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, static_cast<const T*>(nullptr),
-                [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const T* pa, std::size_t plda,
-                        const T* pb, std::size_t pldb, T pbeta, T* pc, std::size_t pldc,
-                        const T*) { blas_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc); });
-}
-
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
-          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
-          const float* bias) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // a sum of no terms: C = beta C (+ bias), as BLAS leaves it
-    for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t j = 0; j < n; ++j) {
-        const float kept = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-        c[i * ldc + j] = bias ? kept + bias[j] : kept;
-      }
-    return;
-  }
-  split_product(
-      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias,
-      [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const bfloat16* pa, std::size_t plda,
-              const bfloat16* pb, std::size_t pldb, float pbeta, float* pc, std::size_t pldc, const float* pbias) {
-        bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc, pbias);
-      });
-}
-
 Bf16Path bf16_path() {
   static const Bf16Path path = detect_bf16_path();
   return path;
@@ -293,9 +264,43 @@ std::string bf16_path_name() {
   return "OpenBLAS sgemm on the bf16 operands widened to float32 (no AVX-512 for oneDNN: slower)";
 }
 
+}  // namespace xgrad::kernels
+
+namespace xgrad {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  kernels::split_product(
+      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, static_cast<const T*>(nullptr),
+      [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const T* pa, std::size_t plda,
+              const T* pb, std::size_t pldb, T pbeta, T* pc, std::size_t pldc,
+              const T*) { kernels::blas_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc); });
+}
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
+          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
+          const float* bias) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // a sum of no terms: C = beta C (+ bias), as BLAS leaves it
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        const float kept = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+        c[i * ldc + j] = bias ? kept + bias[j] : kept;
+      }
+    return;
+  }
+  kernels::split_product(
+      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias,
+      [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const bfloat16* pa, std::size_t plda,
+              const bfloat16* pb, std::size_t pldb, float pbeta, float* pc, std::size_t pldc, const float* pbias) {
+        kernels::bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc, pbias);
+      });
+}
+
 template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
                           const float*, std::size_t, float, float*, std::size_t);
 template void gemm<double>(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*, std::size_t,
                            const double*, std::size_t, double, double*, std::size_t);
 
-}  // namespace xgrad::kernels
+}  // namespace xgrad

@@ -1,26 +1,18 @@
 #pragma once
-// Row-major GEMM through OpenBLAS's CBLAS:
-//   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C
-// where op(X) is X or X transposed; lda/ldb/ldc are the row strides as stored.
+// Internal: the products the ops run (xgrad::gemm, public in autograd/gemm.hpp, is the
+// product itself), and which kernels run bfloat16 products on this CPU.
 
-#include <cstddef>
 #include <string>
 
-#include "xgrad/autograd/kernels/bfloat16.hpp"
+#include "xgrad/autograd/gemm.hpp"
 
 namespace xgrad::kernels {
 
-template <class T>
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
-          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
-
-// The same product with bfloat16 operands, accumulated and written in float32 (beta and
-// C too): the mixed-precision product (autograd/precision.hpp). Cut into the same
-// shape-fixed panels, so the same bits on any thread count. A bias (n values, or null) is
-// added to every row of C as the product is written: linear's, with no pass of its own.
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
-          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
-          const float* bias = nullptr);
+using xgrad::bfloat16;
+using xgrad::gemm;
+using xgrad::round_to_bfloat16;
+using xgrad::to_bfloat16;
+using xgrad::to_float;
 
 // What runs bfloat16 products on this CPU, chosen once: oneDNN with native bf16 dot
 // products (AVX512_BF16, AMX), or OpenBLAS's sgemm on the operands widened to float32

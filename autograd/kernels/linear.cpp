@@ -11,10 +11,9 @@ namespace xgrad::kernels {
 namespace {
 
 // The pointwise passes run on the pool in pieces of about this many elements (whole rows
-// for the bias fill); the bias gradient in pieces of this many columns (a multiple of a
-// cache line).
-// Twice kElementsPerChunk (parallel.hpp): the size these passes were timed at; it sets speed only, never bits.
-constexpr std::size_t kChunkElements = 1 << 15;
+// for the bias fill), the size they were timed at (speed only, never bits); the bias
+// gradient in pieces of this many columns (a multiple of a cache line).
+constexpr std::size_t kChunkElements = 2 * kElementsPerChunk;
 constexpr std::size_t kBiasColumns = 64;
 // Cost estimate per element of a column sum (a strided read and an add), for the pool.
 constexpr double kColumnSumWork = 4;

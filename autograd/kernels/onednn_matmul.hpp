@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "xgrad/autograd/kernels/bfloat16.hpp"
+#include "xgrad/autograd/bfloat16.hpp"
 
 namespace xgrad::kernels {
 

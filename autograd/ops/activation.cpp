@@ -139,7 +139,7 @@ Tensor softmax_impl(const char* op, const Tensor& x, int axis) {
   XGRAD_CHECK(!shape.empty(), op, "needs at least one axis, got a scalar");
   AxisBlocks b = blocks_around(shape, normalize_axis(op, axis, shape.size(), shape));
   if (numel(shape) == 0) b.outer = 0;  // no rows: the kernels must not walk a long outer axis of nothing
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto& v = x.node()->values<T>();
     xt::xarray<T> y = new_array<T>(op, v.shape());
@@ -167,7 +167,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_defined("dropout", x);
   XGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout", "probability p = ", p, " is outside [0, 1)");
   if (!training || p == 0.0) return x;
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto& v = x.node()->values<T>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));

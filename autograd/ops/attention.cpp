@@ -78,6 +78,7 @@ struct Layout {
 template <class T>
 Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernels::AttentionProblem<T>>& problem,
                   const Layout& layout, const std::vector<T>& lse) {
+  const hooks::ForwardScope op;  // an op of its own inside the attention's
   const kernels::AttentionProblem<T>& p = *problem;
   xt::xarray<T> weights = new_array<T>("attention_weights", with_matrix(layout.batch, p.lq, p.lk));
   kernels::attention_weights(p, lse.data(), weights.data());
@@ -123,6 +124,87 @@ Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernel
                    });
 }
 
+// What the op's backward keeps besides q, k, v and the output: the problem (its layout,
+// scale, dropout), the masks it points into (converted once), each row's logsumexp, and
+// where the gradients go.
+template <class T>
+struct SavedAttention {
+  std::shared_ptr<const kernels::AttentionProblem<T>> problem;
+  std::shared_ptr<const std::vector<std::uint8_t>> keep;
+  std::shared_ptr<const std::vector<T>> bias;
+  std::vector<T> lse;
+  bool grads_in_place = false;
+  std::array<Layout::Range, 3> columns;
+};
+
+// With the gradients in place, role r (q, k, v) writes into buffer buffer_of[r], shaped
+// like its input; roles that read disjoint columns of one input share that input's buffer.
+// owner[b] is the first role of buffer b.
+struct GradientBuffers {
+  std::array<std::size_t, 3> buffer_of{};
+  std::vector<std::size_t> owner;
+};
+
+template <class T>
+GradientBuffers share_gradient_buffers(BackwardContext<T>& ctx, const std::array<Layout::Range, 3>& columns) {
+  GradientBuffers g;
+  for (std::size_t role = 0; role < 3; ++role) {
+    g.buffer_of[role] = g.owner.size();
+    for (std::size_t b = 0; b < g.owner.size() && g.buffer_of[role] == g.owner.size(); ++b) {
+      bool fits = &ctx.input_node(g.owner[b]) == &ctx.input_node(role);
+      for (std::size_t earlier = 0; earlier < role; ++earlier)
+        if (g.buffer_of[earlier] == b) fits = fits && !columns[earlier].overlaps(columns[role]);
+      if (fits) g.buffer_of[role] = b;
+    }
+    if (g.buffer_of[role] == g.owner.size()) g.owner.push_back(role);
+  }
+  return g;
+}
+
+// The gradients of q, k and v, from the output's: blocks of the scores recomputed from
+// q, k and each row's logsumexp (kernels/attention.cpp), never the whole probability
+// matrix.
+template <class T>
+void attention_backward(BackwardContext<T>& ctx, const SavedAttention<T>& saved) {
+  kernels::AttentionProblem<T> p = *saved.problem;
+  p.q = ctx.input(0).data();
+  p.k = ctx.input(1).data();
+  p.v = ctx.input(2).data();
+  if (saved.grads_in_place) {
+    // Each gradient lands at the rows its input was read from.
+    const GradientBuffers shared = share_gradient_buffers(ctx, saved.columns);
+    std::vector<xt::xarray<T>> buffers;
+    for (std::size_t b = 0; b < shared.owner.size(); ++b) {
+      // The kernel writes every row it reads; columns no role reads must be zeros.
+      std::size_t written = 0;
+      for (std::size_t role = 0; role < 3; ++role)
+        written += shared.buffer_of[role] == b ? saved.columns[role].width : 0;
+      const auto& shape = ctx.input(shared.owner[b]).shape();
+      buffers.push_back(written == shape.back() ? new_array<T>(ctx.op(), shape) : zeros_array<T>(ctx.op(), shape));
+    }
+    p.dq_rows = p.q_rows, p.dk_rows = p.k_rows, p.dv_rows = p.v_rows;
+    kernels::attention_backward(p, ctx.output().data(), saved.lse.data(), ctx.grad().data(),
+                                buffers[shared.buffer_of[0]].data(), buffers[shared.buffer_of[1]].data(),
+                                buffers[shared.buffer_of[2]].data());
+    for (std::size_t b = 0; b < buffers.size(); ++b) ctx.accumulate(shared.owner[b], std::move(buffers[b]));
+    return;
+  }
+  // Gradients at the full batch shape, then summed over any broadcast axis.
+  const Shape out_shape = to_shape(ctx.output().shape());
+  const Shape full(out_shape.begin(), out_shape.end() - 2);
+  xt::xarray<T> dq = new_array<T>(ctx.op(), with_matrix(full, p.lq, p.dk));
+  xt::xarray<T> dk = new_array<T>(ctx.op(), with_matrix(full, p.lk, p.dk));
+  xt::xarray<T> dv = new_array<T>(ctx.op(), with_matrix(full, p.lk, p.dv));
+  p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
+  p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
+  p.dv_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dv);
+  kernels::attention_backward(p, ctx.output().data(), saved.lse.data(), ctx.grad().data(), dq.data(), dk.data(),
+                              dv.data());
+  ctx.accumulate(0, unbroadcast<T>(ctx.op(), std::move(dq), to_shape(ctx.input(0).shape())));
+  ctx.accumulate(1, unbroadcast<T>(ctx.op(), std::move(dk), to_shape(ctx.input(1).shape())));
+  ctx.accumulate(2, unbroadcast<T>(ctx.op(), std::move(dv), to_shape(ctx.input(2).shape())));
+}
+
 // Masks, dropout and need_weights checked and converted; the kernel run; the backward
 // recorded. q, k, v are given as tensors (possibly the same one, at different columns).
 AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const Layout& layout,
@@ -153,7 +235,7 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const std::uint64_t dropout_seed =
       options.dropout_p > 0.0 ? (options.generator ? *options.generator : default_generator()).next_u64() : 0;
 
-  return dispatch(q.dtype(), [&](auto tag) {
+  return dispatch_op(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     // Everything backward needs besides q, k, v and the output: the problem's layout,
     // the masks (converted once) and each row's logsumexp.
@@ -181,60 +263,9 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
     AttentionOutput result;
     if (options.need_weights) result.weights = weights_of(q, k, problem, layout, lse);
-    result.output =
-        record<T>(kOp, std::move(out), {q, k, v},
-                  [problem, keep, bias, lse = std::move(lse), in_place = layout.grads_in_place,
-                   columns = layout.columns](BackwardContext<T>& ctx) {
-                    kernels::AttentionProblem<T> p = *problem;
-                    p.q = ctx.input(0).data();
-                    p.k = ctx.input(1).data();
-                    p.v = ctx.input(2).data();
-                    if (in_place) {
-                      // Each gradient lands in a buffer shaped like its input, at the rows it was read
-                      // from; roles that read disjoint columns of one input share its buffer.
-                      std::array<std::size_t, 3> buffer_of{};
-                      std::vector<std::size_t> owner;  // the first role of each buffer
-                      for (std::size_t i = 0; i < 3; ++i) {
-                        buffer_of[i] = owner.size();
-                        for (std::size_t b = 0; b < owner.size() && buffer_of[i] == owner.size(); ++b) {
-                          bool fits = &ctx.input_node(owner[b]) == &ctx.input_node(i);
-                          for (std::size_t r = 0; r < i; ++r)
-                            if (buffer_of[r] == b) fits = fits && !columns[r].overlaps(columns[i]);
-                          if (fits) buffer_of[i] = b;
-                        }
-                        if (buffer_of[i] == owner.size()) owner.push_back(i);
-                      }
-                      std::vector<xt::xarray<T>> buffers;
-                      for (std::size_t b = 0; b < owner.size(); ++b) {
-                        // The kernel writes every row it reads; columns no role reads must be zeros.
-                        std::size_t written = 0;
-                        for (std::size_t r = 0; r < 3; ++r) written += buffer_of[r] == b ? columns[r].width : 0;
-                        const auto& shape = ctx.input(owner[b]).shape();
-                        buffers.push_back(written == shape.back() ? new_array<T>(ctx.op(), shape)
-                                                                  : zeros_array<T>(ctx.op(), shape));
-                      }
-                      p.dq_rows = p.q_rows, p.dk_rows = p.k_rows, p.dv_rows = p.v_rows;
-                      kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(),
-                                                  buffers[buffer_of[0]].data(), buffers[buffer_of[1]].data(),
-                                                  buffers[buffer_of[2]].data());
-                      for (std::size_t b = 0; b < buffers.size(); ++b) ctx.accumulate(owner[b], std::move(buffers[b]));
-                      return;
-                    }
-                    // Gradients at the full batch shape, then summed over any broadcast axis.
-                    const Shape out_shape = to_shape(ctx.output().shape());
-                    const Shape full(out_shape.begin(), out_shape.end() - 2);
-                    xt::xarray<T> dq = new_array<T>(ctx.op(), with_matrix(full, p.lq, p.dk));
-                    xt::xarray<T> dk = new_array<T>(ctx.op(), with_matrix(full, p.lk, p.dk));
-                    xt::xarray<T> dv = new_array<T>(ctx.op(), with_matrix(full, p.lk, p.dv));
-                    p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
-                    p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
-                    p.dv_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dv);
-                    kernels::attention_backward(p, ctx.output().data(), lse.data(), ctx.grad().data(), dq.data(),
-                                                dk.data(), dv.data());
-                    ctx.accumulate(0, unbroadcast<T>(ctx.op(), std::move(dq), to_shape(ctx.input(0).shape())));
-                    ctx.accumulate(1, unbroadcast<T>(ctx.op(), std::move(dk), to_shape(ctx.input(1).shape())));
-                    ctx.accumulate(2, unbroadcast<T>(ctx.op(), std::move(dv), to_shape(ctx.input(2).shape())));
-                  });
+    SavedAttention<T> saved{problem, keep, bias, std::move(lse), layout.grads_in_place, layout.columns};
+    result.output = record<T>(kOp, std::move(out), {q, k, v},
+                              [saved = std::move(saved)](BackwardContext<T>& ctx) { attention_backward(ctx, saved); });
     return result;
   });
 }

@@ -24,7 +24,7 @@ template <class Compare>
 Tensor compare_op(const char* op, const Tensor& a, const Tensor& b, Compare compare) {
   check_same_dtype(op, a, b);
   broadcast_shapes(op, a.shape(), b.shape());
-  return dispatch(a.dtype(), [&](auto tag) {
+  return dispatch_op(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = evaluate<T>(op, xt::cast<T>(compare(a.node()->values<T>(), b.node()->values<T>())));
     return make_leaf(std::move(out));
@@ -236,7 +236,7 @@ Tensor cast(const Tensor& x, DType target) {
   check_defined("cast", x);
   const DType source = x.dtype();
   if (source == target) return x;
-  return dispatch(target, [&](auto target_tag) {
+  return dispatch_op(target, [&](auto target_tag) {
     using T = decltype(target_tag);
     return std::visit(
         [&](const auto& values) {
@@ -282,7 +282,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_defined("where", condition);
   check_same_dtype("where", a, b);
   const Shape out_shape = broadcast_shapes("where", condition.shape(), broadcast_shapes("where", a.shape(), b.shape()));
-  return dispatch(a.dtype(), [&](auto tag) {
+  return dispatch_op(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     // Broadcasting can make the output far larger than any operand, and beside it go maps
     // of its length (the condition's truth, 1 byte an element, and each operand's offsets,
@@ -315,7 +315,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   XGRAD_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(), "masked_fill", "mask of shape ",
               mask.shape(), " does not broadcast to the input's shape ", x.shape());
   std::vector<std::uint8_t> fill = truth_at(mask, x.shape());
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = evaluate<T>("masked_fill", x.node()->values<T>());
     kernels::fill_where(fill.data(), fill.size(), static_cast<T>(value), out.data());

@@ -53,7 +53,7 @@ Tensor embedding(const Tensor& weight, const Indices& ids, const EmbeddingOption
     for (std::size_t r = 0; r < num; ++r)
       if (counts[r] > 1) row_scale[r] = 1.0 / static_cast<double>(counts[r]);
   }
-  return dispatch(weight.dtype(), [&](auto tag) {
+  return dispatch_op(weight.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>("embedding", out_shape);
     kernels::gather_rows(weight.node()->values<T>().data(), ids.values.data(), ids.numel(), dim, out.data());
@@ -89,7 +89,7 @@ Tensor pick(const char* op, const Tensor& x, const Shape& out_shape, Offset offs
   const std::size_t count = numel(out_shape);
   std::vector<std::size_t> sources(count);
   for (std::size_t i = 0; i < count; ++i) sources[i] = offset_of(i);
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>(op, out_shape);
     kernels::gather_at(x.node()->values<T>().data(), sources.data(), count, T(0), out.data());

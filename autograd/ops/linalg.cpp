@@ -169,7 +169,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     return out;
   }
   const MatmulPlan plan = plan_matmul(a.shape(), b.shape(), transpose_a, transpose_b);
-  return dispatch(a.dtype(), [&](auto tag) {
+  return dispatch_op(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* av = a.node()->values<T>().data();
     const T* bv = b.node()->values<T>().data();
@@ -276,7 +276,7 @@ Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weigh
   const LinearCall call{op, relu, rows, in, out};
   Shape out_shape = x_shape;
   out_shape.back() = out;
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> y = new_array<T>(op, out_shape);
     if constexpr (std::is_same_v<T, float>) {

@@ -114,7 +114,7 @@ Tensor cross_entropy(const Tensor& logits, const Indices& targets, const CrossEn
   const std::size_t classes = rows.classes, n = rows.rows;
   const Reduction reduction = options.reduction;
   const std::int64_t ignore = options.ignore_index;
-  return dispatch(logits.dtype(), [&](auto tag) {
+  return dispatch_op(logits.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const std::vector<T> w = class_weights<T>(options.weight, classes, logits.dtype());
     const T weight_sum = std::accumulate(w.begin(), w.end(), T(0));
@@ -155,7 +155,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& probabilities, const Cr
   const Tensor q = classes_last(probabilities, axis);
   const std::size_t classes = rows.classes, n = rows.rows;
   const Reduction reduction = options.reduction;
-  return dispatch(logits.dtype(), [&](auto tag) {
+  return dispatch_op(logits.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const std::vector<T> w = class_weights<T>(options.weight, classes, logits.dtype());
     const T eps = static_cast<T>(options.label_smoothing), keep = T(1) - eps;

@@ -54,7 +54,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const std::size_t d = check_normalized("layer_norm", x, normalized_shape, {{"weight", &weight}, {"bias", &bias}});
   XGRAD_CHECK(eps > 0.0 && std::isfinite(eps), "layer_norm", "eps must be finite and positive, got ", eps);
   const std::size_t rows = d ? x.numel() / d : 0;
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     XGRAD_CHECK(static_cast<T>(eps) > T(0), "layer_norm", "eps ", eps, " rounds to 0 in ", x.dtype(),
                 " (a constant row would divide by zero)");
@@ -81,7 +81,7 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   XGRAD_CHECK(!eps || (*eps > 0.0 && std::isfinite(*eps)), "rms_norm", "eps must be finite and positive, got ",
               eps.value_or(0.0));
   const std::size_t rows = d ? x.numel() / d : 0;
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T epsilon = eps ? static_cast<T>(*eps) : std::numeric_limits<T>::epsilon();
     XGRAD_CHECK(epsilon > T(0), "rms_norm", "eps ", eps.value_or(0.0), " rounds to 0 in ", x.dtype(),

@@ -57,7 +57,7 @@ void assign(T* dst, std::size_t n, bool add, F&& f, const Sources*... sources) {
 template <class Forward, class Grad>
 Tensor unary_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
   check_defined(op, x);
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const xt::xarray<T>& in = x.node()->values<T>();
     xt::xarray<T> out = new_array<T>(op, in.shape());
@@ -77,7 +77,7 @@ template <class Forward, class GradA, class GradB>
 Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forward, GradA grad_a, GradB grad_b) {
   check_same_dtype(op, a, b);
   const Shape out_shape = broadcast_shapes(op, a.shape(), b.shape());
-  return dispatch(a.dtype(), [&](auto tag) {
+  return dispatch_op(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const xt::xarray<T>&x = a.node()->values<T>(), &y = b.node()->values<T>();
     if (x.shape() != y.shape()) {

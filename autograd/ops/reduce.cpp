@@ -50,7 +50,7 @@ std::vector<int> all_axes(const char* op, const Tensor& x) {
 
 // sum(x) * scale over the planned axes; mean is the sum scaled by 1 / group_size.
 Tensor scaled_sum(const char* op, const Tensor& x, const AxesPlan& r, double scale) {
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T s = static_cast<T>(scale);
     xt::xarray<T> out = new_array<T>(op, r.out_shape);
@@ -80,7 +80,7 @@ Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
 Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   const AxesPlan r = plan_reduction("max", x, axes, keepdim);
   XGRAD_CHECK(r.group_size != 0, "max", "cannot reduce over an empty axis of shape ", x.shape());
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>("max", r.out_shape);
     std::vector<std::size_t> argmax(r.plan->kept.size());
@@ -102,7 +102,7 @@ Tensor spread(const char* op, const Tensor& x, const std::vector<int>& axes, int
   XGRAD_CHECK(correction >= 0, op, "correction ", correction, " must be >= 0");
   XGRAD_CHECK(dof > 0, op, "groups of ", r.group_size, " elements of ", x.shape(), " with correction ", correction,
               " leave no degrees of freedom (it would divide by ", dof, ")");
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T divisor = static_cast<T>(dof);
     std::vector<T> means(r.plan->kept.size());
@@ -168,7 +168,7 @@ Tensor cumsum(const Tensor& x, int axis) {
   const Shape shape = x.shape();
   XGRAD_CHECK(!shape.empty(), "cumsum", "needs at least one axis, got a scalar");
   const AxisBlocks b = blocks_around(shape, normalize_axis("cumsum", axis, shape.size(), shape));
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>("cumsum", shape);
     kernels::running_sum(x.node()->values<T>().data(), out.data(), b.outer, b.n, b.inner, false);

@@ -20,7 +20,7 @@ namespace {
 
 // Same elements in the same order, new shape (numel already checked).
 Tensor reshape_to(const char* op, const Tensor& x, const Shape& shape) {
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = evaluate<T>(op, x.node()->values<T>());
     out.reshape(to_xshape<T>(shape));
@@ -111,7 +111,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& axes) {
   }
   Shape out_shape(shape.size());
   for (std::size_t i = 0; i < perm.size(); ++i) out_shape[i] = shape[perm[i]];
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>("permute", out_shape);
     kernels::permute_copy(x.node()->values<T>().data(), out.data(), shape, perm);
@@ -143,7 +143,7 @@ Tensor slice(const Tensor& x, int axis, std::size_t start, std::size_t end, std:
   const kernels::AxisSelection selection = select_along(shape, a, start, end, step);
   Shape out_shape = shape;
   out_shape[a] = selection.count;
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>("slice", out_shape);
     kernels::gather_axis(x.node()->values<T>().data(), out.data(), selection);
@@ -173,7 +173,7 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
   std::vector<kernels::AxisSelection> pieces;  // where each input lands in the output
   for (std::size_t i = 0; i < xs.size(); ++i)
     pieces.push_back(select_along(out_shape, a, offsets[i], offsets[i] + xs[i].shape()[a], 1));
-  return dispatch(xs.front().dtype(), [&](auto tag) {
+  return dispatch_op(xs.front().dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>("concat", out_shape);
     for (std::size_t i = 0; i < xs.size(); ++i)
@@ -222,7 +222,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   const Shape from = x.shape();
   XGRAD_CHECK(from.size() <= shape.size() && broadcast_shapes("expand", from, shape) == shape, "expand", "shape ", from,
               " cannot be expanded to ", shape);
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>("expand", shape);
     xt::noalias(out) = xt::broadcast(x.node()->values<T>(), to_xshape<T>(shape));
@@ -273,7 +273,7 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
     }
     sources[i] = inside ? offset : kernels::kNoSource;
   }
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>("pad", out_shape);
     kernels::gather_at(x.node()->values<T>().data(), sources.data(), count, static_cast<T>(value), out.data());
@@ -294,7 +294,7 @@ Tensor triangle(const char* op, const Tensor& x, std::int64_t diagonal, bool upp
   const Shape shape = x.shape();
   XGRAD_CHECK(shape.size() >= 2, op, "needs a matrix (at least 2 axes), got ", shape);
   const std::size_t rows = shape[shape.size() - 2], cols = shape.back();
-  return dispatch(x.dtype(), [&](auto tag) {
+  return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     xt::xarray<T> out = new_array<T>(op, shape);
     kernels::keep_triangle(x.node()->values<T>().data(), out.data(), out.size(), rows, cols, diagonal, upper);

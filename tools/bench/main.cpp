@@ -27,7 +27,7 @@
 #include "preflight.hpp"
 #include "timeline.hpp"
 #include "xgrad/autograd/blas.hpp"
-#include "xgrad/autograd/kernels/gemm.hpp"
+#include "xgrad/autograd/gemm.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
@@ -323,15 +323,15 @@ int run_sgemm(int threads, int steps, Precision precision) {
   const std::size_t n = 1024;
   Generator gen(0);
   const Tensor a = Tensor::randn({n, n}, gen), b = Tensor::randn({n, n}, gen);
-  std::vector<kernels::bfloat16> a16(n * n), b16(n * n);
-  kernels::round_to_bfloat16(a.data<float>(), n, n, n, a16.data());
-  kernels::round_to_bfloat16(b.data<float>(), n, n, n, b16.data());
+  std::vector<bfloat16> a16(n * n), b16(n * n);
+  round_to_bfloat16(a.data<float>(), n, n, n, a16.data());
+  round_to_bfloat16(b.data<float>(), n, n, n, b16.data());
   std::vector<float> c(n * n);
   const auto product = [&] {
     if (precision == Precision::bfloat16)
-      kernels::gemm(false, false, n, n, n, 1.0f, a16.data(), n, b16.data(), n, 0.0f, c.data(), n);
+      gemm(false, false, n, n, n, 1.0f, a16.data(), n, b16.data(), n, 0.0f, c.data(), n);
     else
-      kernels::gemm(false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data(), n);
+      gemm(false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data(), n);
   };
   product();  // warm up
   steps = steps > 0 ? steps : 20;

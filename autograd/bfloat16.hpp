@@ -1,13 +1,14 @@
 #pragma once
 // bfloat16: the top 16 bits of a float32 (sign, the same 8-bit exponent, 7 stored
 // mantissa bits: 8 significant bits, a relative rounding error of at most 2^-8). xgrad
-// stores it only as the operands of mixed-precision matrix products (autograd/precision.hpp).
+// stores it only as the operands of mixed-precision matrix products (autograd/precision.hpp,
+// autograd/gemm.hpp).
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 
-namespace xgrad::kernels {
+namespace xgrad {
 
 struct bfloat16 {
   std::uint16_t bits;
@@ -28,4 +29,4 @@ inline float to_float(bfloat16 x) { return std::bit_cast<float>(static_cast<std:
 // stride ld: an operand made dense and rounded once, then used by every panel of a product.
 void round_to_bfloat16(const float* in, std::size_t rows, std::size_t cols, std::size_t ld, bfloat16* out);
 
-}  // namespace xgrad::kernels
+}  // namespace xgrad
