@@ -64,7 +64,8 @@ struct Range {
   bool contains(double value) const {
     return std::isfinite(value) && value >= min && (max_excluded ? value < max : value <= max);
   }
-  // Why `value` is out of range, for the setting `name`: "beta1 1.5 must lie in [0, 1)".
+  // Why `value` is out of range for the setting `name`: "beta1 1.5 must lie in [0, 1)"
+  // ("learning rate ..." for lr).
   std::string problem(std::string_view name, double value) const;
 };
 
@@ -86,7 +87,8 @@ struct Setting {
   std::string problem(double value) const {
     return is_flag() ? str(name, " ", value, " must be 0 or 1") : range.problem(name, value);
   }
-  void set(Options& options, double value) const {  // a flag: 1 or 0 (a bool would take 0.5 as true)
+  // A flag takes 1 or 0 (check first with accepts: a bool would take 0.5 as true).
+  void set(Options& options, double value) const {
     if (is_flag())
       options.*std::get<bool Options::*>(field) = value != 0.0;
     else

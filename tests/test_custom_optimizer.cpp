@@ -204,25 +204,29 @@ BOOST_AUTO_TEST_CASE(wrong_group_settings_are_refused_by_name) {
 
 namespace {
 
-// An optimizer's table must name lr, the setting schedules set.
-struct RateFree {
+// An optimizer over any table, to try tables that are wrong.
+struct Beta {
   double beta = 0.5;
 };
-constexpr optim::Setting<RateFree> kRateFreeSettings[] = {{"beta", &RateFree::beta}};
 
-class WithoutRate : public optim::OptimizerWith<RateFree> {
+class OverTable : public optim::OptimizerWith<Beta> {
  public:
-  explicit WithoutRate(optim::NamedParameters parameters)
-      : OptimizerWith("WithoutRate", {{std::move(parameters)}}, {}, kRateFreeSettings) {}
+  OverTable(optim::NamedParameters parameters, std::span<const optim::Setting<Beta>> table)
+      : OptimizerWith("OverTable", {{std::move(parameters)}}, {}, table) {}
 
  protected:
   void update(std::size_t, const Tensor&, std::int64_t) override {}
-  std::vector<std::string> buffer_names(const RateFree&) const override { return {}; }
+  std::vector<std::string> buffer_names(const Beta&) const override { return {}; }
 };
+
+constexpr optim::Setting<Beta> kWithoutRate[] = {{"beta", &Beta::beta}};
+constexpr optim::Setting<Beta> kNamedTwice[] = {{"lr", &Beta::beta}, {"beta", &Beta::beta}, {"lr", &Beta::beta}};
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_table_without_lr_is_refused) {
+// Every optimizer has lr (schedules set it), and a name is one setting.
+BOOST_AUTO_TEST_CASE(a_table_without_lr_or_with_a_name_twice_is_refused) {
   Problem p(1);
-  check_error([&] { WithoutRate{p.model.named_parameters()}; }, {"WithoutRate", "must include lr"});
+  check_error([&] { OverTable(p.model.named_parameters(), kWithoutRate); }, {"OverTable", "must include lr"});
+  check_error([&] { OverTable(p.model.named_parameters(), kNamedTwice); }, {"OverTable", "lr appears twice"});
 }
