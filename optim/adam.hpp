@@ -5,49 +5,44 @@
 //   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
 //   v_hat = amsgrad ? max(v_hat, v) : v
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
+//
+// AdamW is Adam with decoupled weight decay: one class template, AdamOf<kDecoupled>,
+// with one table of settings. The choice is a type, not a runtime flag, so that each
+// keeps PyTorch's default weight decay (Adam 0, AdamW 0.01) in designated initializers:
+// optim::AdamW(params, {.lr = 1e-3, .beta2 = 0.99}) decays by 0.01.
 
 #include "xgrad/optim/optimizer.hpp"
 
 namespace xgrad::optim {
 
-struct AdamOptions {
+template <bool kDecoupled>
+struct AdamOptionsOf {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0.0;  // L2, added to the gradient
+  // Adam: L2, added to the gradient; AdamW: decoupled, shrinks the parameter directly.
+  double weight_decay = kDecoupled ? 0.01 : 0.0;
   bool amsgrad = false;
   bool maximize = false;  // climb the gradient instead
 };
+using AdamOptions = AdamOptionsOf<false>;
+using AdamWOptions = AdamOptionsOf<true>;
 
-struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.01;  // decoupled: shrinks the parameter directly
-  bool amsgrad = false;
-  bool maximize = false;  // climb the gradient instead
-};
-
-// Groups hold AdamOptions, AdamW's too (group_options(g): its weight_decay is then the
-// decoupled one).
-class Adam : public OptimizerWith<AdamOptions> {
+template <bool kDecoupled>
+class AdamOf : public OptimizerWith<AdamOptionsOf<kDecoupled>> {
  public:
-  Adam(NamedParameters parameters, const AdamOptions& options = {});
-  Adam(std::vector<ParamGroup> groups, const AdamOptions& options = {});
+  using Options = AdamOptionsOf<kDecoupled>;
+  AdamOf(NamedParameters parameters, const Options& options = {});
+  AdamOf(std::vector<ParamGroup> groups, const Options& options = {});
 
  protected:
-  Adam(std::string type, std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled);
   void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
-  std::vector<std::string> buffer_names(const AdamOptions& group) const override;
-
- private:
-  bool decoupled_;  // AdamW's weight decay
+  std::vector<std::string> buffer_names(const Options& group) const override;
 };
 
-class AdamW : public Adam {
- public:
-  AdamW(NamedParameters parameters, const AdamWOptions& options = {});
-  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options = {});
-};
+extern template class AdamOf<false>;
+extern template class AdamOf<true>;
+using Adam = AdamOf<false>;
+using AdamW = AdamOf<true>;
 
 }  // namespace xgrad::optim

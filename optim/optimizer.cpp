@@ -5,26 +5,32 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
+#include <sstream>
 
 namespace xgrad::optim {
 
-SettingValues ParamGroup::overrides() const {
-  SettingValues given;
-  const auto add = [&](const char* name, const auto& value) {
-    if (value) given[name] = static_cast<double>(*value);  // a flag as 1 or 0
-  };
-  add("lr", lr);
-  add("weight_decay", weight_decay);
-  add("momentum", momentum);
-  add("dampening", dampening);
-  add("nesterov", nesterov);
-  add("beta1", beta1);
-  add("beta2", beta2);
-  add("eps", eps);
-  add("amsgrad", amsgrad);
-  add("maximize", maximize);
-  return given;
+namespace {
+
+// A bound as written in ranges: "0", "1", "0.5" (messages print values as "1.0").
+std::string bound_str(double bound) {
+  std::ostringstream text;
+  text << bound;
+  return text.str();
+}
+
+}  // namespace
+
+std::string Range::problem(std::string_view name, double value) const {
+  // "lr" is every optimizer's: errors say what it is.
+  const std::string_view what = name == "lr" ? std::string_view("learning rate") : name;
+  const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
+  const std::string upper = has_max ? bound_str(max) + (max_excluded ? ")" : "]") : "";
+  if (has_min && has_max) return str(what, " ", value, " must lie in [", bound_str(min), ", ", upper);
+  if (has_min) return str(what, " ", value, " must be finite and >= ", bound_str(min));
+  if (has_max) return str(what, " ", value, " must be finite and ", max_excluded ? "< " : "<= ", bound_str(max));
+  return str(what, " ", value, " must be finite");
 }
 
 Optimizer::Optimizer(std::string type, const std::vector<ParamGroup>& groups)
@@ -62,8 +68,10 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::set_group_lr(std::size_t group, double lr) {
   check_group(group);
-  XGRAD_CHECK(lr >= 0.0 && std::isfinite(lr), type_, "learning rate ", lr, " must be finite and >= 0");
-  change_settings(group, {{"lr", lr}});
+  const SettingValues change = {{"lr", lr}};
+  const SettingsCheck checked = check_settings(group, change);
+  if (!checked.problems.empty()) fail(type_, listed(checked.problems, "; "));
+  change_settings(group, change);
 }
 
 void Optimizer::zero_grad() {
@@ -132,6 +140,17 @@ bool all_finite(const Tensor& t) {
   return true;
 }
 
+// Counts are stored as float64, as PyTorch does; they must be whole numbers a double
+// holds exactly.
+bool is_count(double v, double least) { return v >= least && v <= 0x1p53 && v == std::floor(v); }
+
+// The value of `key`'s one-number tensor, or nothing (and a problem).
+std::optional<double> one_number(const std::string& key, const Tensor& t, std::vector<std::string>& problems) {
+  if (t.defined() && t.numel() == 1) return t.item();
+  problems.push_back(key + " must hold one number");
+  return std::nullopt;
+}
+
 // g from "group.<g>.<setting>" (a number without leading zeros), and the setting.
 std::optional<std::pair<std::size_t, std::string>> group_key(const std::string& key) {
   if (key.rfind("group.", 0) != 0) return std::nullopt;
@@ -144,117 +163,135 @@ std::optional<std::pair<std::size_t, std::string>> group_key(const std::string& 
   return std::pair{static_cast<std::size_t>(std::stoul(index)), key.substr(dot + 1)};
 }
 
+// Before optimizers kept every setting of every group, their states held only the
+// rates: "lr" (group 0's) and "group.<g>.lr" (the others'). Such a state, in today's
+// layout: "lr" becomes "group.0.lr", and each of its groups that `current` has takes
+// the settings the state lacks from `current` as it is, so that they stay as the
+// optimizer was made. A state without "lr" is today's, returned as it is.
+StateDict upgrade_legacy_state(const StateDict& state, const Optimizer& current) {
+  if (!state.count("lr")) return state;
+  XGRAD_CHECK(!state.count("group.0.lr"), current.type(),
+              "load_state_dict: lr and group.0.lr both give group 0's rate");
+  StateDict upgraded = state;
+  upgraded["group.0.lr"] = upgraded.at("lr");
+  upgraded.erase("lr");
+  std::size_t groups = 1;
+  for (const auto& [key, tensor] : upgraded)
+    if (const auto parsed = group_key(key); parsed && parsed->second == "lr")
+      groups = std::max(groups, parsed->first + 1);
+  for (std::size_t g = 0; g < std::min(groups, current.num_groups()); ++g)
+    for (const std::string& name : current.setting_names())
+      if (name != "lr")  // a missing rate stays missing
+        upgraded.emplace(str("group.", g, ".", name), Tensor::scalar(current.group_setting(g, name), DType::float64));
+  return upgraded;
+}
+
 }  // namespace
 
-void Optimizer::load_state_dict(const StateDict& state, bool strict) {
+// Everything is read and checked first; the optimizer changes only when nothing is wrong.
+void Optimizer::load_state_dict(const StateDict& given, bool strict) {
+  const StateDict state = upgrade_legacy_state(given, *this);
   std::vector<std::string> problems;
-  const auto number = [&](const std::string& key, const Tensor& t, double& value) {
-    if (!t.defined() || t.numel() != 1) {
-      problems.push_back(key + " must hold one number");
-      return false;
-    }
-    value = t.item();
-    return true;
-  };
-  // Counts are stored as float64, as PyTorch does; they must be whole numbers a double
-  // holds exactly.
-  const auto is_count = [](double v, double least) { return v >= least && v <= 0x1p53 && v == std::floor(v); };
-  double steps = 0;
+  std::optional<double> steps;
   if (!state.count("step"))
     problems.push_back("missing: step");
-  else if (number("step", state.at("step"), steps) && !is_count(steps, 0))
-    problems.push_back(str("step ", steps, " must be a whole number in [0, 2^53]"));
+  else
+    steps = one_number("step", state.at("step"), problems);
+  if (steps && !is_count(*steps, 0)) problems.push_back(str("step ", *steps, " must be a whole number in [0, 2^53]"));
+  const LoadedGroups groups = read_group_settings(state, strict, problems);
+  std::vector<ParamState> loaded = read_parameter_state(state, groups, strict, problems);
+  if (!problems.empty()) fail(type_, "load_state_dict: ", listed(problems, "; "));
 
-  // The groups' settings. Older checkpoints hold only rates, group 0's as "lr": their
-  // other settings stay as they are.
+  for (std::size_t g = 0; g < num_groups_; ++g) change_settings(g, groups.changes[g]);
+  steps_ = static_cast<std::int64_t>(*steps);
+  state_ = std::move(loaded);
+}
+
+// "group.<g>.<setting>": every setting of each group the state has, checked as the
+// options are. Without strict, groups the state lacks keep their settings and extra
+// ones are ignored.
+auto Optimizer::read_group_settings(const StateDict& state, bool strict, std::vector<std::string>& problems) const
+    -> LoadedGroups {
   const std::vector<std::string> names = setting_names();
-  const bool legacy = state.count("lr") > 0;
-  std::size_t state_groups = legacy ? 1 : 0;
-  std::set<std::pair<std::size_t, std::string>> present;  // (group, setting)
-  std::map<std::size_t, SettingValues> given;             // by group
+  std::map<std::size_t, std::set<std::string>> present;  // by group, valid or not
+  std::map<std::size_t, SettingValues> given;            // by group, those that hold a number
   for (const auto& [key, tensor] : state) {
-    std::optional<std::pair<std::size_t, std::string>> parsed = group_key(key);
-    if (key == "lr") parsed = std::pair{std::size_t{0}, std::string("lr")};
+    const auto parsed = group_key(key);
     if (!parsed) continue;
     const auto& [g, name] = *parsed;
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       if (strict) problems.push_back("unexpected: " + key);
       continue;
     }
-    state_groups = std::max(state_groups, g + 1);
-    if (legacy && key == "group.0.lr") {
-      problems.push_back("lr and group.0.lr both give group 0's rate");
-      continue;
-    }
-    present.insert({g, name});
-    double value = 0;
-    if (number(key, tensor, value)) given[g][name] = value;
+    present[g].insert(name);
+    if (const std::optional<double> value = one_number(key, tensor, problems)) given[g][name] = *value;
   }
+  const std::size_t state_groups = present.empty() ? 0 : present.rbegin()->first + 1;
   if (state_groups == 0)
     problems.push_back("missing: the groups' settings (group.0.lr, ...)");
   else if (strict && state_groups != num_groups_)
     problems.push_back(str("the state holds ", state_groups,
                            state_groups == 1 ? " parameter group" : " parameter groups", ", this optimizer ",
                            num_groups_));
-  // Each group's settings as loaded, checked before anything changes, and the buffers
-  // its parameters may have under them. Without strict, groups the state lacks keep their
-  // settings and extra ones are ignored.
-  std::vector<SettingValues> changes(num_groups_);
-  std::vector<std::set<std::string>> known;
+  LoadedGroups loaded;
   for (std::size_t g = 0; g < num_groups_; ++g) {
+    SettingValues& changes = loaded.changes.emplace_back();
     if (g < state_groups) {
       for (const std::string& name : names)
-        if (!present.count({g, name}) && (!legacy || name == "lr"))
-          problems.push_back("missing: " + (legacy && g == 0 ? std::string("lr") : str("group.", g, ".", name)));
-      if (given.count(g)) changes[g] = given.at(g);
+        if (!present[g].count(name)) problems.push_back(str("missing: group.", g, ".", name));
+      changes = given[g];
     }
-    const SettingsCheck checked = check_settings(g, changes[g]);
+    SettingsCheck checked = check_settings(g, changes);
     for (const std::string& problem : checked.problems) problems.push_back(str("group ", g, ": ", problem));
-    known.emplace_back(checked.buffers.begin(), checked.buffers.end());
+    loaded.buffers.push_back(std::move(checked.buffers));
   }
+  return loaded;
+}
 
-  // Per parameter, its step count and the buffers its group's settings (as loaded) use.
+// "state.<name>.step" and "state.<name>.<buffer>": per parameter, its update count and
+// the buffers its group's settings (as loaded) use.
+auto Optimizer::read_parameter_state(const StateDict& state, const LoadedGroups& groups, bool strict,
+                                     std::vector<std::string>& problems) const -> std::vector<ParamState> {
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < parameters_.size(); ++i) index[parameters_[i].first] = i;
   std::vector<ParamState> loaded(parameters_.size());
   std::vector<bool> step_given(parameters_.size(), false);  // present, valid or not
   for (const auto& [key, tensor] : state) {
-    if (key == "lr" || key == "step" || group_key(key)) continue;
+    if (key == "step" || group_key(key)) continue;
     const std::size_t dot = key.rfind('.');
     const bool per_param = key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6;
     const auto found = per_param ? index.find(key.substr(6, dot - 6)) : index.end();
     const std::string field = per_param ? key.substr(dot + 1) : "";
-    if (found == index.end() || (field != "step" && !known[group_of_[found->second]].count(field))) {
+    const auto uses = [&](std::size_t i) {
+      const std::vector<std::string>& buffers = groups.buffers[group_of_[i]];
+      return std::find(buffers.begin(), buffers.end(), field) != buffers.end();
+    };
+    if (found == index.end() || (field != "step" && !uses(found->second))) {
       if (strict) problems.push_back("unexpected: " + key);
       continue;
     }
-    const Tensor& param = parameters_[found->second].second;
+    const std::size_t i = found->second;
+    const Tensor& param = parameters_[i].second;
     if (!tensor.defined()) {
       problems.push_back(key + " is undefined");
     } else if (field == "step") {
-      step_given[found->second] = true;
+      step_given[i] = true;
       if (tensor.numel() != 1 || !is_count(tensor.item(), 1))
         problems.push_back(key + " must be a whole number in [1, 2^53]");
       else
-        loaded[found->second].updates = static_cast<std::int64_t>(tensor.item());
+        loaded[i].updates = static_cast<std::int64_t>(tensor.item());
     } else if (tensor.shape() != param.shape()) {
       problems.push_back(key + " expects " + shape_str(param.shape()) + ", got " + shape_str(tensor.shape()));
     } else if (!all_finite(tensor)) {
       problems.push_back(key + " holds NaN or Inf");
     } else {
-      loaded[found->second].buffers[field] = tensor.to(param.dtype()).clone();
+      loaded[i].buffers[field] = tensor.to(param.dtype()).clone();
     }
   }
-  for (std::size_t i = 0; i < loaded.size(); ++i) {
-    const bool has_buffers = !loaded[i].buffers.empty();
-    if (has_buffers && !step_given[i]) problems.push_back("missing: state." + parameters_[i].first + ".step");
-  }
-  if (!problems.empty()) {
-    fail(type_, "load_state_dict: ", listed(problems, "; "));
-  }
-  for (std::size_t g = 0; g < num_groups_; ++g) change_settings(g, changes[g]);
-  steps_ = static_cast<std::int64_t>(steps);
-  state_ = std::move(loaded);
+  for (std::size_t i = 0; i < loaded.size(); ++i)
+    if (!loaded[i].buffers.empty() && !step_given[i])
+      problems.push_back("missing: state." + parameters_[i].first + ".step");
+  return loaded;
 }
 
 }  // namespace xgrad::optim

@@ -7,26 +7,28 @@
 // Its state (moments, step counts, every group's settings) is a StateDict, so
 // checkpoints hold it.
 //
-// Parameter groups (PyTorch's param_groups): each group may set any of the optimizer's
-// settings (learning rate, weight decay, momentum, betas, ...); what it leaves unset
-// comes from the optimizer's options.
+// Parameter groups (PyTorch's param_groups): each group may override any of its
+// optimizer's settings, by name; what it leaves unset comes from the optimizer's options.
 //
-//   optim::AdamW opt({{decayed, {}, 0.1}, {not_decayed, {}, 0.0}}, {.lr = 1e-3});
-//   optim::SGD sgd({{.parameters = body}, {.parameters = head, .lr = 0.1, .nesterov = true}},
+//   optim::AdamW opt({{decayed, {{"weight_decay", 0.1}}}, {not_decayed, {{"weight_decay", 0.0}}}}, {.lr = 1e-3});
+//   optim::SGD sgd({{.parameters = body}, {.parameters = head, .settings = {{"lr", 0.1}, {"nesterov", 1}}}},
 //                  {.lr = 0.01, .momentum = 0.9});
 //
-// Each group holds a whole options value of its optimizer's (SGDOptions, AdamOptions):
-// the options with the group's overrides made. update() reads its fields; names appear
-// only where settings meet text (ParamGroup overrides, state dicts, group_setting and
-// errors), through each optimizer's one table of Setting<Options>.
+// Each optimizer names its settings in one table of Setting<Options> rows over its
+// options struct (SGDOptions, AdamOptions): a row gives the name (as in ParamGroup,
+// state dicts, group_setting and errors), the field, and the values it accepts. Each
+// group holds a whole Options, the options with the group's overrides made, and
+// update() reads its fields. Optimizer itself knows one setting, "lr", which every
+// optimizer has (schedules set it); an optimizer written elsewhere declares its own
+// table the same way (docs/optim.md, "Writing your own optimizer").
 //
 // Frozen parameters (requires_grad false) are kept, so that names and state stay the
 // same when they are unfrozen, but step() leaves them alone.
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,39 +46,48 @@ using NamedParameters = std::vector<std::pair<std::string, Tensor>>;
 // Settings by name, as in state dicts: flags are 1 or 0.
 using SettingValues = std::map<std::string, double>;
 
-// One group for every optimizer: every unset value is the optimizer's (its options').
-// Setting one the optimizer does not have (beta1 for SGD) is an error. parameters, lr
-// and weight_decay come first, so that {params, {}, 0.1} keeps meaning "weight decay 0.1".
+// Some of the parameters, and the settings they take other than the optimizer's
+// options, by the optimizer's names: {params, {{"weight_decay", 0.1}}}. A name the
+// optimizer does not have (beta1 for SGD) is an error when the optimizer is made.
 struct ParamGroup {
   NamedParameters parameters = {};
-  std::optional<double> lr = {};
-  std::optional<double> weight_decay = {};
-  std::optional<double> momentum = {};   // SGD
-  std::optional<double> dampening = {};  // SGD
-  std::optional<bool> nesterov = {};     // SGD
-  std::optional<double> beta1 = {};      // Adam, AdamW
-  std::optional<double> beta2 = {};      // Adam, AdamW
-  std::optional<double> eps = {};        // Adam, AdamW
-  std::optional<bool> amsgrad = {};      // Adam, AdamW
-  std::optional<bool> maximize = {};     // every optimizer
-
-  SettingValues overrides() const;  // the settings this group sets, by name
+  SettingValues settings = {};
 };
 
-// One of an optimizer's settings: its name (as in ParamGroup, errors and state dicts)
-// and the field of the optimizer's options that holds it. bool fields are flags, read
-// and written as 1 or 0.
+// The values a numeric setting accepts: finite, in [min, max], or [min, max) when
+// max_excluded. The default accepts any finite number.
+struct Range {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool max_excluded = false;
+
+  bool contains(double value) const {
+    return std::isfinite(value) && value >= min && (max_excluded ? value < max : value <= max);
+  }
+  // Why `value` is out of range for the setting `name`: "beta1 1.5 must lie in [0, 1)"
+  // ("learning rate ..." for lr).
+  std::string problem(std::string_view name, double value) const;
+};
+
+// One of an optimizer's settings: its name, the field of the optimizer's options that
+// holds it, and the values it accepts. bool fields are flags, read and written as 1 or 0.
 template <class Options>
 struct Setting {
   using Field = std::variant<double Options::*, bool Options::*>;
   const char* name;
   Field field;
+  Range range = {};  // a number's; a flag takes 1 or 0
 
   bool is_flag() const { return std::holds_alternative<bool Options::*>(field); }
   double get(const Options& options) const {
     return std::visit([&](auto member) { return static_cast<double>(options.*member); }, field);
   }
-  // A flag takes 1 or 0 (check first: any other value would read as true).
+  bool accepts(double value) const { return is_flag() ? value == 0.0 || value == 1.0 : range.contains(value); }
+  // Why `value` is not a value of this setting: "amsgrad 0.5 must be 0 or 1".
+  std::string problem(double value) const {
+    return is_flag() ? str(name, " ", value, " must be 0 or 1") : range.problem(name, value);
+  }
+  // A flag takes 1 or 0 (check first with accepts: a bool would take 0.5 as true).
   void set(Options& options, double value) const {
     if (is_flag())
       options.*std::get<bool Options::*>(field) = value != 0.0;
@@ -98,18 +109,17 @@ class Optimizer : public Stateful {
   std::size_t num_groups() const { return num_groups_; }
   double group_lr(std::size_t group) const { return group_setting(group, "lr"); }
   void set_group_lr(std::size_t group, double lr);
-  double group_weight_decay(std::size_t group) const { return group_setting(group, "weight_decay"); }
   // Any setting of a group by name ("beta1"); flags read 1 or 0.
   virtual double group_setting(std::size_t group, const std::string& name) const = 0;
-  virtual std::vector<std::string> setting_names() const = 0;  // "lr", "weight_decay", ... in order
+  virtual std::vector<std::string> setting_names() const = 0;  // as the optimizer's table orders them
   std::int64_t step_count() const { return steps_; }           // calls to step() so far
   const NamedParameters& parameters() const { return parameters_; }
 
   // "group.<g>.<setting>" for every group and setting (flags as 0/1, e.g.
   // "group.0.nesterov"), "step", and per parameter "state.<name>.<buffer>" (e.g.
   // exp_avg) and "state.<name>.step" for the parameters that have been updated.
-  // load_state_dict also reads older checkpoints' "lr" (group 0's rate) and
-  // "group.<g>.lr", which hold only rates: the other settings then stay as they are.
+  // load_state_dict also reads older checkpoints, which hold only rates (see
+  // upgrade_legacy_state in optimizer.cpp).
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state, bool strict = true) override;
 
@@ -144,6 +154,18 @@ class Optimizer : public Stateful {
     std::int64_t updates = 0;
     std::map<std::string, Tensor> buffers;
   };
+  // A state's group settings, read and checked: per group of this optimizer, the
+  // changes to make and the buffers its parameters may then have.
+  struct LoadedGroups {
+    std::vector<SettingValues> changes;
+    std::vector<std::vector<std::string>> buffers;
+  };
+  // load_state_dict's parts: each reads its keys of `state` and adds what is wrong with
+  // them to `problems`, changing nothing.
+  LoadedGroups read_group_settings(const StateDict& state, bool strict, std::vector<std::string>& problems) const;
+  std::vector<ParamState> read_parameter_state(const StateDict& state, const LoadedGroups& groups, bool strict,
+                                               std::vector<std::string>& problems) const;
+
   std::string type_;
   NamedParameters parameters_;         // every group's, in order
   std::vector<std::size_t> group_of_;  // parameters_[i] belongs to group group_of_[i]
@@ -152,15 +174,16 @@ class Optimizer : public Stateful {
   std::int64_t steps_ = 0;
 };
 
-// An optimizer whose groups each hold an Options (SGDOptions, AdamOptions), which has
-// at least lr and weight_decay. `settings` names the fields, lr and weight_decay first;
-// `check` says what is wrong with an Options beyond those two, as phrases such as
-// "momentum -1.0 must be finite and >= 0" (nothing when it is valid).
+// An optimizer whose groups each hold an Options (SGDOptions, AdamOptions): `settings`
+// is its table, one row per field, "lr" among them; `check` says what is wrong with an
+// Options beyond each setting's own range, for settings that constrain one another
+// ("nesterov needs momentum > 0 and dampening 0 ..."; nothing when valid), or is null.
 template <class Options>
 class OptimizerWith : public Optimizer {
  public:
   using Check = std::vector<std::string> (*)(const Options& options);
 
+  const Options& options() const { return options_; }  // the defaults groups start from
   // A group's settings: the options with the group's overrides made.
   const Options& group_options(std::size_t group) const {
     check_group(group);
@@ -177,8 +200,9 @@ class OptimizerWith : public Optimizer {
   }
 
  protected:
+  // The table must outlive the optimizer (a constexpr array at namespace scope).
   OptimizerWith(std::string type, const std::vector<ParamGroup>& groups, const Options& options,
-                std::span<const Setting<Options>> settings, Check check);
+                std::span<const Setting<Options>> settings, Check check = nullptr);
   // The buffers update() keeps for a parameter of a group with these settings.
   virtual std::vector<std::string> buffer_names(const Options& group) const = 0;
 
@@ -197,58 +221,61 @@ class OptimizerWith : public Optimizer {
     if (!found) fail(type(), "has no setting '", name, "' (it has ", listed(setting_names()), ")");
     return *found;
   }
-  std::vector<std::string> invalid(const Options& options) const;
+  // Makes `changes` to `options`, by name (each one the table has), and says what is
+  // then wrong with them: a flag given neither 1 nor 0 (left unset), a value out of its
+  // setting's range, what check_ finds.
+  std::vector<std::string> change(Options& options, const SettingValues& changes) const;
 
-  std::span<const Setting<Options>> settings_;  // the optimizer's table, which outlives it
+  std::span<const Setting<Options>> settings_;
   Check check_;
+  Options options_;
   std::vector<Options> groups_;
 };
 
 template <class Options>
 OptimizerWith<Options>::OptimizerWith(std::string type, const std::vector<ParamGroup>& groups, const Options& options,
                                       std::span<const Setting<Options>> settings, Check check)
-    : Optimizer(std::move(type), groups), settings_(settings), check_(check) {
-  XGRAD_CHECK(settings_.size() >= 2 && settings_[0].name == std::string_view("lr") &&
-                  settings_[1].name == std::string_view("weight_decay"),
-              this->type(), "an optimizer's settings must start with lr and weight_decay");
+    : Optimizer(std::move(type), groups), settings_(settings), check_(check), options_(options) {
+  for (std::size_t i = 0; i < settings_.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      XGRAD_CHECK(settings_[i].name != std::string_view(settings_[j].name), this->type(), "the setting ",
+                  settings_[i].name, " appears twice in the table");
+  XGRAD_CHECK(find_setting("lr"), this->type(), "an optimizer's settings must include lr (schedules set it)");
   // The options first: every group that leaves a bad option unset would repeat it.
-  const std::vector<std::string> bad_options = invalid(options);
+  const std::vector<std::string> bad_options = change(options_, {});
   if (!bad_options.empty()) fail(this->type(), listed(bad_options, "; "));
   std::vector<std::string> bad_groups;
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    Options& group = groups_.emplace_back(options);
-    for (const auto& [name, value] : groups[g].overrides()) {
-      const Setting<Options>* s = find_setting(name);
-      XGRAD_CHECK(s, this->type(), "group ", g, " sets ", name, ", which ", this->type(), " does not have");
-      s->set(group, value);
-    }
-    for (const std::string& problem : invalid(group)) bad_groups.push_back(str("group ", g, ": ", problem));
+    for (const auto& [name, value] : groups[g].settings)
+      XGRAD_CHECK(find_setting(name), this->type(), "group ", g, " sets ", name, ", which ", this->type(),
+                  " does not have (it has ", listed(setting_names()), ")");
+    for (const std::string& problem : change(groups_.emplace_back(options_), groups[g].settings))
+      bad_groups.push_back(str("group ", g, ": ", problem));
   }
   if (!bad_groups.empty()) fail(this->type(), listed(bad_groups, "; "));
 }
 
 template <class Options>
-std::vector<std::string> OptimizerWith<Options>::invalid(const Options& o) const {
-  std::vector<std::string> found;
-  if (!(o.lr >= 0.0) || !std::isfinite(o.lr)) found.push_back(str("learning rate ", o.lr, " must be finite and >= 0"));
-  if (!(o.weight_decay >= 0.0) || !std::isfinite(o.weight_decay))
-    found.push_back(str("weight_decay ", o.weight_decay, " must be finite and >= 0"));
-  for (std::string& problem : check_(o)) found.push_back(std::move(problem));
-  return found;
+std::vector<std::string> OptimizerWith<Options>::change(Options& options, const SettingValues& changes) const {
+  std::vector<std::string> problems;
+  for (const auto& [name, value] : changes) {
+    const Setting<Options>& s = setting(name);
+    if (s.is_flag() && !s.accepts(value))
+      problems.push_back(s.problem(value));
+    else
+      s.set(options, value);
+  }
+  for (const Setting<Options>& s : settings_)
+    if (const double value = s.get(options); !s.accepts(value)) problems.push_back(s.problem(value));
+  if (check_)
+    for (std::string& problem : check_(options)) problems.push_back(std::move(problem));
+  return problems;
 }
 
 template <class Options>
 auto OptimizerWith<Options>::check_settings(std::size_t group, const SettingValues& changes) const -> SettingsCheck {
   Options changed = group_options(group);
-  std::vector<std::string> problems;
-  for (const auto& [name, value] : changes) {
-    const Setting<Options>& s = setting(name);
-    if (s.is_flag() && value != 0.0 && value != 1.0)  // a bool would take it as true
-      problems.push_back(str(name, " ", value, " must be 0 or 1"));
-    else
-      s.set(changed, value);
-  }
-  for (std::string& problem : invalid(changed)) problems.push_back(std::move(problem));
+  std::vector<std::string> problems = change(changed, changes);
   return {std::move(problems), buffer_names(changed)};
 }
 

@@ -10,30 +10,24 @@ namespace {
 
 // SGD's settings by name: the one place they are named (ParamGroup overrides, state
 // dicts, group_setting, errors).
-constexpr Setting<SGDOptions> kSettings[] = {{"lr", &SGDOptions::lr},
-                                             {"weight_decay", &SGDOptions::weight_decay},
-                                             {"momentum", &SGDOptions::momentum},
+constexpr Setting<SGDOptions> kSettings[] = {{"lr", &SGDOptions::lr, {.min = 0}},
+                                             {"weight_decay", &SGDOptions::weight_decay, {.min = 0}},
+                                             {"momentum", &SGDOptions::momentum, {.min = 0}},
                                              {"dampening", &SGDOptions::dampening},
                                              {"nesterov", &SGDOptions::nesterov},
                                              {"maximize", &SGDOptions::maximize}};
 
+// What the ranges cannot say: nesterov's needs.
 std::vector<std::string> check(const SGDOptions& o) {
-  std::vector<std::string> problems;
-  if (!(o.momentum >= 0.0) || !std::isfinite(o.momentum))
-    problems.push_back(str("momentum ", o.momentum, " must be finite and >= 0"));
-  if (!std::isfinite(o.dampening)) problems.push_back(str("dampening ", o.dampening, " must be finite"));
-  if (o.nesterov && !(o.momentum > 0.0 && o.dampening == 0.0))
-    problems.push_back(
-        str("nesterov needs momentum > 0 and dampening 0 (momentum ", o.momentum, ", dampening ", o.dampening, ")"));
-  return problems;
+  if (!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0)) return {};
+  return {str("nesterov needs momentum > 0 and dampening 0 (momentum ", o.momentum, ", dampening ", o.dampening, ")")};
 }
 
 }  // namespace
 
 SGD::SGD(NamedParameters parameters, const SGDOptions& o) : SGD({ParamGroup{std::move(parameters)}}, o) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o)
-    : OptimizerWith("SGD", groups, o, kSettings, check), options_(o) {}
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o) : OptimizerWith("SGD", groups, o, kSettings, check) {}
 
 std::vector<std::string> SGD::buffer_names(const SGDOptions&) const { return {"momentum_buffer"}; }
 

@@ -22,15 +22,10 @@ class SGD : public OptimizerWith<SGDOptions> {
  public:
   SGD(NamedParameters parameters, const SGDOptions& options);
   SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
-  // The defaults groups start from (a group's own: group_options(g), from OptimizerWith).
-  const SGDOptions& options() const { return options_; }
 
  protected:
   void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
   std::vector<std::string> buffer_names(const SGDOptions& group) const override;
-
- private:
-  SGDOptions options_;
 };
 
 }  // namespace xgrad::optim

@@ -237,7 +237,7 @@ std::vector<Case> cases() {
        {"Tensor::uniform", "low <= high", "[3]"}},
       // ---- optim ----
       {"negative lr", [](World& w) { optim::SGD(w.model.named_parameters(), {.lr = -0.1}); }, {"SGD", "learning rate", "-0.1"}},
-      {"betas", [](World& w) { optim::Adam(w.model.named_parameters(), {.beta2 = 1.5}); }, {"Adam", "betas", "1.5"}},
+      {"betas", [](World& w) { optim::Adam(w.model.named_parameters(), {.beta2 = 1.5}); }, {"Adam", "beta2 1.5"}},
       {"nesterov", [](World& w) { optim::SGD(w.model.named_parameters(), {.lr = 0.1, .nesterov = true}); }, {"SGD", "nesterov"}},
       {"set_lr NaN", [nan](World& w) { w.adam.set_lr(nan); }, {"Adam", "learning rate", "nan"}},
       {"optimizer state of another model", [](World& w) {

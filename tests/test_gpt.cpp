@@ -79,8 +79,8 @@ BOOST_AUTO_TEST_CASE(init_and_weight_decay_groups_follow_nanogpt) {
   }
   const auto groups = tools::decay_groups(model, 0.1);
   BOOST_REQUIRE_EQUAL(groups.size(), 2u);
-  BOOST_CHECK_EQUAL(groups[0].weight_decay.value(), 0.1);
-  BOOST_CHECK_EQUAL(groups[1].weight_decay.value(), 0.0);
+  BOOST_CHECK((groups[0].settings == optim::SettingValues{{"weight_decay", 0.1}}));
+  BOOST_CHECK((groups[1].settings == optim::SettingValues{{"weight_decay", 0.0}}));
   BOOST_CHECK_EQUAL(groups[0].parameters.size(), 2u + 4u * 4u);  // wte, wpe, 4 Linear weights per block
   for (const auto& [name, p] : groups[1].parameters) BOOST_CHECK_EQUAL(p.dim(), 1u);
 }

@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(hyperparameters_must_be_finite) {
       check_error([&] { optim::SGD(p, {.lr = 0.1, .weight_decay = bad}); }, {"SGD", "weight_decay"});
       check_error([&] { optim::Adam(p, {.eps = bad}); }, {"Adam", "eps"});
       check_error([&] { optim::AdamW(p, {.weight_decay = bad}); }, {"AdamW", "weight_decay"});
-      check_error([&] { optim::Adam(p, {.beta1 = bad}); }, {"Adam", "betas"});
+      check_error([&] { optim::Adam(p, {.beta1 = bad}); }, {"Adam", "beta1"});
       optim::SGD sgd(p, {.lr = 0.1});
       check_error([&] { optim::StepLR(sgd, 10, bad); }, {"StepLR", "gamma"});
       check_error([&] { optim::NoamLR(sgd, 16, 10, bad); }, {"NoamLR", "factor"});

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   //    biases and LayerNorm), a short warmup then a cosine decay of the rate.
   manual_seed(0);  // parameter initialization draws from the default generator
   TinyGPT model(vocab);
-  optim::ParamGroup decayed{{}, {}, 0.1}, not_decayed{{}, {}, 0.0};
+  optim::ParamGroup decayed{{}, {{"weight_decay", 0.1}}}, not_decayed{{}, {{"weight_decay", 0.0}}};
   for (const auto& named : model.named_parameters())
     (named.second.dim() >= 2 ? decayed : not_decayed).parameters.push_back(named);
   optim::AdamW optimizer({decayed, not_decayed}, {.lr = 3e-3, .beta2 = 0.99});

@@ -164,7 +164,7 @@ std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> context
 }
 
 std::vector<optim::ParamGroup> decay_groups(const nn::Module& model, double weight_decay) {
-  optim::ParamGroup decayed{{}, {}, weight_decay}, not_decayed{{}, {}, 0.0};
+  optim::ParamGroup decayed{{}, {{"weight_decay", weight_decay}}}, not_decayed{{}, {{"weight_decay", 0.0}}};
   for (auto& named : model.named_parameters())
     (named.second.dim() >= 2 ? decayed : not_decayed).parameters.push_back(named);
   return {decayed, not_decayed};
