@@ -1,7 +1,7 @@
-// tiny_gpt: a character-level GPT trained on a text file in plain xgrad calls, in the
-// spirit of llm.c: the whole loop is here to read (batch, forward, cross-entropy,
-// zero_grad, backward, clip, step). It learns the text's bytes, reports the validation
-// loss against the uniform guess log(vocab), then writes a sample.
+// tiny_gpt: a character-level GPT trained on a text file in plain xgrad calls, as nanoGPT
+// and llm.c write one: the transformer block and the whole loop are on the page (batch,
+// forward, cross-entropy, zero_grad, backward, clip, step). It learns the text's bytes,
+// reports the validation loss against the uniform guess log(vocab), then writes a sample.
 //   usage: tiny_gpt TEXT [STEPS]     (STEPS: 2000 by default)
 // The run is a function of the text and STEPS: every random draw comes from a seeded
 // xgrad::Generator, and xgrad's results do not depend on the number of threads.
@@ -12,10 +12,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <fstream>
-#include <iterator>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 #include <xgrad/xgrad.hpp>  // the whole public API
@@ -27,37 +26,67 @@ constexpr std::size_t kBatch = 16;   // windows per step
 constexpr std::size_t kDModel = 64;  // width of the residual stream
 constexpr std::size_t kHeads = 4, kLayers = 2;
 
-// A decoder-only transformer: token and position embeddings, pre-LN transformer layers
-// under a causal mask (a GPT block is an encoder layer that may not look ahead), a final
-// LayerNorm (the encoder stack's `norm`) and a Linear head to one logit per byte.
+// One transformer block, pre-LN as in GPT-2: each half reads a normalized copy of the
+// residual stream x and adds its result back to it.
+struct Block : nn::Module {
+  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
+  std::shared_ptr<nn::Linear> c_attn, c_proj;  // attention: q, k, v in one projection; the heads back to C
+  std::shared_ptr<nn::Linear> c_fc, mlp_proj;  // MLP: C to 4C, and back
+
+  Block() {
+    ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(kDModel));
+    c_attn = register_module("c_attn", std::make_shared<nn::Linear>(kDModel, 3 * kDModel));
+    c_proj = register_module("c_proj", std::make_shared<nn::Linear>(kDModel, kDModel));
+    ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(kDModel));
+    c_fc = register_module("c_fc", std::make_shared<nn::Linear>(kDModel, 4 * kDModel));
+    mlp_proj = register_module("mlp_proj", std::make_shared<nn::Linear>(4 * kDModel, kDModel));
+  }
+
+  // Causal self-attention (position t sees 0..t). The heads read q, k and v in place, as column ranges of
+  // the one projection [N, T, 3C], and write [N, T, C], head h in its h-th C / kHeads columns.
+  Tensor attn(const Tensor& x) {
+    const Tensor qkv = c_attn->forward(x);
+    AttentionOptions causal;
+    causal.is_causal = true;
+    const AttentionOutput heads = multi_head_attention(
+        {qkv, 0, kDModel}, {qkv, kDModel, kDModel}, {qkv, 2 * kDModel, kDModel}, kHeads, /*batch_first=*/true, causal);
+    return c_proj->forward(heads.output);
+  }
+
+  Tensor mlp(const Tensor& x) { return mlp_proj->forward(gelu(c_fc->forward(x))); }  // exact GELU
+
+  Tensor forward(const Tensor& input) override {
+    Tensor x = input;
+    x = x + attn(ln_1->forward(x));
+    x = x + mlp(ln_2->forward(x));
+    return x;
+  }
+};
+
+// The GPT: token and position embeddings, kLayers blocks, a final LayerNorm, a head to one logit per byte.
 struct TinyGPT : nn::Module {
-  std::shared_ptr<nn::Embedding> tokens, positions;
-  std::shared_ptr<nn::TransformerEncoder> blocks;
+  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::shared_ptr<nn::Sequential> h;
+  std::shared_ptr<nn::LayerNorm> ln_f;
   std::shared_ptr<nn::Linear> head;
 
   explicit TinyGPT(std::size_t vocab) {
-    tokens = register_module("tokens", std::make_shared<nn::Embedding>(vocab, kDModel));
-    positions = register_module("positions", std::make_shared<nn::Embedding>(kBlock, kDModel));
-    const nn::TransformerLayerOptions layer{.d_model = kDModel,
-                                            .nhead = kHeads,
-                                            .dim_feedforward = 4 * kDModel,
-                                            .dropout = 0.0,
-                                            .activation = nn::Activation::gelu,
-                                            .norm_first = true};
-    blocks = register_module("blocks", std::make_shared<nn::TransformerEncoder>(layer, kLayers, /*norm=*/true));
+    wte = register_module("wte", std::make_shared<nn::Embedding>(vocab, kDModel));
+    wpe = register_module("wpe", std::make_shared<nn::Embedding>(kBlock, kDModel));
+    h = register_module("h", std::make_shared<nn::Sequential>());
+    for (std::size_t i = 0; i < kLayers; ++i) h->push_back(std::make_shared<Block>());
+    ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(kDModel));
     head = register_module("head", std::make_shared<nn::Linear>(kDModel, vocab));
-    // GPT-2's init for the embeddings (small, so that the layers' outputs are heard).
-    nn::init::normal_(tokens->weight, 0.0, 0.02);
-    nn::init::normal_(positions->weight, 0.0, 0.02);
+    // GPT-2's init for the embeddings (small, so that the blocks' outputs are heard).
+    for (const auto& table : {wte, wpe}) nn::init::normal_(table->weight, 0.0, 0.02);
   }
 
   Tensor forward(const Indices& ids) {  // ids [N, T], T <= kBlock -> logits [N, T, vocab]
     const std::size_t T = ids.shape[1];
     std::vector<std::int64_t> where(T);
     std::iota(where.begin(), where.end(), 0);
-    Tensor x = tokens->forward(ids) + positions->forward(Indices(where, {T}));  // [N, T, C] + [T, C]
-    x = blocks->forward(x, nn::AttentionArgs{.is_causal = true});               // position t sees 0..t
-    return head->forward(x);
+    const Tensor x = wte->forward(ids) + wpe->forward(Indices(where, {T}));  // [N, T, C] + [T, C]
+    return head->forward(ln_f->forward(h->forward(x)));
   }
 };
 
@@ -74,38 +103,23 @@ std::pair<Indices, Indices> batch(const std::vector<std::int64_t>& data, std::si
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: tiny_gpt TEXT [STEPS]   (train a character-level GPT on the file TEXT)\n");
+  char* end = nullptr;
+  const long steps = argc == 3 ? std::strtol(argv[2], &end, 10) : 2000;  // 2000: about 20 s on one core
+  if (argc < 2 || argc > 3 || (argc == 3 && (end == argv[2] || *end != '\0')) || steps < 1 || steps > 1000000) {
+    std::fprintf(stderr, "usage: tiny_gpt TEXT [STEPS]   (STEPS: a whole number from 1 to 1000000)\n");
     return 2;
-  }
-  const std::string path = argv[1];
-  long steps = 2000;  // about 20 s on one core
-  if (argc == 3) {
-    char* end = nullptr;
-    steps = std::strtol(argv[2], &end, 10);
-    if (*argv[2] == '\0' || *end != '\0' || steps < 1 || steps > 1000000) {
-      std::fprintf(stderr, "tiny_gpt: STEPS must be a whole number from 1 to 1000000, not '%s'\n", argv[2]);
-      return 2;
-    }
   }
 
   // 1. The text, its vocabulary (the distinct bytes, sorted) and the 90/10 split.
-  std::ifstream file(path, std::ios::binary);
-  std::string text;
-  try {
-    text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-  } catch (const std::exception&) {  // a directory, an I/O error
-    file.setstate(std::ios::badbit);
-  }
-  if (!file.is_open() || file.bad()) {
-    std::fprintf(stderr, "tiny_gpt: cannot read %s\n", path.c_str());
+  std::ifstream file(argv[1], std::ios::binary);
+  std::ostringstream contents;
+  const bool read = file && (contents << file.rdbuf());  // false for a directory or an empty file
+  if (!read || contents.str().size() < 20 * (kBlock + 1)) {
+    std::fprintf(stderr, "tiny_gpt: %s: %s (a text needs %zu bytes at least)\n", argv[1],
+                 read ? "too short" : "cannot read it", 20 * (kBlock + 1));
     return 2;
   }
-  if (text.size() < 20 * (kBlock + 1)) {
-    std::fprintf(stderr, "tiny_gpt: %s is too short: %zu bytes, at least %zu needed\n", path.c_str(), text.size(),
-                 20 * (kBlock + 1));
-    return 2;
-  }
+  const std::string text = contents.str();
   std::vector<unsigned char> vocabulary(text.begin(), text.end());
   std::sort(vocabulary.begin(), vocabulary.end());
   vocabulary.erase(std::unique(vocabulary.begin(), vocabulary.end()), vocabulary.end());
@@ -126,7 +140,7 @@ int main(int argc, char** argv) {
   optim::AdamW optimizer({decayed, not_decayed}, {.lr = 3e-3, .beta2 = 0.99});
   optim::WarmupCosineLR schedule(optimizer, std::max(1L, steps / 20), steps, 3e-4);
   std::printf("tiny_gpt: %s, %zu bytes, vocab %zu (uniform loss log(vocab) = %.4f), %zu parameters, %ld steps\n",
-              path.c_str(), text.size(), vocab, std::log(static_cast<double>(vocab)), model.num_parameters(), steps);
+              argv[1], text.size(), vocab, std::log(static_cast<double>(vocab)), model.num_parameters(), steps);
 
   // 3. Training: a fresh random batch every step.
   Generator data_gen(1);
