@@ -26,39 +26,39 @@ constexpr std::size_t kBatch = 16;   // windows per step
 constexpr std::size_t kDModel = 64;  // width of the residual stream
 constexpr std::size_t kHeads = 4, kLayers = 2;
 
-// One transformer block, pre-LN as in GPT-2: each half reads a normalized copy of the
-// residual stream x and adds its result back to it.
-struct Block : nn::Module {
-  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
-  std::shared_ptr<nn::Linear> c_attn, c_proj;  // attention: q, k, v in one projection; the heads back to C
-  std::shared_ptr<nn::Linear> c_fc, mlp_proj;  // MLP: C to 4C, and back
-
-  Block() {
-    ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(kDModel));
-    c_attn = register_module("c_attn", std::make_shared<nn::Linear>(kDModel, 3 * kDModel));
-    c_proj = register_module("c_proj", std::make_shared<nn::Linear>(kDModel, kDModel));
-    ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(kDModel));
-    c_fc = register_module("c_fc", std::make_shared<nn::Linear>(kDModel, 4 * kDModel));
-    mlp_proj = register_module("mlp_proj", std::make_shared<nn::Linear>(4 * kDModel, kDModel));
-  }
-
-  // Causal self-attention (position t sees 0..t). The heads read q, k and v in place, as column ranges of
-  // the one projection [N, T, 3C], and write [N, T, C], head h in its h-th C / kHeads columns.
-  Tensor attn(const Tensor& x) {
+// Causal self-attention: q, k and v from one projection [N, T, 3C], read in place as its
+// column ranges by the fused op (head h in the h-th C / kHeads columns of each), then back to C.
+struct CausalSelfAttention : nn::Module {
+  std::shared_ptr<nn::Linear> c_attn = register_module("c_attn", std::make_shared<nn::Linear>(kDModel, 3 * kDModel));
+  std::shared_ptr<nn::Linear> c_proj = register_module("c_proj", std::make_shared<nn::Linear>(kDModel, kDModel));
+  Tensor forward(const Tensor& x) override {
     const Tensor qkv = c_attn->forward(x);
     AttentionOptions causal;
-    causal.is_causal = true;
+    causal.is_causal = true;  // position t sees 0..t
     const AttentionOutput heads = multi_head_attention(
         {qkv, 0, kDModel}, {qkv, kDModel, kDModel}, {qkv, 2 * kDModel, kDModel}, kHeads, /*batch_first=*/true, causal);
     return c_proj->forward(heads.output);
   }
+};
 
-  Tensor mlp(const Tensor& x) { return mlp_proj->forward(gelu(c_fc->forward(x))); }  // exact GELU
+struct MLP : nn::Module {  // C to 4C, exact GELU, back to C
+  std::shared_ptr<nn::Linear> c_fc = register_module("c_fc", std::make_shared<nn::Linear>(kDModel, 4 * kDModel));
+  std::shared_ptr<nn::Linear> c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * kDModel, kDModel));
+  Tensor forward(const Tensor& x) override { return c_proj->forward(gelu(c_fc->forward(x))); }
+};
+
+// One transformer block, pre-LN as in GPT-2: each half reads a normalized copy of the
+// residual stream x and adds its result back to it.
+struct Block : nn::Module {
+  std::shared_ptr<nn::LayerNorm> ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(kDModel));
+  std::shared_ptr<CausalSelfAttention> attn = register_module("attn", std::make_shared<CausalSelfAttention>());
+  std::shared_ptr<nn::LayerNorm> ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(kDModel));
+  std::shared_ptr<MLP> mlp = register_module("mlp", std::make_shared<MLP>());
 
   Tensor forward(const Tensor& input) override {
     Tensor x = input;
-    x = x + attn(ln_1->forward(x));
-    x = x + mlp(ln_2->forward(x));
+    x = x + attn->forward(ln_1->forward(x));
+    x = x + mlp->forward(ln_2->forward(x));
     return x;
   }
 };
