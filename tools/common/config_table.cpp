@@ -113,7 +113,7 @@ const Settings<Config> kTrainSettings{
         bind(&Config::warmup, flags::warmup())
             .learning()
             .fallback(0)
-            .with(lm, lm_warmup, "min(100, ", &Config::steps, "/10) with cosine or noam")
+            .with(lm, lm_warmup, "min(100, ", &Config::steps, "/10) with cosine or noam (noam: at least 1)")
             .unused_unless(&Config::schedule, {"cosine", "noam"}, "only cosine and noam warm up"),
         real(&Config::clip, "clip")
             .help("clip the gradient norm to this (0: off)")

@@ -14,10 +14,13 @@ namespace {
 constexpr std::size_t kWidth = 100;  // columns of a line
 constexpr std::size_t kColumn = 28;  // where the help of a flag begins
 
+std::string trimmed(const std::string& line) { return line.substr(0, line.find_last_not_of(' ') + 1); }
+
 // `text` after `lead`, in lines of at most kWidth columns (unless one word is longer); the
 // lines after the first indented by `indent`. A line break in `text` is kept, and the
 // spaces that begin the line after it.
 std::string wrapped(const std::string& lead, const std::string& text, std::size_t indent) {
+  if (text.empty()) return trimmed(lead) + '\n';
   std::string out, line = lead;
   bool words_on_line = false;
   std::istringstream paragraphs(text);
@@ -26,14 +29,14 @@ std::string wrapped(const std::string& lead, const std::string& text, std::size_
     std::istringstream words(paragraph);
     for (std::string word; words >> word;) {
       if (words_on_line && line.size() + 1 + word.size() > kWidth) {
-        out += line + '\n';
+        out += trimmed(line) + '\n';
         line = std::string(indent, ' ');
         words_on_line = false;
       }
       line += (words_on_line ? " " : "") + word;
       words_on_line = true;
     }
-    out += line + '\n';
+    out += trimmed(line) + '\n';
     line = std::string(indent, ' ');
     words_on_line = false;
   }
@@ -78,11 +81,14 @@ std::string defaults_shown(const RowData& row) {
 
 std::string help_line(const RowData& row) {
   std::string text;
-  for (std::size_t i = 0; i < row.choices.size(); ++i) text += (i ? " | " : "") + row.choices[i];
-  const std::string help = row.help.shown(), defaults = defaults_shown(row);
-  if (!help.empty()) text += (text.empty() ? "" : ": ") + help;
-  if (!defaults.empty()) text += " [" + defaults + "]";
-  if (row.required) text += " (required)";
+  const auto add = [&](const std::string& part, const char* separator) {
+    if (!part.empty()) text += (text.empty() ? "" : separator) + part;
+  };
+  for (const std::string& choice : row.choices) add(choice, " | ");
+  add(row.help.shown(), ": ");
+  const std::string defaults = defaults_shown(row);
+  add(defaults.empty() ? "" : "[" + defaults + "]", " ");
+  add(row.required ? "(required)" : "", " ");
   std::string lead = flag_lead(row.flag.dashed(), takes(row.shape));
   const std::size_t broken = lead.rfind('\n');
   if (broken == std::string::npos) return wrapped(lead, text, kColumn);
