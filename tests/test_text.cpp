@@ -36,7 +36,7 @@ std::string repeat(const std::string& s, int n) {
 
 BOOST_AUTO_TEST_CASE(the_vocabulary_is_the_sorted_distinct_bytes) {
   const TextFile file("banana bread\n");
-  const TextCorpus corpus(file.path);
+  const TextCorpus corpus(file.path, "--text " + file.path);
   const std::vector<std::uint8_t> expected = {'\n', ' ', 'a', 'b', 'd', 'e', 'n', 'r'};
   BOOST_CHECK(corpus.vocabulary() == expected);
   BOOST_CHECK_EQUAL(corpus.size(), 13u);
@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(batches_stay_inside_their_split_and_shift_by_one) {
   // touched it would show a 'z'.
   const std::string text = repeat("abcdeedcba", 90) + std::string(100, 'z');
   const TextFile file(text);
-  const TextCorpus corpus(file.path);
+  const TextCorpus corpus(file.path, "--text " + file.path);
   BOOST_REQUIRE_EQUAL(corpus.split_begin(Split::validation), 900u);
   const std::int64_t z = static_cast<std::int64_t>(corpus.vocabulary().size()) - 1;
   for (const std::size_t seq_len : {1u, 7u, 64u, 899u}) {
@@ -77,7 +77,7 @@ BOOST_AUTO_TEST_CASE(batches_stay_inside_their_split_and_shift_by_one) {
 
 BOOST_AUTO_TEST_CASE(batches_are_a_function_of_the_generator) {
   const TextFile file(repeat("the quick brown fox jumps over the lazy dog. ", 40));
-  const TextCorpus corpus(file.path);
+  const TextCorpus corpus(file.path, "--text " + file.path);
   Generator a(42), b(42), c(43);
   const tools::Batch first = corpus.batch(Split::train, 4, 32, a), again = corpus.batch(Split::train, 4, 32, b);
   BOOST_CHECK(first.inputs.values == again.inputs.values);
@@ -86,10 +86,11 @@ BOOST_AUTO_TEST_CASE(batches_are_a_function_of_the_generator) {
 }
 
 BOOST_AUTO_TEST_CASE(unusable_files_are_named) {
-  check_error([] { TextCorpus("/nonexistent/kjv.txt"); }, {"--text /nonexistent/kjv.txt", "cannot open"});
+  check_error([] { TextCorpus("/nonexistent/kjv.txt", "--text /nonexistent/kjv.txt"); },
+              {"--text /nonexistent/kjv.txt", "cannot open"});
   const TextFile empty("");
-  check_error([&] { TextCorpus corpus(empty.path); }, {"--text", "is empty"});
-  check_error([] { TextCorpus("/tmp"); }, {"--text /tmp", "is a folder"});
+  check_error([&] { TextCorpus corpus(empty.path, "--text " + empty.path); }, {"--text", "is empty"});
+  check_error([] { TextCorpus("/tmp", "--text /tmp"); }, {"--text /tmp", "is a folder"});
 }
 
 // The default corpus that ./run writes (Debian's bible-kjv): about 4.3 MB, 73 distinct bytes.
@@ -99,7 +100,7 @@ BOOST_AUTO_TEST_CASE(the_king_james_bible_as_run_prepares_it) {
     BOOST_TEST_MESSAGE("skipped: " << path << " is made by ./run");
     return;
   }
-  const TextCorpus corpus(path);
+  const TextCorpus corpus(path, "--text " + path);
   BOOST_CHECK_GT(corpus.size(), 4'000'000u);
   BOOST_CHECK_EQUAL(corpus.vocabulary().size(), 73u);
   Generator gen(0);

@@ -57,7 +57,7 @@ check "no temporary file is left" test -z "$(ls -A | grep -e '\.tmp' || true)"
 # One line, exit 2, naming the flag (and what is wrong with it). The table must hold every
 # flag --help lists (but --help and --version, which print whatever follows them): a new
 # flag without a row here fails the test.
-"$train" --help | grep -oE '^ +--[a-z0-9-]+' | tr -d ' ' | grep -vx -e --help -e --version | sort >flags
+"$train" --help | grep -oE '^  --[a-z0-9-]+' | tr -d ' ' | grep -vx -e --help -e --version | sort >flags
 table=$(cat <<'TABLE'
 --task|lm2|--task: lm2 not in
 --text|nowhere.txt|--text

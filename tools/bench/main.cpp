@@ -11,7 +11,6 @@
 
 #include <sys/resource.h>
 
-#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include <stdexcept>
 
 #include "cli.hpp"
+#include "flags.hpp"
 #include "gpt.hpp"
 #include "json.hpp"  // the tools' models (tools/common)
 #include "model.hpp"
@@ -43,6 +43,58 @@ namespace {
 struct BenchConfig {
   std::size_t batch, seq_len, d_model, heads, layers, vocab;
 };
+
+// The flags.
+struct Options {
+  std::string config;
+  int threads = 0, steps = 0, warmup = 0;
+  std::string precision;
+  std::string profile;  // empty: none
+  int profile_steps = 0;
+};
+
+}  // namespace
+
+namespace tools {
+
+using namespace setting;
+
+// Declared before the table, whose texts name flags by field.
+template <>
+const Settings<Options>& settings_of<Options>();
+
+const Settings<Options> kBenchSettings{
+    "xgrad-bench",
+    Text::of("one benchmark configuration, printed as one JSON line"),
+    {
+        choice(&Options::config, "config", {"tiny", "medium", "long", "xlong", "lm", "sgemm", "overhead", "allreduce"})
+            .help("allreduce runs under mpirun")
+            .fallback("tiny"),
+        bind(&Options::threads, flags::threads()).help("threads for kernels and BLAS").at_least(1).fallback(2),
+        bind(&Options::steps, flags::steps()).help("timed steps (0: about 3 s)").at_least(0).fallback(0),
+        bind(&Options::warmup, flags::warmup()).help("untimed steps first").fallback(3),
+        bind(&Options::precision, flags::precision()).fallback("float32"),
+        bind(&Options::profile, flags::profile())
+            .help("after the timed steps, profile ", flags::profile_steps,
+                  " more: write PATH.json (a Chrome trace) and PATH.png (a timeline of one step), print the table on "
+                  "stderr")
+            .unused_when(&Options::config, {"sgemm", "overhead", "allreduce"},
+                         "it profiles a model's training step: tiny, medium, long, xlong or lm"),
+        bind(&Options::profile_steps, flags::profile_steps())
+            .fallback(3)
+            .unused_without(&Options::profile, "give ", &Options::profile, " PATH too"),
+    }};
+
+template <>
+const Settings<Options>& settings_of<Options>() {
+  return kBenchSettings;
+}
+
+}  // namespace tools
+
+namespace {
+
+using tools::flag;
 
 const std::map<std::string, BenchConfig> kConfigs = {
     {"tiny", {32, 16, 64, 4, 2, 16}},
@@ -102,7 +154,7 @@ double training_step(optim::Optimizer& optimizer, Precision precision, Loss&& lo
 // What --profile records: after the timed steps (which it leaves untouched), this many more.
 struct ProfileRequest {
   std::string path;  // empty: none
-  int steps = 3;
+  int steps = 0;
 };
 
 // PATH.json and PATH.png written, and the table printed on stderr (stdout keeps its one
@@ -118,7 +170,7 @@ void profile_steps(const ProfileRequest& request, const Step& step) {
   std::fprintf(stderr, "profile of %d steps (%.3f ms per step while profiled), written to %s and %s:\n%s",
                request.steps, profiler.wall_ms() / request.steps, tools::profile_trace_path(request.path).c_str(),
                tools::profile_timeline_path(request.path).c_str(),
-               tools::write_profile(profiler, request.path, "--profile").c_str());
+               tools::write_profile(profiler, request.path, flag(&Options::profile)).c_str());
 }
 
 // Times `step` (warmup untimed steps, then `steps`, or about 3 s when 0) and prints the
@@ -226,7 +278,8 @@ struct Gradients : nn::Module {
 // own time subtracted), then the overlap in a training step of the lm model: backward
 // with the reduction running beside it against backward alone plus the reduction alone.
 int run_allreduce(const distributed::Communicator& world, int threads, int steps) {
-  if (world.size() < 2) throw tools::UsageError("--config allreduce runs under mpirun -np 2 (or more)");
+  if (world.size() < 2)
+    throw tools::UsageError(str(flag(&Options::config), " allreduce runs under mpirun -np 2 (or more)"));
   steps = steps > 0 ? steps : 5;
   const auto timed = [&](const auto& step) {  // median of `steps` runs, after one untimed
     step();
@@ -390,46 +443,19 @@ int run(const std::string& config, int threads, int steps, int warmup, Precision
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"xgrad-bench: one benchmark configuration, printed as one JSON line"};
-  std::string config = "tiny";
-  int threads = 2, steps = 0, warmup = 3;
-  app.add_option("--config", config, "tiny | medium | long | xlong | lm | sgemm | overhead | allreduce (under mpirun)")
-      ->check(CLI::IsMember({"tiny", "medium", "long", "xlong", "lm", "sgemm", "overhead", "allreduce"}))
-      ->capture_default_str();
-  app.add_option("--threads", threads, "threads for kernels and BLAS")->capture_default_str();
-  app.add_option("--steps", steps, "timed steps (0: about 3 s)")->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
-  std::string precision = "float32";
-  app.add_option("--precision", precision, "float32 | bf16: the matrix products' operands (bf16: float32 sums)")
-      ->check(CLI::IsMember({"float32", "bf16"}))
-      ->capture_default_str();
-  ProfileRequest profile;
-  app.add_option("--profile", profile.path,
-                 "tiny | medium | long | xlong | lm: after the timed steps, profile --profile-steps more: write "
-                 "PATH.json (a Chrome trace) and PATH.png (a timeline of one step), print the table on stderr");
-  app.add_option("--profile-steps", profile.steps, "with --profile: steps recorded")->capture_default_str();
-  for (const char* flag : {"--threads", "--steps", "--warmup", "--profile-steps"})
-    app.get_option(flag)->transform(tools::whole_number<int>());  // decimal: "010" is ten
   return tools::run_tool("xgrad-bench", [&] {
-    if (const std::optional<int> printed = tools::parse_flags(app, argc, argv)) return *printed;
-    if (threads < 1 || threads > max_threads())
-      throw tools::UsageError(
-          str("--threads must lie in [1, ", max_threads(), "] (4 per CPU this process may use), got ", threads));
-    if (steps < 0 || warmup < 0)
-      throw tools::UsageError(str("--steps and --warmup cannot be negative, got ", steps, " and ", warmup));
-    if (app.count("--profile-steps") && !app.count("--profile"))
-      throw tools::UsageError("--profile-steps is only used with --profile PATH");
-    if (profile.steps < 1) throw tools::UsageError(str("--profile-steps must be at least 1, got ", profile.steps));
-    if (app.count("--profile")) {
-      if (profile.path.empty()) throw tools::UsageError("--profile needs a file name, got \"\"");
-      if (!kConfigs.count(config) && config != "lm")
-        throw tools::UsageError(
-            str("--profile is for a model's training step (tiny, medium, long, xlong, lm), not --config ", config));
-      tools::check_output_file("--profile", tools::profile_trace_path(profile.path), {tools::kTraceOpening},
+    Options o;
+    tools::Given given;
+    if (const std::optional<int> printed = tools::kBenchSettings.parse(argc, argv, o, given)) return *printed;
+    tools::kBenchSettings.check(o);
+    tools::kBenchSettings.refuse_unused(o, given);
+    if (!o.profile.empty()) {
+      tools::check_output_file(flag(&Options::profile), tools::profile_trace_path(o.profile), {tools::kTraceOpening},
                                "a trace of xgrad's profiler");
-      tools::check_output_file("--profile", tools::profile_timeline_path(profile.path), {tools::kPngSignature},
+      tools::check_output_file(flag(&Options::profile), tools::profile_timeline_path(o.profile), {tools::kPngSignature},
                                "a PNG");
     }
-    return run(config, threads, steps, warmup, precision == "bf16" ? Precision::bfloat16 : Precision::float32, profile);
+    return run(o.config, o.threads, o.steps, o.warmup, o.precision == "bf16" ? Precision::bfloat16 : Precision::float32,
+               {o.profile, o.profile_steps});
   });
 }

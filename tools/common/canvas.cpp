@@ -68,14 +68,14 @@ int Canvas::text_width(const std::string& text, int scale) {
 
 int Canvas::text_height(int scale) { return 8 * scale; }
 
-void Canvas::write_png(const std::string& path, const char* flag) const {
+void Canvas::write_png(const std::string& path, const Flag& flag) const {
   std::string png;
   const auto append = [](void* out, void* data, int size) {
     static_cast<std::string*>(out)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
   };
   if (!stbi_write_png_to_func(append, &png, width_, height_, 3, rgb_.data(), width_ * 3))
-    throw UsageError(std::string(flag) + ": the image could not be encoded");
-  xgrad::nn::write_file_atomically(path, png, flag);
+    throw UsageError(flag.dashed() + ": the image could not be encoded");
+  xgrad::nn::write_file_atomically(path, png, flag.dashed());
 }
 
 std::vector<double> axis_ticks(double lo, double hi, int count) {

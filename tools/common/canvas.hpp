@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "flag.hpp"
+
 namespace tools {
 
 struct Color {
@@ -30,7 +32,7 @@ class Canvas {
 
   // Encoded in memory, then written like a checkpoint: atomically, never through a
   // device. `flag` names the option in errors.
-  void write_png(const std::string& path, const char* flag) const;
+  void write_png(const std::string& path, const Flag& flag) const;
 
  private:
   int width_, height_;

@@ -11,6 +11,12 @@
 
 namespace tools {
 
+std::string one_line(const std::string& text) {
+  std::string shown;
+  for (const char c : text.substr(0, 40)) shown += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return text.size() > 40 ? shown + "..." : shown;
+}
+
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);

@@ -5,9 +5,9 @@
 //
 //   int main(int argc, char** argv) {
 //     return tools::run_tool("xgrad-generate", [&] {
-//       CLI::App app{"..."};
-//       ...
-//       if (const auto printed = tools::parse_flags(app, argc, argv)) return *printed;  // --help
+//       Options o;
+//       tools::Given given;  // the flags come from the program's table (settings.hpp)
+//       if (const auto printed = kSettings.parse(argc, argv, o, given)) return *printed;  // --help
 //       ...
 //     });
 //   }
@@ -30,18 +30,12 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A whole-number flag's lower bound: "--batch must be at least 1, got 0" ("cannot be
-// negative" for 0), a UsageError.
-template <class Whole>
-void check_at_least(const std::string& flag, Whole value, Whole least) {
-  if (value < least)
-    throw UsageError(
-        xgrad::str(flag, least == 0 ? std::string(" cannot be negative") : xgrad::str(" must be at least ", least),
-                   ", got ", value));
-}
+// A checkpoint's entry as a message shows it: on one line (line breaks as \n), at most
+// 40 characters.
+std::string one_line(const std::string& text);
 
-// Parses the command line; --help and --version print and give the exit status, a bad
-// flag is a UsageError.
+// Parses the command line (the tables do, settings.cpp); --help and --version print and
+// give the exit status, a bad flag is a UsageError.
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv);
 
 // Throws a UsageError naming `flag` and `path` unless `path` names something that exists

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <optional>
+#include <sstream>
 #include <string>
 
 namespace tools {
@@ -26,6 +27,14 @@ inline std::optional<double> parse_real(const std::string& text) {
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
+}
+
+// A number as text that reads back to the same double (how checkpoints keep reals).
+inline std::string exact_text(double v) {
+  std::ostringstream text;
+  text.precision(17);
+  text << v;
+  return text.str();
 }
 
 // Rewrites a whole number to plain decimal before CLI11 converts it (CLI11 reads a

@@ -16,7 +16,7 @@ constexpr Color kTrainColor{31, 119, 180}, kValColor{255, 127, 14};
 
 }  // namespace
 
-void write_learning_curve_png(const std::string& path, const std::vector<CurvePoint>& points,
+void write_learning_curve_png(const std::string& path, const Flag& flag, const std::vector<CurvePoint>& points,
                               const std::string& title) {
   const int width = std::max(900, Canvas::text_width(title, 2) + 40), height = 560;
   const int left = 100, right = width - 30, top = 60, bottom = height - 70;
@@ -75,7 +75,7 @@ void write_learning_curve_png(const std::string& path, const std::vector<CurvePo
   canvas.text(lx + 50, ly + 9, "train loss", kBlack, 2);
   canvas.line(lx + 10, ly + 38, lx + 40, ly + 38, kValColor, 3);
   canvas.text(lx + 50, ly + 31, "validation loss", kBlack, 2);
-  canvas.write_png(path, "--plot");
+  canvas.write_png(path, flag);
 }
 
 }  // namespace tools

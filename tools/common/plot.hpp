@@ -5,10 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
+#include "flag.hpp"
+#include "progress.hpp"
 
 namespace tools {
 
-void write_learning_curve_png(const std::string& path, const std::vector<CurvePoint>& points, const std::string& title);
+// `flag` names the option in errors.
+void write_learning_curve_png(const std::string& path, const Flag& flag, const std::vector<CurvePoint>& points,
+                              const std::string& title);
 
 }  // namespace tools

@@ -54,17 +54,17 @@ std::string folder_of(const std::string& path) {
 }
 
 struct Output {
-  const char* flag;
+  Flag flag;
   const std::string& path;
   bool replaced;  // written as a new file renamed over the old one (else opened and appended to)
 };
 
 // A file the run reads, which no output may name.
 struct Input {
-  const char* flag;
+  Flag flag;
   const std::string& path;
   const char* what;  // "the checkpoint being resumed"
-  const char* kind;  // "checkpoint"
+  const char* kind;  // "the checkpoint"
 };
 
 void check_writable(const Output& out) {
@@ -105,7 +105,7 @@ std::optional<std::string> checkpoint_task(const std::string& path, std::uintmax
   if (header > size - 8) return std::nullopt;
   try {
     const xgrad::nn::Metadata metadata = xgrad::nn::read_safetensors(path).metadata;
-    const auto by = metadata.find("written_by"), task = metadata.find("config.task");
+    const auto by = metadata.find("written_by"), task = metadata.find(settings_of<Config>().key(&Config::task));
     if (by == metadata.end() || by->second != "xgrad-train" || task == metadata.end()) return std::nullopt;
     return task->second;
   } catch (const xgrad::Error&) {
@@ -125,13 +125,13 @@ void check_save_target(const Config& c) {
   if (!c.resume.empty() && identify(c.resume) == identify(c.save)) return;
   const std::optional<std::string> task = checkpoint_task(target, static_cast<std::uintmax_t>(info.st_size));
   if (!task)
-    throw UsageError(xgrad::str("--save ", c.save,
+    throw UsageError(xgrad::str(flag(&Config::save), " ", c.save,
                                 ": the file exists and is not a checkpoint of xgrad-train (refusing to replace it: "
                                 "remove it or choose another name)"));
   if (*task != c.task)
-    throw UsageError(xgrad::str("--save ", c.save, ": the file holds a checkpoint of --task ", *task,
-                                " (refusing to replace it with one of --task ", c.task,
-                                ": remove it or choose another name)"));
+    throw UsageError(xgrad::str(flag(&Config::save), " ", c.save, ": the file holds a checkpoint of ",
+                                flag(&Config::task), " ", *task, " (refusing to replace it with one of ",
+                                flag(&Config::task), " ", c.task, ": remove it or choose another name)"));
 }
 
 // Whether the file at `path` begins with one of `openings`.
@@ -146,7 +146,7 @@ bool opens_with(const std::string& path, std::initializer_list<std::string_view>
 // An existing, non-empty --metrics, --plot or --attention-png file is written over (or,
 // for the metrics of a resumed run, added to) only when it holds what the flag writes: a
 // metrics file of xgrad-train, a PNG. A text or a model named by mistake is kept.
-void check_existing_kind(const char* flag, const std::string& path, std::initializer_list<std::string_view> openings,
+void check_existing_kind(const Flag& flag, const std::string& path, std::initializer_list<std::string_view> openings,
                          const char* kind) {
   if (path.empty()) return;
   const std::string target = xgrad::nn::resolve_symlinks(path);
@@ -162,14 +162,17 @@ void check_existing_kind(const char* flag, const std::string& path, std::initial
 void check_outputs(const Config& c) {
   const std::string trace = c.profile.empty() ? "" : profile_trace_path(c.profile),
                     timeline = c.profile.empty() ? "" : profile_timeline_path(c.profile);
-  const std::vector<Output> outputs = {{"--save", c.save, true},   {"--metrics", c.metrics, false},
-                                       {"--plot", c.plot, true},   {"--attention-png", c.attention_png, true},
-                                       {"--profile", trace, true}, {"--profile", timeline, true}};
+  const Flag save = flag(&Config::save), metrics = flag(&Config::metrics), plot = flag(&Config::plot),
+             attention_png = flag(&Config::attention_png), profile = flag(&Config::profile),
+             resume = flag(&Config::resume);
+  const std::vector<Output> outputs = {{save, c.save, true},   {metrics, c.metrics, false},
+                                       {plot, c.plot, true},   {attention_png, c.attention_png, true},
+                                       {profile, trace, true}, {profile, timeline, true}};
   const std::string no_text;
   const std::vector<Input> inputs = {
-      {"--resume", c.resume, "the checkpoint being resumed", "checkpoint"},
-      {"--init-from", c.init_from, "the checkpoint the run starts from", "checkpoint"},
-      {"--text", c.language_model() ? c.text : no_text, "the text being learned", "text"}};
+      {resume, c.resume, "the checkpoint being resumed", "the checkpoint"},
+      {flag(&Config::init_from), c.init_from, "the checkpoint the run starts from", "the checkpoint"},
+      {flag(&Config::text), c.language_model() ? c.text : no_text, "the text being learned", "the text"}};
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Output& out = outputs[i];
     if (out.path.empty()) continue;
@@ -177,9 +180,9 @@ void check_outputs(const Config& c) {
     const FileIdentity id = identify(out.path);
     for (const Input& in : inputs) {
       if (in.path.empty() || !(identify(in.path) == id)) continue;
-      if (std::string(out.flag) == "--save" && std::string(in.flag) == "--resume") continue;  // updated in place
+      if (out.flag.name() == save.name() && in.flag.name() == resume.name()) continue;  // updated in place
       throw UsageError(xgrad::str(out.flag, " ", out.path, " is ", in.what, " (", in.flag, " ", in.path,
-                                  "); writing it would destroy the ", in.kind));
+                                  "); writing it would destroy ", in.kind));
     }
     for (std::size_t j = 0; j < i; ++j)
       if (!outputs[j].path.empty() && identify(outputs[j].path) == id)
@@ -187,14 +190,14 @@ void check_outputs(const Config& c) {
                                     " are the same file; each output needs its own"));
   }
   check_save_target(c);
-  check_existing_kind("--metrics", c.metrics, {"{\"step\": ", "{\"final\": "}, "a metrics file of xgrad-train");
-  check_existing_kind("--plot", c.plot, {kPngSignature}, "a PNG");
-  check_existing_kind("--attention-png", c.attention_png, {kPngSignature}, "a PNG");
-  check_existing_kind("--profile", timeline, {kPngSignature}, "a PNG");
-  check_existing_kind("--profile", trace, {kTraceOpening}, "a trace of xgrad's profiler");
+  check_existing_kind(metrics, c.metrics, {"{\"step\": ", "{\"final\": "}, "a metrics file of xgrad-train");
+  check_existing_kind(plot, c.plot, {kPngSignature}, "a PNG");
+  check_existing_kind(attention_png, c.attention_png, {kPngSignature}, "a PNG");
+  check_existing_kind(profile, timeline, {kPngSignature}, "a PNG");
+  check_existing_kind(profile, trace, {kTraceOpening}, "a trace of xgrad's profiler");
 }
 
-void check_output_file(const char* flag, const std::string& path, std::initializer_list<std::string_view> openings,
+void check_output_file(const Flag& flag, const std::string& path, std::initializer_list<std::string_view> openings,
                        const char* kind) {
   check_writable({flag, path, true});
   check_existing_kind(flag, path, openings, kind);
@@ -228,9 +231,10 @@ void check_memory(const Config& c, int ranks_here, std::size_t text_bytes) {
       "the run needs about ", gib(needed), " of memory, more than the ", gib(available), " this ",
       ranks_here > 1 ? xgrad::str("machine's ", ranks_here, " ranks") : std::string("process"),
       " may use: ", gib(state), " for ", count_text(parameters), " parameters and their optimizer state",
-      bf16 ? " and bf16 copies" : "", " (--vocab ", c.vocab, ", --d-model ", c.d_model, ", --layers ", c.layers,
-      ", --ff ", c.ff_width(), "), ", gib(training), " for the activations", bf16 ? " (and their bf16 copies)" : "",
-      " of a micro-batch (--batch ", c.batch, " / ", c.micro_batches(), " x --seq-len ", c.seq_len, ")",
+      bf16 ? " and bf16 copies" : "", " (", flag(&Config::vocab), " ", c.vocab, ", ", flag(&Config::d_model), " ",
+      c.d_model, ", ", flag(&Config::layers), " ", c.layers, ", ", flag(&Config::ff), " ", c.ff_width(), "), ",
+      gib(training), " for the activations", bf16 ? " (and their bf16 copies)" : "", " of a micro-batch (",
+      flag(&Config::batch), " ", c.batch, " / ", c.micro_batches(), " x ", flag(&Config::seq_len), " ", c.seq_len, ")",
       reducer > 0 ? xgrad::str(", ", gib(reducer), " for the gradients of ", c.micro_batches(), " micro-batches") : "",
       text_bytes > 0 ? xgrad::str(", ", gib(static_cast<double>(text_bytes)), " for the text") : "",
       ranks_here > 1 ? xgrad::str(", in each of ", ranks_here, " ranks") : ""));

@@ -22,7 +22,7 @@
 namespace tools {
 
 void check_outputs(const Config& config);
-void check_output_file(const char* flag, const std::string& path, std::initializer_list<std::string_view> openings,
+void check_output_file(const Flag& flag, const std::string& path, std::initializer_list<std::string_view> openings,
                        const char* kind);
 void check_memory(const Config& config, int ranks_here, std::size_t text_bytes);
 

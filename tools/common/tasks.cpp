@@ -33,7 +33,7 @@ Batch make_batch(const std::string& task, std::size_t n, std::size_t seq_len, st
       }
       out[static_cast<std::ptrdiff_t>(digits)] = carry;
     } else {
-      throw UsageError("--task " + task + ": no such task");
+      throw UsageError("no such toy task: " + task);
     }
   }
   return {xgrad::Indices(std::move(x), {n, seq_len}), xgrad::Indices(std::move(y), {n, seq_len})};

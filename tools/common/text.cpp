@@ -8,9 +8,9 @@
 
 namespace tools {
 
-TextCorpus::TextCorpus(const std::string& path)
-    : path_(path), bytes_(xgrad::nn::read_regular_file(path, xgrad::str("--text ", path))) {
-  XGRAD_CHECK(!bytes_.empty(), xgrad::str("--text ", path), "is empty");
+TextCorpus::TextCorpus(const std::string& path, const std::string& what)
+    : what_(what), bytes_(xgrad::nn::read_regular_file(path, what)) {
+  XGRAD_CHECK(!bytes_.empty(), what_, "is empty");
   std::array<bool, 256> seen{};
   for (const char b : bytes_) seen[static_cast<std::uint8_t>(b)] = true;
   for (int b = 0; b < 256; ++b)
@@ -23,9 +23,8 @@ TextCorpus::TextCorpus(const std::string& path)
 
 Batch TextCorpus::batch(Split split, std::size_t batch, std::size_t seq_len, xgrad::Generator& gen) const {
   const std::size_t begin = split_begin(split), end = split_end(split), window = seq_len + 1;
-  XGRAD_CHECK(end - begin >= window, xgrad::str("--text ", path_), "the ",
-              split == Split::train ? "training" : "validation", " split holds ", end - begin,
-              " bytes, fewer than one window of --seq-len + 1 = ", window);
+  XGRAD_CHECK(end - begin >= window, what_, "the ", split == Split::train ? "training" : "validation", " split holds ",
+              end - begin, " bytes, fewer than one window of seq_len + 1 = ", window);
   const std::size_t offsets = end - begin - window + 1;
   std::vector<std::int64_t> inputs(batch * seq_len), targets(batch * seq_len);
   for (std::size_t r = 0; r < batch; ++r) {

@@ -23,7 +23,8 @@ std::string decode(const std::vector<std::uint8_t>& vocabulary, const std::vecto
 
 class TextCorpus {
  public:
-  explicit TextCorpus(const std::string& path);  // an Error naming the file when unusable
+  // An Error starting with `what` (the flag and the file: "--text kjv.txt") when unusable.
+  TextCorpus(const std::string& path, const std::string& what);
   TextCorpus(const TextCorpus&) = delete;
   TextCorpus& operator=(const TextCorpus&) = delete;
 
@@ -40,7 +41,7 @@ class TextCorpus {
   std::string decode(const std::vector<std::int64_t>& tokens) const { return tools::decode(vocabulary_, tokens); }
 
  private:
-  std::string path_;
+  std::string what_;
   std::string bytes_;  // the whole file, read once: a file changed during the run does not change it
   std::size_t train_size_ = 0;
   std::vector<std::uint8_t> vocabulary_;

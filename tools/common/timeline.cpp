@@ -35,7 +35,7 @@ Color color_of(const xgrad::ProfileSpan& span) {
 std::string profile_trace_path(const std::string& path) { return path + ".json"; }
 std::string profile_timeline_path(const std::string& path) { return path + ".png"; }
 
-std::string write_profile(xgrad::Profiler& profiler, const std::string& path, const char* flag) {
+std::string write_profile(xgrad::Profiler& profiler, const std::string& path, const Flag& flag) {
   profiler.stop();
   const std::string trace = profile_trace_path(path);
   try {
@@ -48,7 +48,7 @@ std::string write_profile(xgrad::Profiler& profiler, const std::string& path, co
 }
 
 void write_timeline_png(const std::string& path, const std::vector<xgrad::ProfileSpan>& spans, int threads,
-                        const char* flag) {
+                        const Flag& flag) {
   // The window: the last step the caller marked, else everything.
   std::int64_t begin = 0, end = 1;
   for (const xgrad::ProfileSpan& s : spans) end = std::max(end, s.end_ns);

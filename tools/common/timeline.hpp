@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flag.hpp"
 #include "xgrad/nn/profiler.hpp"
 
 namespace tools {
@@ -20,9 +21,9 @@ std::string profile_timeline_path(const std::string& path);  // PATH.png
 
 // Stops `profiler`, writes PATH.json and PATH.png (atomically; errors name `flag`), and
 // returns the table.
-std::string write_profile(xgrad::Profiler& profiler, const std::string& path, const char* flag);
+std::string write_profile(xgrad::Profiler& profiler, const std::string& path, const Flag& flag);
 
 void write_timeline_png(const std::string& path, const std::vector<xgrad::ProfileSpan>& spans, int threads,
-                        const char* flag);
+                        const Flag& flag);
 
 }  // namespace tools

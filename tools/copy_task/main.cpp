@@ -7,7 +7,6 @@
 //   xgrad-copy-task                      # about ten seconds on two cores, 99% exact
 //   xgrad-copy-task --epochs 20 --d-model 128 --post-ln
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -16,8 +15,8 @@
 #include <stdexcept>
 
 #include "cli.hpp"
+#include "flags.hpp"
 #include "memory.hpp"
-#include "numbers.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/optim/optim.hpp"
@@ -29,13 +28,74 @@ namespace {
 constexpr std::int64_t kStart = 1;  // every sequence begins with it, as in the Annotated Transformer
 
 struct Options {
-  std::size_t epochs = 20, steps_per_epoch = 20, batch = 80, seq_len = 10, vocab = 11;
-  std::size_t d_model = 64, heads = 4, layers = 2, dim_feedforward = 128, warmup = 400, eval_sequences = 200;
-  double dropout = 0.1, label_smoothing = 0.0, require_accuracy = 0.0;
+  std::size_t epochs = 0, steps_per_epoch = 0, batch = 0, seq_len = 0, vocab = 0;
+  std::size_t d_model = 0, heads = 0, layers = 0, dim_feedforward = 0, warmup = 0, eval_sequences = 0;
+  double dropout = 0, label_smoothing = 0, require_accuracy = 0;
   bool post_ln = false;
-  std::uint64_t seed = 1;
+  std::uint64_t seed = 0;
   int threads = 0;
 };
+
+}  // namespace
+
+namespace tools {
+
+using namespace setting;
+
+// Declared before the table, whose texts name flags by field.
+template <>
+const Settings<Options>& settings_of<Options>();
+
+const Settings<Options> kCopyTaskSettings{
+    "xgrad-copy-task",
+    Text::of("trains the Annotated Transformer's encoder-decoder to copy sequences, then decodes greedily."),
+    {
+        whole(&Options::epochs, "epochs").help("epochs of training").at_least(1).fallback(20),
+        whole(&Options::steps_per_epoch, "steps-per-epoch").help("steps per epoch").at_least(1).fallback(20),
+        bind(&Options::batch, flags::batch()).fallback(80),
+        bind(&Options::seq_len, flags::seq_len())
+            .help("tokens per sequence, the start token included")
+            .at_least(2)  // the start token and one to copy
+            .fallback(10),
+        bind(&Options::vocab, flags::vocab())
+            .help("vocabulary size: the start token, and tokens from 2")
+            .at_least(3)
+            .fallback(11),
+        bind(&Options::d_model, flags::d_model()).fallback(64),
+        bind(&Options::heads, flags::heads()).fallback(4),
+        bind(&Options::layers, flags::layers()).help("encoder layers, and as many decoder layers").fallback(2),
+        bind(&Options::dim_feedforward, flags::ff()).help("feed-forward width").at_least(1).fallback(128),
+        bind(&Options::warmup, flags::warmup()).help("warmup steps of the Noam rate").at_least(1).fallback(400),
+        whole(&Options::eval_sequences, "eval-sequences")
+            .help("held-out sequences decoded after each epoch")
+            .at_least(1)
+            .fallback(200),
+        bind(&Options::dropout, flags::dropout()).help("dropout probability, [0, 0.99]").at_most(0.99).fallback(0.1),
+        real(&Options::label_smoothing, "label-smoothing")
+            .help("label smoothing of the loss, [0, 1]")
+            .at_least(0)
+            .at_most(1)
+            .fallback(0.0),
+        toggle(&Options::post_ln, "post-ln").help("post-LN layers (PyTorch's default) instead of pre-LN"),
+        bind(&Options::seed, flags::seed()).help("seed of the weights and the data").fallback(1),
+        bind(&Options::threads, flags::threads()).fallback(0),
+        real(&Options::require_accuracy, "require-accuracy")
+            .help("exit with status 1 when the last epoch copies less than this fraction exactly, [0, 1]")
+            .at_least(0)
+            .at_most(1)
+            .fallback(0.0),
+    }};
+
+template <>
+const Settings<Options>& settings_of<Options>() {
+  return kCopyTaskSettings;
+}
+
+}  // namespace tools
+
+namespace {
+
+using tools::flag;
 
 class CopyModel : public nn::Module {
  public:
@@ -128,27 +188,10 @@ double copy_accuracy(CopyModel& model, const Indices& src) {
 
 // Every flag in range, and the combination.
 void check_options(const Options& o) {
-  const auto at_least = tools::check_at_least<std::size_t>;
-  at_least("--epochs", o.epochs, 1);
-  at_least("--steps-per-epoch", o.steps_per_epoch, 1);
-  at_least("--batch", o.batch, 1);
-  at_least("--seq-len", o.seq_len, 2);  // the start token and one to copy
-  at_least("--vocab", o.vocab, 3);      // the start token, and tokens from 2
-  at_least("--d-model", o.d_model, 1);
-  at_least("--heads", o.heads, 1);
-  at_least("--layers", o.layers, 1);
-  at_least("--ff", o.dim_feedforward, 1);
-  at_least("--warmup", o.warmup, 1);
-  at_least("--eval-sequences", o.eval_sequences, 1);
-  if (o.d_model % o.heads != 0) throw tools::UsageError(str("--heads ", o.heads, " must divide --d-model ", o.d_model));
-  const auto within = [](const char* flag, double value, double most, const char* range) {
-    if (!(value >= 0 && value <= most)) throw tools::UsageError(str(flag, " must lie in ", range, ", got ", value));
-  };
-  within("--dropout", o.dropout, 0.99, "[0, 0.99]");
-  within("--label-smoothing", o.label_smoothing, 1, "[0, 1]");
-  within("--require-accuracy", o.require_accuracy, 1, "[0, 1]");
-  if (o.threads < 0 || o.threads > max_threads())
-    throw tools::UsageError(str("--threads must lie in [0, ", max_threads(), "], got ", o.threads));
+  tools::kCopyTaskSettings.check(o);
+  if (o.d_model % o.heads != 0)
+    throw tools::SettingError(flag(&Options::heads),
+                              str(" ", o.heads, " must divide ", flag(&Options::d_model), " ", o.d_model));
 }
 
 // The run's memory (float32), estimated before anything is made: the parameters (two
@@ -171,18 +214,23 @@ void check_memory(const Options& o) {
   const double needed = state + std::max(training, evaluation),
                available = static_cast<double>(xgrad::usable_memory_bytes());
   if (needed <= available) return;
-  throw tools::UsageError(str("the run needs about ", tools::gib(needed), " of memory, more than the ",
-                              tools::gib(available), " this process may use: ", tools::gib(state), " for ",
-                              tools::count_text(parameters), " parameters and their optimizer state (--vocab ", o.vocab,
-                              ", --d-model ", o.d_model, ", --layers ", o.layers, ", --ff ", o.dim_feedforward,
-                              ", --seq-len ", o.seq_len, "), ", tools::gib(training), " for a step (--batch ", o.batch,
-                              " x --seq-len ", o.seq_len, "), ", tools::gib(evaluation),
-                              " for decoding (--eval-sequences ", o.eval_sequences, " x --seq-len ", o.seq_len, ")"));
+  throw tools::UsageError(
+      str("the run needs about ", tools::gib(needed), " of memory, more than the ", tools::gib(available),
+          " this process may use: ", tools::gib(state), " for ", tools::count_text(parameters),
+          " parameters and their optimizer state (", flag(&Options::vocab), " ", o.vocab, ", ", flag(&Options::d_model),
+          " ", o.d_model, ", ", flag(&Options::layers), " ", o.layers, ", ", flag(&Options::dim_feedforward), " ",
+          o.dim_feedforward, ", ", flag(&Options::seq_len), " ", o.seq_len, "), ", tools::gib(training),
+          " for a step (", flag(&Options::batch), " ", o.batch, " x ", flag(&Options::seq_len), " ", o.seq_len, "), ",
+          tools::gib(evaluation), " for decoding (", flag(&Options::eval_sequences), " ", o.eval_sequences, " x ",
+          flag(&Options::seq_len), " ", o.seq_len, ")"));
 }
 
 std::string joined(const std::vector<std::int64_t>& ids) {
   std::string s;
-  for (std::int64_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  for (std::int64_t id : ids) {
+    if (!s.empty()) s += ' ';
+    s += std::to_string(id);
+  }
   return s;
 }
 
@@ -225,8 +273,8 @@ int run(const Options& o) {
               joined(greedy_decode(model, example).values).c_str());
   tools::check_stdout();
   if (accuracy < o.require_accuracy) {
-    std::fprintf(stderr, "xgrad-copy-task: copy accuracy %.3f is below --require-accuracy %.3f\n", accuracy,
-                 o.require_accuracy);
+    std::fprintf(stderr, "xgrad-copy-task: copy accuracy %.3f is below %s %.3f\n", accuracy,
+                 flag(&Options::require_accuracy).dashed().c_str(), o.require_accuracy);
     return 1;
   }
   return 0;
@@ -237,42 +285,10 @@ int run(const Options& o) {
 // A bad flag, a run too large for the machine or a failed write is one line on stderr
 // and exit status 2.
 int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{
-      "xgrad-copy-task: trains the Annotated Transformer's encoder-decoder to copy sequences, then "
-      "decodes greedily."};
-  const auto whole = [&](const char* name, std::size_t& value, const char* help) {
-    app.add_option(name, value, help)->transform(tools::whole_number<std::size_t>())->capture_default_str();
-  };
-  whole("--epochs", o.epochs, "epochs of training");
-  whole("--steps-per-epoch", o.steps_per_epoch, "updates per epoch");
-  whole("--batch", o.batch, "sequences per update");
-  whole("--seq-len", o.seq_len, "tokens per sequence, the start token included (>= 2)");
-  whole("--vocab", o.vocab, "vocabulary size (>= 3: the start token, and tokens from 2)");
-  whole("--d-model", o.d_model, "model width");
-  whole("--heads", o.heads, "attention heads (must divide --d-model)");
-  whole("--layers", o.layers, "encoder layers, and as many decoder layers");
-  whole("--ff", o.dim_feedforward, "feed-forward width");
-  whole("--warmup", o.warmup, "warmup updates of the Noam rate");
-  whole("--eval-sequences", o.eval_sequences, "held-out sequences decoded after each epoch");
-  app.add_option("--dropout", o.dropout, "dropout probability, [0, 0.99]")
-      ->transform(tools::real_number())
-      ->capture_default_str();
-  app.add_option("--label-smoothing", o.label_smoothing, "label smoothing of the loss, [0, 1]")
-      ->transform(tools::real_number())
-      ->capture_default_str();
-  app.add_flag("--post-ln", o.post_ln, "post-LN layers (PyTorch's default) instead of pre-LN");
-  app.add_option("--seed", o.seed, "seed of the weights and the data")
-      ->transform(tools::whole_number<std::uint64_t>())
-      ->capture_default_str();
-  app.add_option("--threads", o.threads, "threads (0: every core)")
-      ->transform(tools::whole_number<int>())
-      ->capture_default_str();
-  app.add_option("--require-accuracy", o.require_accuracy,
-                 "exit with status 1 when the last epoch copies less than this fraction exactly, [0, 1]")
-      ->transform(tools::real_number());
   return tools::run_tool("xgrad-copy-task", [&] {
-    if (const std::optional<int> printed = tools::parse_flags(app, argc, argv)) return *printed;
+    Options o;
+    tools::Given given;
+    if (const std::optional<int> printed = tools::kCopyTaskSettings.parse(argc, argv, o, given)) return *printed;
     check_options(o);
     check_memory(o);
     return run(o);

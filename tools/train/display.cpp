@@ -124,8 +124,9 @@ void print_attention(std::ostream& os, const xgrad::Tensor& maps, const std::vec
   }
 }
 
-void write_attention_png(const std::string& path, const xgrad::Tensor& maps, const std::vector<std::string>& labels,
-                         const std::string& title, const std::string& label_note) {
+void write_attention_png(const std::string& path, const Flag& flag, const xgrad::Tensor& maps,
+                         const std::vector<std::string>& labels, const std::string& title,
+                         const std::string& label_note) {
   // A picture people can read, of bounded size: at most the first 16 heads and 256
   // positions (a causal map's first queries attend to the first keys only).
   constexpr std::size_t kMostHeads = 16, kMostPositions = 256;
@@ -183,7 +184,7 @@ void write_attention_png(const std::string& path, const xgrad::Tensor& maps, con
   canvas.text(sx + 22, sy - 3, "1", kBlack);
   canvas.text(sx + 22, sy + sh / 2 - 4, "0.5", kBlack);
   canvas.text(sx + 22, sy + sh - 6, "0", kBlack);
-  canvas.write_png(path, "--attention-png");
+  canvas.write_png(path, flag);
 }
 
 }  // namespace tools

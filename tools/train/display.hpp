@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "flag.hpp"
 #include "xgrad/autograd/tensor.hpp"
 
 namespace tools {
@@ -40,7 +41,8 @@ void print_attention(std::ostream& os, const xgrad::Tensor& maps, const std::vec
 // with its number, axis names (queries down, keys across), `labels` (one per position)
 // on both axes when the cells are big enough, and a colour scale (white 0, dark blue the
 // row's maximum). `label_note` explains the labels when they need it.
-void write_attention_png(const std::string& path, const xgrad::Tensor& maps, const std::vector<std::string>& labels,
-                         const std::string& title, const std::string& label_note = "");
+void write_attention_png(const std::string& path, const Flag& flag, const xgrad::Tensor& maps,
+                         const std::vector<std::string>& labels, const std::string& title,
+                         const std::string& label_note = "");
 
 }  // namespace tools

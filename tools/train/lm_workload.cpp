@@ -74,7 +74,8 @@ class LanguageWorkload : public Workload {
     model_.train();
     std::vector<std::string> labels;
     for (const std::int64_t t : first) labels.push_back(printable(corpus_->vocabulary()[static_cast<std::size_t>(t)]));
-    write_attention_png(png, maps, labels, "xgrad-train --task lm: attention of the last layer on validation text",
+    write_attention_png(png, flag(&Config::attention_png), maps, labels,
+                        str("xgrad-train ", flag(&Config::task), " lm: attention of the last layer on validation text"),
                         "_ is a space, $ a line break, ? another byte");
     os << "wrote the attention maps to " << png << "\n";
   }

@@ -28,6 +28,7 @@
 #include "json.hpp"
 #include "plot.hpp"
 #include "preflight.hpp"
+#include "progress.hpp"
 #include "tasks.hpp"
 #include "timeline.hpp"
 #include "workload.hpp"
@@ -98,21 +99,24 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const Config& c, optim::Optimiz
 
 // The checkpoint a run starts from (--resume or --init-from), read once.
 struct Start {
-  const char* flag = nullptr;  // nullptr: a fresh run
+  std::optional<Flag> flag;  // none: a fresh run
+  bool resume = false;
   std::string path;
   nn::SafetensorsContents contents;
+  std::string source() const { return str(*flag, " ", path); }  // "--resume run.st"
 };
 
 Start read_start(const Config& c) {
   Start start;
   if (c.resume.empty() && c.init_from.empty()) return start;
-  start.flag = c.resume.empty() ? "--init-from" : "--resume";
-  start.path = c.resume.empty() ? c.init_from : c.resume;
-  check_input_exists(start.flag, start.path);
+  start.resume = !c.resume.empty();
+  start.flag = start.resume ? flag(&Config::resume) : flag(&Config::init_from);
+  start.path = start.resume ? c.resume : c.init_from;
+  check_input_exists(start.flag->dashed(), start.path);
   try {
     start.contents = nn::read_safetensors(start.path);
   } catch (const Error& e) {
-    throw UsageError(str(start.flag, ": ", e.what()));
+    throw UsageError(str(*start.flag, ": ", e.what()));
   }
   return start;
 }
@@ -120,27 +124,30 @@ Start read_start(const Config& c) {
 // The lm task's text: its vocabulary must be the checkpoint's, and each split must hold
 // a window. Sets config.vocab.
 std::shared_ptr<const TextCorpus> open_corpus(Config& c, const Start& start) {
+  const std::string text = str(flag(&Config::text), " ", c.text);
   std::shared_ptr<const TextCorpus> corpus;
   try {
-    corpus = std::make_shared<const TextCorpus>(c.text);
+    corpus = std::make_shared<const TextCorpus>(c.text, text);
   } catch (const Error& e) {
-    throw UsageError(str(e.what(), c.text == XGRAD_DEFAULT_TEXT ? " (./run prepares it; or give --text)" : ""));
+    throw UsageError(str(
+        e.what(), c.text == XGRAD_DEFAULT_TEXT ? str(" (./run prepares it; or give ", flag(&Config::text), ")") : ""));
   }
   if (start.flag) {
     const auto it = start.contents.metadata.find("lm.vocabulary");
     if (it == start.contents.metadata.end())
-      throw UsageError(str(start.flag, " ", start.path, ": the checkpoint has no lm.vocabulary"));
+      throw UsageError(str(start.source(), ": the checkpoint has no lm.vocabulary"));
     if (it->second != vocabulary_to_hex(corpus->vocabulary()))
-      throw UsageError(str("--text ", c.text, ": its ", corpus->vocabulary().size(),
+      throw UsageError(str(text, ": its ", corpus->vocabulary().size(),
                            " distinct bytes are not the vocabulary the checkpoint was trained on (",
                            it->second.size() / 2, " bytes): give the same text, or one with the same characters"));
   }
   for (const Split split : {Split::train, Split::validation}) {
     const std::size_t bytes = corpus->split_end(split) - corpus->split_begin(split);
     if (bytes < static_cast<std::size_t>(c.seq_len) + 1)
-      throw UsageError(str("--text ", c.text, ": its ", split == Split::train ? "training" : "validation", " split (",
+      throw UsageError(str(text, ": its ", split == Split::train ? "training" : "validation", " split (",
                            split == Split::train ? "the first 90%" : "the last 10%", ") holds ", bytes,
-                           " bytes, fewer than one window of --seq-len + 1 = ", std::int64_t{c.seq_len} + 1));
+                           " bytes, fewer than one window of ", flag(&Config::seq_len),
+                           " + 1 = ", std::int64_t{c.seq_len} + 1));
   }
   c.vocab = static_cast<int>(corpus->vocabulary().size());
   return corpus;
@@ -151,7 +158,8 @@ std::shared_ptr<const TextCorpus> open_corpus(Config& c, const Start& start) {
 void write_line(std::ofstream& out, const Config& c, const std::string& line) {
   out << line << '\n';
   out.flush();
-  if (!out) throw UsageError(str("--metrics ", c.metrics, ": writing failed (", std::strerror(errno), ")"));
+  if (!out)
+    throw UsageError(str(flag(&Config::metrics), " ", c.metrics, ": writing failed (", std::strerror(errno), ")"));
 }
 
 // The metrics file a resumed run appends to, made what an uninterrupted run would have
@@ -161,7 +169,7 @@ void write_line(std::ofstream& out, const Config& c, const std::string& line) {
 void keep_metrics_up_to(const Config& c, std::int64_t step) {
   std::error_code error;
   if (!std::filesystem::exists(c.metrics, error)) return;
-  const std::string what = "--metrics " + c.metrics;
+  const std::string what = str(flag(&Config::metrics), " ", c.metrics);
   const std::string text = nn::read_regular_file(c.metrics, what);
   std::istringstream lines(text);
   std::string line, kept;
@@ -220,12 +228,55 @@ bool meets_target(const Evaluation& e, const Config& c) {
 }
 
 std::string run_title(const Config& c, std::size_t parameters) {
-  std::string title =
-      str("xgrad-train --task ", c.task, ": ", c.layers, " layers, d-model ", c.d_model, ", ", c.heads, " heads, ",
-          parameters, " parameters; batch ", c.batch, " x ", c.seq_len, ", ", c.optimizer, " lr ", c.lr);
+  std::string title = str("xgrad-train ", flag(&Config::task), " ", c.task, ": ", c.layers, " layers, d-model ",
+                          c.d_model, ", ", c.heads, " heads, ", parameters, " parameters; batch ", c.batch, " x ",
+                          c.seq_len, ", ", c.optimizer, " lr ", c.lr);
   if (c.schedule != "constant") title += str(" (", c.schedule, ")");
   return title;
 }
+
+// --profile: rank 0 records --profile-steps steps from the step after the warm-up (or
+// sooner, in a short run), ended early by an evaluation or the run's end; then prints the
+// table and writes the trace and the timeline.
+class ProfileWindow {
+ public:
+  ProfileWindow(const Config& c, std::int64_t start_step, bool root)
+      : c_(c),
+        from_(c.profile.empty() || !root
+                  ? -1
+                  : start_step + 1 +
+                        std::min<std::int64_t>(kProfileWarmupSteps,
+                                               std::max<std::int64_t>(0, c.steps - start_step - 1))) {}
+  void begin_step(std::int64_t step) {
+    if (step == from_) profiler_.emplace();
+  }
+  // After a step's update; `last`: an evaluation or the end of the run comes next.
+  void end_step(bool last, ProgressLine& live) {
+    if (profiler_ && (++recorded_ == c_.profile_steps || last)) write(live);
+  }
+  // The run stopped: what was recorded, or why nothing was.
+  void end_run(ProgressLine& live) {
+    if (profiler_) write(live);
+    if (from_ >= 0 && recorded_ == 0)
+      std::cout << flag(&Config::profile) << ": the run stopped before step " << from_
+                << ", where profiling was to begin; nothing written" << std::endl;
+  }
+
+ private:
+  void write(ProgressLine& live) {
+    live.clear();
+    std::cout << "profile of " << recorded_ << " step" << (recorded_ == 1 ? "" : "s") << " (from step " << from_
+              << "), written to " << profile_trace_path(c_.profile) << " and " << profile_timeline_path(c_.profile)
+              << ":\n"
+              << write_profile(*profiler_, c_.profile, flag(&Config::profile)) << std::flush;
+    profiler_.reset();
+  }
+
+  const Config& c_;
+  const std::int64_t from_;  // -1: no profile
+  std::optional<Profiler> profiler_;
+  int recorded_ = 0;
+};
 
 class Trainer {
  public:
@@ -234,25 +285,7 @@ class Trainer {
       : c_(c), communicator_(communicator), workload_(std::move(workload)), model_(workload_->model()) {
     opt_ = make_optimizer(c, model_);
     schedule_ = make_schedule(c, *opt_);
-    if (start.flag) {
-      const bool resume = std::string(start.flag) == "--resume";
-      try {
-        nn::load(start.contents, model_, resume ? opt_.get() : nullptr, start.path);
-      } catch (const Error& e) {
-        throw UsageError(str(start.flag, ": the checkpoint does not fit this model: ", e.what()));
-      }
-      if (const std::optional<std::string> bad = first_nonfinite(model_); bad && !c.allow_nonfinite)
-        throw UsageError(str(start.flag, " ", start.path, ": the tensor ", *bad,
-                             " holds NaN or infinite values (refusing it; --allow-nonfinite goes on)"));
-      if (resume) {
-        progress_ = read_progress(start.contents.metadata, str("--resume ", start.path));
-        if (opt_->step_count() != progress_.step)
-          throw UsageError(str("--resume ", start.path,
-                               ": the checkpoint contradicts itself: its step = ", progress_.step,
-                               " but its optimizer state has made ", opt_->step_count(), " steps (optimizer.step)"));
-        schedule_->set_updates(progress_.step);
-      }
-    }
+    if (start.flag) load(start);
     if (c.micro_batches() > 1)
       reducer_ = std::make_unique<distributed::GradientReducer>(communicator_, model_,
                                                                 static_cast<std::size_t>(c.accum_steps));
@@ -263,22 +296,35 @@ class Trainer {
   int run();
 
  private:
+  void load(const Start& start);
+  void open_metrics();
+  void announce() const;
   int evaluate_only();
   int report_finished();
-  // Under mpirun a signal is acted on between steps only, where every rank agrees on it.
+  // The steps: each trained (take_step), then the evaluation, samples and signals due.
+  void train(bool evaluation_due);
+  double take_step(std::int64_t step);
+  double train_step(std::int64_t step);
+  void show_progress(double step_loss);
+  // Evaluation: under mpirun a signal is acted on between steps only, where every rank
+  // agrees on it.
   std::optional<Evaluation> evaluate(std::int64_t step, double recent_train_loss) {
     if (communicator_.size() > 1) return workload_->evaluate(step, recent_train_loss, [] { return false; });
     return workload_->evaluate(step, recent_train_loss, was_interrupted);
   }
-  double train_step(std::int64_t step);
+  bool evaluate_and_go_on(std::int64_t step);
+  void after_evaluation(std::int64_t step, const Evaluation& e, double lr);
   // The mean training loss since the last evaluation (nan when no step ran since).
   double recent_train_loss() const { return progress_.recent_loss_sum / static_cast<double>(progress_.recent_steps); }
   // Whether an evaluation now measures a train loss: lm measures it on its windows, a toy
   // task's is the mean of the training steps since the last evaluation (if any ran).
   bool measures_train_loss() const { return c_.language_model() || progress_.recent_steps > 0; }
+  // Interruption: a signal, or a communication of the job that broke.
+  bool signal_agreed();
+  int stop_on_signal();
+  [[noreturn]] void stop_on_broken_communication(const distributed::CommunicationError& e);
   void save(const Progress& progress) const;
   void save_at(std::int64_t step) const;  // the progress as of `step`, the last step run
-  void after_evaluation(std::int64_t step, const Evaluation& e, double lr);
   int finish(std::int64_t step);
   void show_what_was_learned(std::int64_t step);
 
@@ -291,12 +337,33 @@ class Trainer {
   std::unique_ptr<optim::LRSchedule> schedule_;
   Progress progress_;  // where the run stands; as resumed at first
   std::ofstream metrics_;
-  Clock::time_point started_ = Clock::now();
-  std::int64_t start_step_ = 0;
+  ProgressLine live_{false};
+  std::optional<ProfileWindow> profile_;
+  Clock::time_point started_ = Clock::now(), last_shown_ = started_;
+  std::int64_t start_step_ = 0, step_ = 0;
+  std::int64_t completed_ = 0;  // the last step whose update this rank applied
   double train_s_before_ = 0, wall_s_before_ = 0;
   std::optional<std::int64_t> reached_step_;
   double reached_seconds_ = 0;
 };
+
+// The checkpoint's weights (and on --resume its optimizer, schedule and progress).
+void Trainer::load(const Start& start) {
+  try {
+    nn::load(start.contents, model_, start.resume ? opt_.get() : nullptr, start.path);
+  } catch (const Error& e) {
+    throw UsageError(str(*start.flag, ": the checkpoint does not fit this model: ", e.what()));
+  }
+  if (const std::optional<std::string> bad = first_nonfinite(model_); bad && !c_.allow_nonfinite)
+    throw UsageError(str(start.source(), ": the tensor ", *bad, " holds NaN or infinite values (refusing it; ",
+                         flag(&Config::allow_nonfinite), " goes on)"));
+  if (!start.resume) return;
+  progress_ = read_progress(start.contents.metadata, start.source());
+  if (opt_->step_count() != progress_.step)
+    throw UsageError(str(start.source(), ": the checkpoint contradicts itself: its step = ", progress_.step,
+                         " but its optimizer state has made ", opt_->step_count(), " steps (optimizer.step)"));
+  schedule_->set_updates(progress_.step);
+}
 
 void Trainer::save(const Progress& progress) const {
   if (c_.save.empty()) return;
@@ -314,6 +381,19 @@ void Trainer::save_at(std::int64_t step) const {
   now.step = step;
   now.wall_s = wall_s_before_ + seconds_since(started_);
   save(now);
+}
+
+void Trainer::open_metrics() {
+  if (c_.metrics.empty()) return;
+  metrics_.open(c_.metrics, c_.resume.empty() ? std::ios::trunc : std::ios::app);
+  if (!metrics_) throw UsageError(str(flag(&Config::metrics), " ", c_.metrics, ": cannot open for writing"));
+}
+
+void Trainer::announce() const {
+  if (c_.quiet) return;
+  std::cout << "xgrad-train: " << c_.task << ", seq-len " << c_.seq_len << ", vocab " << c_.vocab << ", "
+            << model_.num_parameters() << " parameters, " << num_threads() << " threads"
+            << (start_step_ ? ", resuming at step " + std::to_string(start_step_) : std::string()) << std::endl;
 }
 
 // --eval-only: the checkpoint's weights evaluated now, printed, and nothing written but
@@ -337,11 +417,23 @@ int Trainer::report_finished() {
   if (!e) e = evaluate(progress_.step, recent_train_loss());
   if (!e) return 128 + interrupted;
   const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*e, c_);
-  std::printf("%s: %s at step %lld, %s; the run is finished (nothing to do: raise --steps%s to go on)\n",
-              c_.task.c_str(), describe(*e, c_.language_model(), with_train_loss).c_str(),
-              static_cast<long long>(progress_.step), target_met ? "the target was reached" : "its last step",
+  std::printf("%s: %s at step %lld, %s; the run is finished (nothing to do: raise %s%s to go on)\n", c_.task.c_str(),
+              describe(*e, c_.language_model(), with_train_loss).c_str(), static_cast<long long>(progress_.step),
+              target_met ? "the target was reached" : "its last step", flag(&Config::steps).dashed().c_str(),
               target_met ? " or the target" : "");
   return 0;
+}
+
+// Evaluates at `step`; false when a signal interrupted it or the target is reached.
+bool Trainer::evaluate_and_go_on(std::int64_t step) {
+  const std::optional<Evaluation> e = evaluate(step, recent_train_loss());
+  if (!e) return false;
+  live_.clear();
+  after_evaluation(step, *e, schedule_->rate(step - 1));
+  // Under mpirun rank 0's evaluation decides for every rank: ranks on different CPUs may
+  // differ in the last bits, and one rank stopping alone would leave the others waiting.
+  return communicator_.size() > 1 ? communicator_.all_gather({progress_.reached_target ? 1.0 : 0.0})[0] == 0.0
+                                  : !progress_.reached_target;
 }
 
 void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr) {
@@ -357,7 +449,8 @@ void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr
     std::printf("step %lld/%d  %s  (%.1f s)\n", static_cast<long long>(step), c_.steps,
                 describe(e, c_.language_model()).c_str(), wall_s);
   if (metrics_.is_open()) write_line(metrics_, c_, metrics_line(step, e, lr, train_s, wall_s));
-  if (!c_.plot.empty()) write_learning_curve_png(c_.plot, progress_.curve, run_title(c_, model_.num_parameters()));
+  if (!c_.plot.empty())
+    write_learning_curve_png(c_.plot, flag(&Config::plot), progress_.curve, run_title(c_, model_.num_parameters()));
   progress_.reached_target = meets_target(e, c_);
   if (progress_.reached_target && !reached_step_) {
     reached_step_ = step;
@@ -373,146 +466,79 @@ void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr
 }
 
 int Trainer::run() {
-  const std::int64_t start_step = start_step_ = progress_.step;
+  start_step_ = step_ = completed_ = progress_.step;
   train_s_before_ = progress_.train_s, wall_s_before_ = progress_.wall_s;
-  const auto open_metrics = [&] {
-    if (c_.metrics.empty()) return;
-    metrics_.open(c_.metrics, c_.resume.empty() ? std::ios::trunc : std::ios::app);
-    if (!metrics_) throw UsageError("--metrics " + c_.metrics + ": cannot open for writing");
-  };
   if (c_.eval_only) {
     open_metrics();
     return evaluate_only();
   }
   // An evaluation due at the step the run resumes from that did not happen (a signal came
   // during it) runs first; a run with nothing left to do is reported.
-  const bool evaluated_here = !progress_.curve.empty() && progress_.curve.back().step == start_step;
+  const bool evaluated_here = !progress_.curve.empty() && progress_.curve.back().step == start_step_;
   const bool evaluation_due =
-      start_step > 0 && !evaluated_here && (start_step % c_.eval_every == 0 || start_step == c_.steps);
+      start_step_ > 0 && !evaluated_here && (start_step_ % c_.eval_every == 0 || start_step_ == c_.steps);
   const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*progress_.evaluation, c_);
-  if (!c_.resume.empty() && !evaluation_due && (start_step >= c_.steps || target_met)) return report_finished();
-  if (!c_.resume.empty() && !c_.metrics.empty()) keep_metrics_up_to(c_, start_step);
+  if (!c_.resume.empty() && !evaluation_due && (start_step_ >= c_.steps || target_met)) return report_finished();
+  if (!c_.resume.empty() && !c_.metrics.empty()) keep_metrics_up_to(c_, start_step_);
   open_metrics();
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
-
-  const bool terminal = ::isatty(::fileno(stdout)) && !c_.quiet;
-  ProgressLine live(terminal);
-  if (!c_.quiet)
-    std::cout << "xgrad-train: " << c_.task << ", seq-len " << c_.seq_len << ", vocab " << c_.vocab << ", "
-              << model_.num_parameters() << " parameters, " << num_threads() << " threads"
-              << (start_step ? ", resuming at step " + std::to_string(start_step) : std::string()) << std::endl;
-  // Evaluates at `step`; false when a signal interrupted it or the target is reached.
-  const auto evaluate_and_go_on = [&](std::int64_t step) {
-    const std::optional<Evaluation> e = evaluate(step, recent_train_loss());
-    if (!e) return false;
-    live.clear();
-    after_evaluation(step, *e, schedule_->rate(step - 1));
-    // Under mpirun rank 0's evaluation decides for every rank: ranks on different CPUs may
-    // differ in the last bits, and one rank stopping alone would leave the others waiting.
-    return communicator_.size() > 1 ? communicator_.all_gather({progress_.reached_target ? 1.0 : 0.0})[0] == 0.0
-                                    : !progress_.reached_target;
-  };
-
-  const std::int64_t tokens_per_step = static_cast<std::int64_t>(c_.batch) * c_.seq_len;
-  Clock::time_point last_shown = Clock::now();
-  std::int64_t step = start_step;
-  // --profile records from this step (after the warm-up, or sooner in a short run), on
-  // rank 0, for --profile-steps steps or until an evaluation.
-  const std::int64_t profile_from =
-      c_.profile.empty() || communicator_.rank() != 0
-          ? -1
-          : start_step + 1 +
-                std::min<std::int64_t>(kProfileWarmupSteps, std::max<std::int64_t>(0, c_.steps - start_step - 1));
-  std::optional<Profiler> profiler;
-  int profiled_steps = 0;
-  const auto finish_profile = [&] {
-    live.clear();
-    std::cout << "profile of " << profiled_steps << " step" << (profiled_steps == 1 ? "" : "s") << " (from step "
-              << profile_from << "), written to " << profile_trace_path(c_.profile) << " and "
-              << profile_timeline_path(c_.profile) << ":\n"
-              << write_profile(*profiler, c_.profile, "--profile") << std::flush;
-    profiler.reset();
-  };
-  std::int64_t completed = step;  // the last step whose update this rank applied
+  live_ = ProgressLine(::isatty(::fileno(stdout)) && !c_.quiet);
+  profile_.emplace(c_, start_step_, communicator_.rank() == 0);
+  announce();
   try {
-    bool going_on = !evaluation_due || evaluate_and_go_on(step);
-    // A signal ends the loop where every rank learns of it (the check after each step); a
-    // rank leaving on its own flag would leave the others waiting in the next step.
-    while (going_on && step < c_.steps && (communicator_.size() > 1 || !interrupted)) {
-      ++step;
-      if (step == profile_from) profiler.emplace();
-      std::optional<ProfileStep> profiled_step(std::in_place);
-      const Clock::time_point step_began = Clock::now();
-      const double step_loss = train_step(step);
-      // The loss and the reduced gradients are the same on every rank: so are these errors.
-      if (!std::isfinite(step_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
-        throw EveryRankError(str("step ", step, ": the loss is ", step_loss,
-                                 "; training diverged (lower --lr, or pass --allow-nonfinite to go on)"));
-      try {
-        if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip, !c_.allow_nonfinite);
-      } catch (const Error& e) {
-        throw EveryRankError(str("step ", step, ": ", e.what(), " (lower --lr, or pass --allow-nonfinite to go on)"));
-      }
-      opt_->step();
-      schedule_->step();
-      completed = step;
-      profiled_step.reset();
-      progress_.train_s += seconds_since(step_began);
-      progress_.recent_loss_sum += step_loss, ++progress_.recent_steps;
-      if (profiler && (++profiled_steps == c_.profile_steps || step % c_.eval_every == 0 || step == c_.steps))
-        finish_profile();
-
-      if (terminal && seconds_since(last_shown) > 0.1) {
-        const double trained = progress_.train_s - train_s_before_;
-        const double steps_per_second = static_cast<double>(step - start_step) / seconds_since(started_);
-        live.show(step, c_.steps, step_loss, static_cast<double>((step - start_step) * tokens_per_step) / trained,
-                  steps_per_second);
-        last_shown = Clock::now();
-      }
-      if (communicator_.any(interrupted != 0)) {
-        if (!interrupted) interrupted = SIGINT;  // another rank's signal
-        break;
-      }
-      if (step % c_.eval_every == 0 || step == c_.steps) going_on = evaluate_and_go_on(step);
-      if (going_on && c_.sample_every > 0 && step % c_.sample_every == 0 && !c_.quiet) {
-        live.clear();
-        workload_->print_samples(std::cout, step);
-      }
-    }
+    train(evaluation_due);
   } catch (const distributed::CommunicationError& e) {
-    // This rank's weights, optimizer and schedule are those of its last completed step, a
-    // state of the run like any other (another rank may be a step further: replicas agree
-    // up to the steps both completed).
-    live.clear();
-    std::string kept;
-    if (communicator_.is_root() && c_.save.empty()) kept = " (no --save given, nothing kept)";
-    if (communicator_.is_root() && !c_.save.empty()) {
-      try {
-        save_at(completed);
-        kept = str("; checkpoint saved at step ", completed, ": continue with --resume ", c_.save);
-      } catch (const std::exception& failed) {
-        kept = str("; saving the checkpoint failed: ", failed.what());
-      }
-    }
-    throw distributed::CommunicationError(str("step ", step, ": ", e.what(), kept));
+    stop_on_broken_communication(e);
   }
-  if (profiler) finish_profile();  // the run stopped early: what was recorded
-  if (profile_from >= 0 && profiled_steps == 0)
-    std::cout << "--profile: the run stopped before step " << profile_from
-              << ", where profiling was to begin; nothing written" << std::endl;
-  live.clear();
-  if (interrupted) {
-    if (c_.save.empty()) {
-      std::cout << "interrupted at step " << step << " (no --save given, nothing kept)" << std::endl;
-    } else {
-      save_at(step);
-      std::cout << "interrupted at step " << step << "; checkpoint saved: continue with --resume " << c_.save
-                << std::endl;
+  profile_->end_run(live_);
+  live_.clear();
+  if (interrupted) return stop_on_signal();
+  return finish(step_);
+}
+
+void Trainer::train(bool evaluation_due) {
+  bool going_on = !evaluation_due || evaluate_and_go_on(step_);
+  // A signal ends the loop where every rank learns of it (the check after each step); a
+  // rank leaving on its own flag would leave the others waiting in the next step.
+  while (going_on && step_ < c_.steps && (communicator_.size() > 1 || !interrupted)) {
+    const double step_loss = take_step(++step_);
+    show_progress(step_loss);
+    if (signal_agreed()) break;
+    if (step_ % c_.eval_every == 0 || step_ == c_.steps) going_on = evaluate_and_go_on(step_);
+    if (going_on && c_.sample_every > 0 && step_ % c_.sample_every == 0 && !c_.quiet) {
+      live_.clear();
+      workload_->print_samples(std::cout, step_);
     }
-    return 128 + interrupted;
   }
-  return finish(step);
+}
+
+// One step: trained, checked, clipped and applied; its time and loss counted.
+double Trainer::take_step(std::int64_t step) {
+  profile_->begin_step(step);
+  std::optional<ProfileStep> profiled_step(std::in_place);
+  const Clock::time_point began = Clock::now();
+  const double step_loss = train_step(step);
+  // The loss and the reduced gradients are the same on every rank: so are these errors.
+  const auto diverged = [&](const std::string& what) {
+    return EveryRankError(str("step ", step, ": ", what, " (lower ", flag(&Config::lr), ", or pass ",
+                              flag(&Config::allow_nonfinite), " to go on)"));
+  };
+  if (!std::isfinite(step_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
+    throw diverged(str("the loss is ", step_loss, "; training diverged"));
+  try {
+    if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip, !c_.allow_nonfinite);
+  } catch (const Error& e) {
+    throw diverged(e.what());
+  }
+  opt_->step();
+  schedule_->step();
+  completed_ = step;
+  profiled_step.reset();
+  progress_.train_s += seconds_since(began);
+  progress_.recent_loss_sum += step_loss, ++progress_.recent_steps;
+  profile_->end_step(step % c_.eval_every == 0 || step == c_.steps, live_);
+  return step_loss;
 }
 
 // Forward and backward of this process's micro-batches of the step, their gradients
@@ -536,6 +562,53 @@ double Trainer::train_step(std::int64_t step) {
   double sum = 0;
   for (const double loss : all) sum += loss;
   return sum / static_cast<double>(all.size());
+}
+
+// On a terminal, at most ten times a second.
+void Trainer::show_progress(double step_loss) {
+  if (seconds_since(last_shown_) <= 0.1) return;
+  const double trained = progress_.train_s - train_s_before_, run_s = seconds_since(started_);
+  const auto steps_here = static_cast<double>(step_ - start_step_);
+  live_.show(step_, c_.steps, step_loss, steps_here * c_.batch * c_.seq_len / trained, steps_here / run_s);
+  last_shown_ = Clock::now();
+}
+
+// Whether a signal came, to this rank or (under mpirun) to another: the job stops.
+bool Trainer::signal_agreed() {
+  if (!communicator_.any(interrupted != 0)) return false;
+  if (!interrupted) interrupted = SIGINT;  // another rank's signal
+  return true;
+}
+
+// Ctrl-C or SIGTERM: the run is saved where it stands.
+int Trainer::stop_on_signal() {
+  if (c_.save.empty()) {
+    std::cout << "interrupted at step " << step_ << " (no " << flag(&Config::save) << " given, nothing kept)"
+              << std::endl;
+  } else {
+    save_at(step_);
+    std::cout << "interrupted at step " << step_ << "; checkpoint saved: continue with " << flag(&Config::resume) << " "
+              << c_.save << std::endl;
+  }
+  return 128 + interrupted;
+}
+
+// This rank's weights, optimizer and schedule are those of its last completed step, a
+// state of the run like any other (another rank may be a step further: replicas agree up
+// to the steps both completed): rank 0 saves them.
+void Trainer::stop_on_broken_communication(const distributed::CommunicationError& e) {
+  live_.clear();
+  std::string kept;
+  if (communicator_.is_root() && c_.save.empty()) kept = str(" (no ", flag(&Config::save), " given, nothing kept)");
+  if (communicator_.is_root() && !c_.save.empty()) {
+    try {
+      save_at(completed_);
+      kept = str("; checkpoint saved at step ", completed_, ": continue with ", flag(&Config::resume), " ", c_.save);
+    } catch (const std::exception& failed) {
+      kept = str("; saving the checkpoint failed: ", failed.what());
+    }
+  }
+  throw distributed::CommunicationError(str("step ", step_, ": ", e.what(), kept));
 }
 
 int Trainer::finish(std::int64_t step) {
@@ -589,18 +662,18 @@ void Trainer::show_what_was_learned(std::int64_t step) {
 // Nothing here talks to the other ranks.
 std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::Communicator& communicator) {
   c.ranks = communicator.size();
-  std::set<std::string> given;
+  Given given;
   if (!parse_command_line(argc, argv, c, given)) return nullptr;  // --help or --version
   const Start start = read_start(c);
   try {
-    if (start.flag && !c.resume.empty()) apply_metadata(start.contents.metadata, c, given);
-    if (start.flag && !c.init_from.empty()) apply_model_metadata(start.contents.metadata, c, given);
+    if (start.flag && start.resume) apply_metadata(start.contents.metadata, c, given);
+    if (start.flag && !start.resume) apply_model_metadata(start.contents.metadata, c, given);
   } catch (const UsageError& e) {
-    throw UsageError(str(start.flag, " ", start.path, ": ", e.what()));
+    throw UsageError(str(start.source(), ": ", e.what()));
   }
   check_task_flags(c, given);
   if (start.flag)
-    validate_read(c, start.contents.metadata, given, str(start.flag, " ", start.path));
+    validate_read(c, start.contents.metadata, given, start.source());
   else
     validate(c);
   std::shared_ptr<const TextCorpus> corpus;

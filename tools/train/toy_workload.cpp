@@ -126,9 +126,9 @@ class ToyWorkload : public Workload {
     if (!png.empty()) {
       std::vector<std::string> labels;
       for (const std::int64_t t : first) labels.push_back(token_text({t}, vocab_));
-      write_attention_png(
-          png, maps, labels,
-          str("xgrad-train --task ", config_.task, ": attention of the last layer on a held-out input"));
+      write_attention_png(png, flag(&Config::attention_png), maps, labels,
+                          str("xgrad-train ", flag(&Config::task), " ", config_.task,
+                              ": attention of the last layer on a held-out input"));
       os << "wrote the attention maps to " << png << "\n";
     }
   }

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "config.hpp"
+#include "progress.hpp"
 #include "text.hpp"
 #include "xgrad/nn/module.hpp"
 
