@@ -3,8 +3,8 @@
 # what it may use, so an #include that points up, sideways or into another layer's
 # internals fails to compile ("No such file"): the arrows are the build's, not a convention.
 #
-#   xgrad_layer(NAME TYPE OBJECT|SHARED|STATIC [BELOW layer...] [INTERNALS_OF layer...]
-#               SOURCES ... PUBLIC_HEADERS ... [INTERNAL_HEADERS ...])
+#   xgrad_layer(NAME TYPE OBJECT|SHARED|STATIC [AS_USER] [BELOW layer...]
+#               [INTERNALS_OF layer...] SOURCES ... [PUBLIC_HEADERS ...] [INTERNAL_HEADERS ...])
 #
 # Each header is linked into an include tree at its path from the source root, under
 # xgrad/: the public ones into <build>/layers/NAME, the internal ones into
@@ -19,7 +19,9 @@
 #                        INTERNALS_OF, which its internal headers include): for tests,
 #                        never exported, never installed.
 # PUBLIC_HEADERS are installed; INTERNAL_HEADERS are not, and no public header may include
-# one (tests/installed_headers_test.sh compiles each installed header alone).
+# one (tests/installed_headers_test.sh compiles each installed header alone). A layer is
+# compiled with libxgrad's own settings (xgrad_compile_settings: -march=native, xsimd),
+# unless AS_USER: then as a user's program is, with none of them (the tools).
 # Linking is the caller's business: the library layers' objects make libxgrad.
 set(xgrad_layers_root ${PROJECT_BINARY_DIR}/layers)
 
@@ -36,7 +38,7 @@ function(xgrad_link_headers tree)
 endfunction()
 
 function(xgrad_layer name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TYPE" "BELOW;INTERNALS_OF;SOURCES;PUBLIC_HEADERS;INTERNAL_HEADERS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "AS_USER" "TYPE" "BELOW;INTERNALS_OF;SOURCES;PUBLIC_HEADERS;INTERNAL_HEADERS")
   set(public_tree ${xgrad_layers_root}/${name})
   set(internal_tree ${xgrad_layers_root}/${name}-internal)
   xgrad_link_headers(${public_tree} ${arg_PUBLIC_HEADERS})
@@ -74,8 +76,13 @@ function(xgrad_layer name)
   foreach(tree IN LISTS public_trees)
     target_include_directories(xgrad_${name} PUBLIC $<BUILD_INTERFACE:${tree}>)
   endforeach()
-  target_link_libraries(xgrad_${name} PRIVATE xgrad_${name}_internal xgrad_compile_settings)
-  set_target_properties(xgrad_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_libraries(xgrad_${name} PRIVATE xgrad_${name}_internal)
+  if(arg_AS_USER)
+    target_compile_options(xgrad_${name} PRIVATE -Wall -Wextra)
+  else()
+    target_link_libraries(xgrad_${name} PRIVATE xgrad_compile_settings)
+    set_target_properties(xgrad_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  endif()
 endfunction()
 
 # The public include trees of `layers` and of everything below them, in `out`.

@@ -27,52 +27,36 @@ struct Demo {
   std::string out;
 };
 
-}  // namespace
+const tools::Recipe<Demo> big{"big", [](const Demo& d) { return d.kind == "big"; }};
 
-namespace tools {
-
-template <>
-const Settings<Demo>& settings_of<Demo>();
-
-namespace {
-
-using namespace setting;
-
-const Recipe<Demo> big{"big", [](const Demo& d) { return d.kind == "big"; }};
-
-const Settings<Demo> kDemo{"demo",
-                           Text::of("a demo; see ", &Demo::size),
-                           {
-                               choice(&Demo::kind, "kind", {"small", "big"}).model().fallback("small"),
-                               whole(&Demo::size, "size").help("how big").at_least(1).model().fallback(4).with(big, 64),
-                               real(&Demo::rate, "rate").above(0).learning().fallback(0.5),
-                               whole(&Demo::warm, "warm")
-                                   .at_least(0)
-                                   .learning()
-                                   .fallback(0)
-                                   .with(
-                                       big, [](const Demo& d) { return d.size / 8; }, &Demo::size, "/8")
-                                   .unused_when(&Demo::kind, {"small"}, "only big runs warm up"),
-                               real(&Demo::target, "target").above(0).run(),
-                               toggle(&Demo::fast, "fast"),
-                               path(&Demo::out, "out").unused_with(&Demo::fast, "fast runs write nothing"),
-                           },
-                           {big}};
-
-}  // namespace
-
-template <>
-const Settings<Demo>& settings_of<Demo>() {
-  return kDemo;
+// The demo program's table, found by settings_of<Demo>() beside Demo.
+tools::Settings<Demo> settings_table(std::type_identity<Demo>) {
+  using namespace tools;
+  using namespace tools::setting;
+  return {"demo",
+          Text::of("a demo; see ", &Demo::size),
+          {
+              choice(&Demo::kind, "kind", {"small", "big"}).model().fallback("small"),
+              whole(&Demo::size, "size").help("how big").at_least(1).model().fallback(4).with(big, 64),
+              real(&Demo::rate, "rate").above(0).learning().fallback(0.5),
+              whole(&Demo::warm, "warm")
+                  .at_least(0)
+                  .learning()
+                  .fallback(0)
+                  .with(
+                      big, [](const Demo& d) { return d.size / 8; }, &Demo::size, "/8")
+                  .unused_when(&Demo::kind, {"small"}, "only big runs warm up"),
+              real(&Demo::target, "target").above(0).run(),
+              toggle(&Demo::fast, "fast"),
+              path(&Demo::out, "out").unused_with(&Demo::fast, "fast runs write nothing"),
+          },
+          {big}};
 }
 
-}  // namespace tools
-
-namespace {
+const tools::Settings<Demo>& kDemo = tools::settings_of<Demo>();
 
 using tools::flag;
 using tools::Given;
-using tools::kDemo;
 using tools::Metadata;
 
 // The command line `args` parsed; `given` receives the flags given.

@@ -45,7 +45,7 @@ struct BenchConfig {
 };
 
 // The flags.
-struct Options {
+struct BenchOptions {
   std::string config;
   int threads = 0, steps = 0, warmup = 0;
   std::string precision;
@@ -53,46 +53,33 @@ struct Options {
   int profile_steps = 0;
 };
 
-}  // namespace
-
-namespace tools {
-
-using namespace setting;
-
-// Declared before the table, whose texts name flags by field.
-template <>
-const Settings<Options>& settings_of<Options>();
-
-const Settings<Options> kBenchSettings{
-    "xgrad-bench",
-    Text::of("one benchmark configuration, printed as one JSON line"),
-    {
-        choice(&Options::config, "config", {"tiny", "medium", "long", "xlong", "lm", "sgemm", "overhead", "allreduce"})
-            .help("allreduce runs under mpirun")
-            .fallback("tiny"),
-        bind(&Options::threads, flags::threads()).help("threads for kernels and BLAS").at_least(1).fallback(2),
-        bind(&Options::steps, flags::steps()).help("timed steps (0: about 3 s)").at_least(0).fallback(0),
-        bind(&Options::warmup, flags::warmup()).help("untimed steps first").fallback(3),
-        bind(&Options::precision, flags::precision()).fallback("float32"),
-        bind(&Options::profile, flags::profile())
-            .help("after the timed steps, profile ", flags::profile_steps,
-                  " more: write PATH.json (a Chrome trace) and PATH.png (a timeline of one step), print the table on "
-                  "stderr")
-            .unused_when(&Options::config, {"sgemm", "overhead", "allreduce"},
-                         "it profiles a model's training step: tiny, medium, long, xlong or lm"),
-        bind(&Options::profile_steps, flags::profile_steps())
-            .fallback(3)
-            .unused_without(&Options::profile, "give ", &Options::profile, " PATH too"),
-    }};
-
-template <>
-const Settings<Options>& settings_of<Options>() {
-  return kBenchSettings;
+// xgrad-bench's table: one row per flag (tools/common/settings.hpp).
+tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
+  using namespace tools;
+  using namespace tools::setting;
+  return {
+      "xgrad-bench",
+      Text::of("one benchmark configuration, printed as one JSON line"),
+      {
+          choice(&BenchOptions::config, "config",
+                 {"tiny", "medium", "long", "xlong", "lm", "sgemm", "overhead", "allreduce"})
+              .help("allreduce runs under mpirun")
+              .fallback("tiny"),
+          bind(&BenchOptions::threads, flags::threads()).help("threads for kernels and BLAS").at_least(1).fallback(2),
+          bind(&BenchOptions::steps, flags::steps()).help("timed steps (0: about 3 s)").at_least(0).fallback(0),
+          bind(&BenchOptions::warmup, flags::warmup()).help("untimed steps first").fallback(3),
+          bind(&BenchOptions::precision, flags::precision()).fallback("float32"),
+          bind(&BenchOptions::profile, flags::profile())
+              .help("after the timed steps, profile ", flags::profile_steps,
+                    " more: write PATH.json (a Chrome trace) and PATH.png (a timeline of one step), print the table on "
+                    "stderr")
+              .unused_when(&BenchOptions::config, {"sgemm", "overhead", "allreduce"},
+                           "it profiles a model's training step: tiny, medium, long, xlong or lm"),
+          bind(&BenchOptions::profile_steps, flags::profile_steps())
+              .fallback(3)
+              .unused_without(&BenchOptions::profile, "give ", &BenchOptions::profile, " PATH too"),
+      }};
 }
-
-}  // namespace tools
-
-namespace {
 
 using tools::flag;
 
@@ -170,7 +157,7 @@ void profile_steps(const ProfileRequest& request, const Step& step) {
   std::fprintf(stderr, "profile of %d steps (%.3f ms per step while profiled), written to %s and %s:\n%s",
                request.steps, profiler.wall_ms() / request.steps, tools::profile_trace_path(request.path).c_str(),
                tools::profile_timeline_path(request.path).c_str(),
-               tools::write_profile(profiler, request.path, flag(&Options::profile)).c_str());
+               tools::write_profile(profiler, request.path, flag(&BenchOptions::profile)).c_str());
 }
 
 // Times `step` (warmup untimed steps, then `steps`, or about 3 s when 0) and prints the
@@ -279,7 +266,7 @@ struct Gradients : nn::Module {
 // with the reduction running beside it against backward alone plus the reduction alone.
 int run_allreduce(const distributed::Communicator& world, int threads, int steps) {
   if (world.size() < 2)
-    throw tools::UsageError(str(flag(&Options::config), " allreduce runs under mpirun -np 2 (or more)"));
+    throw tools::UsageError(str(flag(&BenchOptions::config), " allreduce runs under mpirun -np 2 (or more)"));
   steps = steps > 0 ? steps : 5;
   const auto timed = [&](const auto& step) {  // median of `steps` runs, after one untimed
     step();
@@ -444,16 +431,17 @@ int run(const std::string& config, int threads, int steps, int warmup, Precision
 
 int main(int argc, char** argv) {
   return tools::run_tool("xgrad-bench", [&] {
-    Options o;
+    BenchOptions o;
     tools::Given given;
-    if (const std::optional<int> printed = tools::kBenchSettings.parse(argc, argv, o, given)) return *printed;
-    tools::kBenchSettings.check(o);
-    tools::kBenchSettings.refuse_unused(o, given);
+    if (const std::optional<int> printed = tools::settings_of<BenchOptions>().parse(argc, argv, o, given))
+      return *printed;
+    tools::settings_of<BenchOptions>().check(o);
+    tools::settings_of<BenchOptions>().refuse_unused(o, given);
     if (!o.profile.empty()) {
-      tools::check_output_file(flag(&Options::profile), tools::profile_trace_path(o.profile), {tools::kTraceOpening},
-                               "a trace of xgrad's profiler");
-      tools::check_output_file(flag(&Options::profile), tools::profile_timeline_path(o.profile), {tools::kPngSignature},
-                               "a PNG");
+      tools::check_output_file(flag(&BenchOptions::profile), tools::profile_trace_path(o.profile),
+                               {tools::kTraceOpening}, "a trace of xgrad's profiler");
+      tools::check_output_file(flag(&BenchOptions::profile), tools::profile_timeline_path(o.profile),
+                               {tools::kPngSignature}, "a PNG");
     }
     return run(o.config, o.threads, o.steps, o.warmup, o.precision == "bf16" ? Precision::bfloat16 : Precision::float32,
                {o.profile, o.profile_steps});

@@ -11,8 +11,6 @@ namespace tools {
 
 namespace {
 
-using namespace setting;
-
 // nanoGPT's shakespeare_char recipe on CPU (the flags of ../shared/bench/torch_lm_reference.py).
 const Recipe<Config> lm{"lm", [](const Config& c) { return c.language_model(); }};
 
@@ -42,199 +40,230 @@ bool read_micro_batches(std::int64_t micro_batches, Config& c) {
   return true;
 }
 
-const Settings<Config> kTrainSettings{
-    "xgrad-train",
-    Text::of("trains a small transformer encoder on a toy sequence task, or a character-level GPT on a text (",
-             &Config::task, " lm).\nExamples: xgrad-train ", &Config::task, " reverse ", &Config::seq_len, " 8 ",
-             &Config::steps, " 500\n          xgrad-train ", &Config::task, " lm ", &Config::save, " kjv.safetensors"),
-    {
-        choice(&Config::task, "task", {"copy", "reverse", "sort", "add", "lm"})
-            .help("a toy sequence task (sort: ascending; add: digit-wise, least significant first), or lm: a "
-                  "character-level GPT learns the next byte of ",
-                  &Config::text)
-            .model()
-            .fallback("sort"),
-        bind(&Config::seq_len, flags::seq_len()).model().fallback(16).with(lm, 64),
-        bind(&Config::vocab, flags::vocab())
-            .help("tokens are 0 .. vocab-1 (the digit base for add)")
-            .model()
-            .fallback(16)
-            .unused_when(&Config::task, {"lm"}, "its vocabulary is the text's distinct bytes"),
-        bind(&Config::d_model, flags::d_model()).model().fallback(64).with(lm, 128),
-        bind(&Config::heads, flags::heads()).model().fallback(4),
-        bind(&Config::layers, flags::layers()).model().fallback(2).with(lm, 4),
-        bind(&Config::ff, flags::ff())
-            .model()
-            .fallback(0)
-            .recorded_as<std::int64_t>(
-                "", [](const Config& c) { return c.ff_width(); }, read_width),
-        choice(&Config::positions, "positions", {"learned", "sinusoidal"}).model().fallback("learned"),
+using Rows = Settings<Config>::Rows;
 
-        bind(&Config::steps, flags::steps()).run().fallback(3000).with(lm, 2000),
-        bind(&Config::dropout, flags::dropout()).learning().fallback(0.0),
-        bind(&Config::batch, flags::batch()).learning().fallback(64).with(lm, 12),
-        real(&Config::lr, "lr")
-            .help("learning rate (the peak, with a schedule)")
-            .above(0)
-            .learning()
-            .fallback(3e-3)
-            .with(lm, 1e-3),
-        choice(&Config::optimizer, "optimizer", {"adam", "adamw", "sgd"})
-            .help("sgd with momentum 0.9")
-            .learning()
-            .fallback("adam")
-            .with(lm, "adamw"),
-        choice(&Config::schedule, "schedule", {"constant", "cosine", "noam", "step"})
-            .help("the rate over the steps: cosine warms up linearly, then falls to ", &Config::min_lr, " at ",
-                  &Config::steps, "; noam warms up, peaking at ", &Config::lr, ", then decays; step halves it every ",
-                  &Config::steps, "/4")
-            .learning()
-            .fallback("constant")
-            .with(lm, "cosine"),
-        real(&Config::min_lr, "min-lr")
-            .help("cosine: the rate reached at ", &Config::steps)
-            .learning()
-            .fallback(0.0)
-            .with(lm, lm_min_lr, "min(1e-4, ", &Config::lr, "/10) with cosine"),
-        real(&Config::weight_decay, "weight-decay")
-            .help("on 2-D weights only, not biases or norms (adamw: decoupled)")
-            .at_least(0)
-            .learning()
-            .fallback([](const Config& c) { return c.optimizer == "adamw" ? 0.01 : 0.0; }, "0, adamw 0.01")
-            .with(lm, 0.1),
-        real(&Config::beta2, "beta2")
-            .help("adam, adamw: the second moment's decay")
-            .at_least(0)
-            .below(1)
-            .learning()
-            .fallback(0.999)
-            .with(lm, 0.99)
-            .unused_when(&Config::optimizer, {"sgd"}, "only adam and adamw keep a second moment"),
-        bind(&Config::warmup, flags::warmup())
-            .learning()
-            .fallback(0)
-            .with(lm, lm_warmup, "min(100, ", &Config::steps, "/10) with cosine or noam (noam: at least 1)")
-            .unused_unless(&Config::schedule, {"cosine", "noam"}, "only cosine and noam warm up"),
-        real(&Config::clip, "clip")
-            .help("clip the gradient norm to this (0: off)")
-            .at_least(0)
-            .learning()
-            .fallback(0.0)
-            .with(lm, 1.0),
-        bind(&Config::seed, flags::seed()).help("seed of the model, the data and dropout").learning().fallback(0),
-        bind(&Config::precision, flags::precision())
-            .learning()
-            .fallback("float32")
-            .absent_means("float32"),  // written before --precision existed
+// The model: kept in the checkpoint, the same on resume and fine-tuning.
+Rows model_rows() {
+  using namespace setting;
+  return {
+      choice(&Config::task, "task", {"copy", "reverse", "sort", "add", "lm"})
+          .help("a toy sequence task (sort: ascending; add: digit-wise, least significant first), or lm: a "
+                "character-level GPT learns the next byte of ",
+                &Config::text)
+          .model()
+          .fallback("sort"),
+      bind(&Config::seq_len, flags::seq_len()).model().fallback(16).with(lm, 64),
+      bind(&Config::vocab, flags::vocab())
+          .help("tokens are 0 .. vocab-1 (the digit base for add)")
+          .model()
+          .fallback(16)
+          .unused_when(&Config::task, {"lm"}, "its vocabulary is the text's distinct bytes"),
+      bind(&Config::d_model, flags::d_model()).model().fallback(64).with(lm, 128),
+      bind(&Config::heads, flags::heads()).model().fallback(4),
+      bind(&Config::layers, flags::layers()).model().fallback(2).with(lm, 4),
+      bind(&Config::ff, flags::ff())
+          .model()
+          .fallback(0)
+          .recorded_as<std::int64_t>(
+              "", [](const Config& c) { return c.ff_width(); }, read_width),
+      choice(&Config::positions, "positions", {"learned", "sinusoidal"}).model().fallback("learned"),
+  };
+}
 
-        whole(&Config::accum_steps, "accum-steps")
-            .help("micro-batches of ", &Config::batch, " / (ranks x ", &Config::accum_steps,
-                  ") sequences per step in each process (gradient accumulation; the same bits as ranks)")
-            .at_least(1)
-            .run()
-            .fallback(1)
-            .recorded_as<std::int64_t>(
-                "micro-batches", [](const Config& c) { return c.micro_batches(); }, read_micro_batches)
-            .absent_means("1"),  // written before accumulation and ranks: one micro-batch
-        whole(&Config::eval_every, "eval-every")
-            .help("evaluate every this many steps, and at the end")
-            .at_least(1)
-            .run()
-            .fallback(100)
-            .with(lm, 250),
-        whole(&Config::eval_size, "eval-size")
-            .help("toy tasks: held-out sequences per evaluation")
-            .at_least(1)
-            .run()
-            .fallback(1000)
-            .unused_when(&Config::task, {"lm"}, "it evaluates ", &Config::eval_batches, " batches of each split"),
-        whole(&Config::eval_batches, "eval-batches")
-            .help("lm: batches of each split per evaluation (the same ones each time)")
-            .at_least(1)
-            .run()
-            .fallback(20)
-            .unused_unless(&Config::task, {"lm"}, "it evaluates ", &Config::eval_size, " held-out sequences"),
-        real(&Config::target_exact, "target-exact")
-            .help("toy tasks: stop once exact-match reaches this (above 1: never)")
-            .at_least(0)
-            .range_note(" (above 1: never stop on it)")
-            .run()
-            .fallback(0.99)
-            .unused_when(&Config::task, {"lm"}, "its target is ", &Config::target_val_loss),
-        real(&Config::target_val_loss, "target-val-loss")
-            .help("stop once the validation loss is at or below this")
-            .above(0)
-            .run(),
-        whole(&Config::sample_every, "sample-every")
-            .help("lm: also print a sample every this many steps (0: at the end only)")
-            .at_least(0)
-            .run()
-            .fallback(0)
-            .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm writes samples"),
-        path(&Config::text, "text")
-            .help("lm: the text file to learn")
-            .run()
-            .fallback("")
-            .with(
-                lm, [](const Config&) { return std::string(XGRAD_DEFAULT_TEXT); }, "data/kjv.txt, which ./run prepares")
-            .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm reads a text"),
+// How it learns: kept, the same on resume; first the run's length (a run setting), which
+// the recipe's warmup is made from.
+Rows learning_rows() {
+  using namespace setting;
+  return {
+      bind(&Config::steps, flags::steps()).run().fallback(3000).with(lm, 2000),
+      bind(&Config::dropout, flags::dropout()).learning().fallback(0.0),
+      bind(&Config::batch, flags::batch()).learning().fallback(64).with(lm, 12),
+      real(&Config::lr, "lr")
+          .help("learning rate (the peak, with a schedule)")
+          .above(0)
+          .learning()
+          .fallback(3e-3)
+          .with(lm, 1e-3),
+      choice(&Config::optimizer, "optimizer", {"adam", "adamw", "sgd"})
+          .help("sgd with momentum 0.9")
+          .learning()
+          .fallback("adam")
+          .with(lm, "adamw"),
+      choice(&Config::schedule, "schedule", {"constant", "cosine", "noam", "step"})
+          .help("the rate over the steps: cosine warms up linearly, then falls to ", &Config::min_lr, " at ",
+                &Config::steps, "; noam warms up, peaking at ", &Config::lr, ", then decays; step halves it every ",
+                &Config::steps, "/4")
+          .learning()
+          .fallback("constant")
+          .with(lm, "cosine"),
+      real(&Config::min_lr, "min-lr")
+          .help("cosine: the rate reached at ", &Config::steps)
+          .learning()
+          .fallback(0.0)
+          .with(lm, lm_min_lr, "min(1e-4, ", &Config::lr, "/10) with cosine"),
+      real(&Config::weight_decay, "weight-decay")
+          .help("on 2-D weights only, not biases or norms (adamw: decoupled)")
+          .at_least(0)
+          .learning()
+          .fallback([](const Config& c) { return c.optimizer == "adamw" ? 0.01 : 0.0; }, "0, adamw 0.01")
+          .with(lm, 0.1),
+      real(&Config::beta2, "beta2")
+          .help("adam, adamw: the second moment's decay")
+          .at_least(0)
+          .below(1)
+          .learning()
+          .fallback(0.999)
+          .with(lm, 0.99)
+          .unused_when(&Config::optimizer, {"sgd"}, "only adam and adamw keep a second moment"),
+      bind(&Config::warmup, flags::warmup())
+          .learning()
+          .fallback(0)
+          .with(lm, lm_warmup, "min(100, ", &Config::steps, "/10) with cosine or noam (noam: at least 1)")
+          .unused_unless(&Config::schedule, {"cosine", "noam"}, "only cosine and noam warm up"),
+      real(&Config::clip, "clip")
+          .help("clip the gradient norm to this (0: off)")
+          .at_least(0)
+          .learning()
+          .fallback(0.0)
+          .with(lm, 1.0),
+      bind(&Config::seed, flags::seed()).help("seed of the model, the data and dropout").learning().fallback(0),
+      bind(&Config::precision, flags::precision())
+          .learning()
+          .fallback("float32")
+          .absent_means("float32"),  // written before --precision existed
+  };
+}
 
-        bind(&Config::threads, flags::threads())
-            .help("threads (0: every core; under mpirun the machine's cores / its ranks)")
-            .fallback(0),
-        real(&Config::comm_timeout, "comm-timeout")
-            .help("under mpirun: seconds a rank waits for the others in one communication before the job is taken as "
-                  "broken (a network link down, a rank stuck or gone): rank 0 then saves and says so; longer than "
-                  "rank 0 alone takes to write a checkpoint or print samples")
-            .at_least(0.001)
-            .at_most(1e6)
-            .range_note(" seconds")
-            .fallback(20.0),
-        path(&Config::save, "save")
-            .help("write a checkpoint here at every evaluation, at the end and on Ctrl-C (an existing file only when "
-                  "it is the checkpoint resumed or another of xgrad-train's for the same ",
-                  &Config::task, ")")
-            .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
-        path(&Config::resume, "resume").help("continue this checkpoint's run exactly"),
-        path(&Config::init_from, "init-from").help("start from this checkpoint's weights with new learning settings"),
-        toggle(&Config::eval_only, "eval-only")
-            .help("with ", &Config::resume, " or ", &Config::init_from, ": evaluate the weights, print, and stop"),
-        path(&Config::metrics, "metrics")
-            .help("append a JSON line per evaluation here: step, train_loss, val_loss, lr, train_s, wall_s (toy tasks: "
-                  "also token_acc, exact_match), then a final line"),
-        path(&Config::plot, "plot")
-            .help("draw the learning curve (train and validation loss) to this PNG at each evaluation")
-            .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
-        path(&Config::attention_png, "attention-png")
-            .help("draw the last layer's attention maps to this PNG")
-            .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
-        bind(&Config::profile, flags::profile())
-            .help("profile ", flags::profile_steps, " steps after ", std::to_string(kProfileWarmupSteps),
-                  " warm-up steps (fewer when an evaluation comes first): print the table of where the time went, "
-                  "write PATH.json (a Chrome trace: Perfetto, chrome://tracing) and PATH.png (a timeline of the last "
-                  "step)")
-            .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
-        bind(&Config::profile_steps, flags::profile_steps())
-            .fallback(5)
-            .unused_without(&Config::profile, "give ", &Config::profile, " PATH too"),
-        toggle(&Config::quiet, "quiet").help("print only the final summary"),
-        toggle(&Config::verbose, "verbose").help("first print the BLAS kernels, the threads and the precision in use"),
-        toggle(&Config::allow_nonfinite, "allow-nonfinite")
-            .help("keep training after a NaN or infinite loss (default: stop)"),
-    },
-    {lm}};
+// The run's own: kept, carried on on resume unless given again.
+Rows run_rows() {
+  using namespace setting;
+  return {
+      whole(&Config::accum_steps, "accum-steps")
+          .help("micro-batches of ", &Config::batch, " / (ranks x ", &Config::accum_steps,
+                ") sequences per step in each process (gradient accumulation; the same bits as ranks)")
+          .at_least(1)
+          .run()
+          .fallback(1)
+          .recorded_as<std::int64_t>(
+              "micro-batches", [](const Config& c) { return c.micro_batches(); }, read_micro_batches)
+          .absent_means("1"),  // written before accumulation and ranks: one micro-batch
+      whole(&Config::eval_every, "eval-every")
+          .help("evaluate every this many steps, and at the end")
+          .at_least(1)
+          .run()
+          .fallback(100)
+          .with(lm, 250),
+      whole(&Config::eval_size, "eval-size")
+          .help("toy tasks: held-out sequences per evaluation")
+          .at_least(1)
+          .run()
+          .fallback(1000)
+          .unused_when(&Config::task, {"lm"}, "it evaluates ", &Config::eval_batches, " batches of each split"),
+      whole(&Config::eval_batches, "eval-batches")
+          .help("lm: batches of each split per evaluation (the same ones each time)")
+          .at_least(1)
+          .run()
+          .fallback(20)
+          .unused_unless(&Config::task, {"lm"}, "it evaluates ", &Config::eval_size, " held-out sequences"),
+      real(&Config::target_exact, "target-exact")
+          .help("toy tasks: stop once exact-match reaches this (above 1: never)")
+          .at_least(0)
+          .range_note(" (above 1: never stop on it)")
+          .run()
+          .fallback(0.99)
+          .unused_when(&Config::task, {"lm"}, "its target is ", &Config::target_val_loss),
+      real(&Config::target_val_loss, "target-val-loss")
+          .help("stop once the validation loss is at or below this")
+          .above(0)
+          .run(),
+      whole(&Config::sample_every, "sample-every")
+          .help("lm: also print a sample every this many steps (0: at the end only)")
+          .at_least(0)
+          .run()
+          .fallback(0)
+          .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm writes samples"),
+      path(&Config::text, "text")
+          .help("lm: the text file to learn")
+          .run()
+          .fallback("")
+          .with(
+              lm, [](const Config&) { return std::string(XGRAD_DEFAULT_TEXT); }, "data/kjv.txt, which ./run prepares")
+          .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm reads a text"),
+  };
+}
+
+// This process's: threads, files, what it prints.
+Rows local_rows() {
+  using namespace setting;
+  return {
+      bind(&Config::threads, flags::threads())
+          .help("threads (0: every core; under mpirun the machine's cores / its ranks)")
+          .fallback(0),
+      real(&Config::comm_timeout, "comm-timeout")
+          .help("under mpirun: seconds a rank waits for the others in one communication before the job is taken as "
+                "broken (a network link down, a rank stuck or gone): rank 0 then saves and says so; longer than "
+                "rank 0 alone takes to write a checkpoint or print samples")
+          .at_least(0.001)
+          .at_most(1e6)
+          .range_note(" seconds")
+          .fallback(20.0),
+      path(&Config::save, "save")
+          .help("write a checkpoint here at every evaluation, at the end and on Ctrl-C (an existing file only when "
+                "it is the checkpoint resumed or another of xgrad-train's for the same ",
+                &Config::task, ")")
+          .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
+      path(&Config::resume, "resume").help("continue this checkpoint's run exactly"),
+      path(&Config::init_from, "init-from").help("start from this checkpoint's weights with new learning settings"),
+      toggle(&Config::eval_only, "eval-only")
+          .help("with ", &Config::resume, " or ", &Config::init_from, ": evaluate the weights, print, and stop"),
+      path(&Config::metrics, "metrics")
+          .help("append a JSON line per evaluation here: step, train_loss, val_loss, lr, train_s, wall_s (toy tasks: "
+                "also token_acc, exact_match), then a final line"),
+      path(&Config::plot, "plot")
+          .help("draw the learning curve (train and validation loss) to this PNG at each evaluation")
+          .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
+      path(&Config::attention_png, "attention-png")
+          .help("draw the last layer's attention maps to this PNG")
+          .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
+      bind(&Config::profile, flags::profile())
+          .help("profile ", flags::profile_steps, " steps after ", std::to_string(kProfileWarmupSteps),
+                " warm-up steps (fewer when an evaluation comes first): print the table of where the time went, "
+                "write PATH.json (a Chrome trace: Perfetto, chrome://tracing) and PATH.png (a timeline of the last "
+                "step)")
+          .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
+      bind(&Config::profile_steps, flags::profile_steps())
+          .fallback(5)
+          .unused_without(&Config::profile, "give ", &Config::profile, " PATH too"),
+      toggle(&Config::quiet, "quiet").help("print only the final summary"),
+      toggle(&Config::verbose, "verbose").help("first print the BLAS kernels, the threads and the precision in use"),
+      toggle(&Config::allow_nonfinite, "allow-nonfinite")
+          .help("keep training after a NaN or infinite loss (default: stop)"),
+  };
+}
 
 }  // namespace
 
-template <>
-const Settings<Config>& settings_of<Config>() {
-  return kTrainSettings;
+// xgrad-train's table: one row per flag (settings.hpp), in the order their defaults are
+// made.
+Settings<Config> settings_table(std::type_identity<Config>) {
+  Rows rows;
+  for (Rows (*part)() : {model_rows, learning_rows, run_rows, local_rows}) {
+    const Rows made = part();
+    rows.insert(rows.end(), made.begin(), made.end());
+  }
+  return {"xgrad-train",
+          Text::of("trains a small transformer encoder on a toy sequence task, or a character-level GPT on a text (",
+                   &Config::task, " lm).\nExamples: xgrad-train ", &Config::task, " reverse ", &Config::seq_len, " 8 ",
+                   &Config::steps, " 500\n          xgrad-train ", &Config::task, " lm ", &Config::save,
+                   " kjv.safetensors"),
+          rows,
+          {lm}};
 }
 
 bool parse_command_line(int argc, char** argv, Config& config, Given& given) {
-  return !kTrainSettings.parse(argc, argv, config, given).has_value();
+  return !settings_of<Config>().parse(argc, argv, config, given).has_value();
 }
 
-void check_task_flags(const Config& config, const Given& given) { kTrainSettings.refuse_unused(config, given); }
+void check_task_flags(const Config& config, const Given& given) { settings_of<Config>().refuse_unused(config, given); }
 
 }  // namespace tools

@@ -215,7 +215,7 @@ const RowData& SettingsCore::row(const FieldId& field) const {
 }
 
 std::string SettingsCore::value(const RowData& row, const void* settings) const {
-  return row.type->record(static_cast<const char*>(settings) + row.field.offset);
+  return row.type->record(row.field_in(settings));
 }
 
 std::optional<int> SettingsCore::parse(int argc, char** argv, void* settings, Given& given) const {
@@ -225,8 +225,7 @@ std::optional<int> SettingsCore::parse(int argc, char** argv, void* settings, Gi
                                                "; bf16 products: ", xgrad::bf16_summary(), ")"));
   std::vector<std::pair<const RowData*, CLI::Option*>> options;
   for (const auto& row : rows_) {
-    CLI::Option* option =
-        row->type->add_option(app, row->flag.dashed(), static_cast<char*>(settings) + row->field.offset);
+    CLI::Option* option = row->type->add_option(app, row->flag.dashed(), row->field_in(settings));
     if (row->shape == Shape::choice) option->check(CLI::IsMember(row->choices));
     if (row->required) option->required();
     options.emplace_back(row.get(), option);
@@ -261,7 +260,7 @@ void SettingsCore::apply_defaults(void* settings, const Given& kept) const {
 
 void SettingsCore::check(const void* settings) const {
   for (const auto& row : rows_) {
-    const void* field = static_cast<const char*>(settings) + row->field.offset;
+    const void* field = row->field_in(settings);
     if (row->shape == Shape::choice) {
       const std::string name = value(*row, settings);
       if (std::find(row->choices.begin(), row->choices.end(), name) == row->choices.end())

@@ -6,11 +6,15 @@
 // command line (CLI11), --help, the range checks, the refusal of flags that do nothing,
 // and the checkpoint's settings record with its agreement checks on resume.
 //
-//   struct Options { int threads = 0; std::string checkpoint; };
-//   const Settings<Options> kSettings{"xgrad-demo", Text::of("does one thing"), {
-//       setting::path(&Options::checkpoint, "checkpoint").help("the model").required(),
-//       setting::bind(&Options::threads, flags::threads()).fallback(0)}};
-//   template <> const Settings<Options>& settings_of<Options>() { return kSettings; }
+//   struct DemoOptions { int threads = 0; std::string checkpoint; };
+//   Settings<DemoOptions> settings_table(std::type_identity<DemoOptions>) {
+//     return {"xgrad-demo", Text::of("does one thing"), {
+//         setting::path(&DemoOptions::checkpoint, "checkpoint").help("the model").required(),
+//         setting::bind(&DemoOptions::threads, flags::threads()).fallback(0)}};
+//   }
+//
+// A program's table is made from its settings_table() (found beside its struct) the first
+// time settings_of<DemoOptions>() is called, and lives as long as the program.
 //
 // Messages and other texts name a flag through its field, never by writing its name
 // again: str(flag(&Options::threads), " ...") starts with "--threads", Text::of("see ",
@@ -63,11 +67,18 @@ struct SettingError : UsageError {
 template <class S>
 class Settings;
 class Declaration;
-// Each program's table, by its settings struct (specialized by the program).
+// Program S's table: made on first use from settings_table(std::type_identity<S>), which
+// each program defines beside its settings struct (found there by argument-dependent
+// lookup). Made on first use, so that a row's texts may name flags of any table.
 template <class S>
-const Settings<S>& settings_of();
+const Settings<S>& settings_of() {
+  static const Settings<S> table = settings_table(std::type_identity<S>{});
+  return table;
+}
 
-// A field of a program's settings struct, known by its offset: how rows find each other.
+// Which field of a program's settings struct a row is bound to, by its offset in the
+// struct: how rows find each other (flag(&Config::warmup)). Only compared, never used to
+// reach the field (RowData::field_in does that).
 struct FieldId {
   std::type_index owner = typeid(void);
   std::size_t offset = 0;
@@ -158,6 +169,9 @@ struct RowData {
   // Bound to a field:
   const ValueType* type = nullptr;
   FieldId field;
+  std::function<void*(void* settings)> locate;  // the field in a settings struct of the program's
+  void* field_in(void* settings) const { return locate(settings); }
+  const void* field_in(const void* settings) const { return locate(const_cast<void*>(settings)); }
   Kind kind = Kind::local;
   struct Fallback {
     std::string recipe;  // "": every recipe without its own
@@ -336,6 +350,7 @@ class Row : public RowBuilder<Row<S, T>> {
       throw std::logic_error(this->data_->flag.dashed() + ": a field of another type than the flag takes");
     this->data_->type = &value_type<T>();
     this->data_->field = field_id(field);
+    this->data_->locate = [field](void* settings) -> void* { return &(static_cast<S*>(settings)->*field); };
   }
   Row&& kind(Kind kind) {
     this->data_->kind = kind;
@@ -349,11 +364,9 @@ class Row : public RowBuilder<Row<S, T>> {
     return Text::of(type.readable(type.record(&value)));
   }
   Row&& add_fallback(std::string recipe, std::function<T(const S&)> made, Text shown_as) {
-    const FieldId field = this->data_->field;
     this->data_->fallbacks.push_back({std::move(recipe),
-                                      [made, field](void* s) {
-                                        *reinterpret_cast<T*>(static_cast<char*>(s) + field.offset) =
-                                            made(*static_cast<const S*>(s));
+                                      [made, locate = this->data_->locate](void* s) {
+                                        *static_cast<T*>(locate(s)) = made(*static_cast<const S*>(s));
                                       },
                                       std::move(shown_as)});
     return std::move(*this);
@@ -440,7 +453,8 @@ class Settings {
     AnyRow(Row<S, T>&& row) : data(std::move(row).data()) {}  // NOLINT: rows convert as they are listed
     std::shared_ptr<const RowData> data;
   };
-  Settings(std::string program, Text about, std::initializer_list<AnyRow> rows, std::vector<Recipe<S>> recipes = {})
+  using Rows = std::vector<AnyRow>;
+  Settings(std::string program, Text about, const Rows& rows, std::vector<Recipe<S>> recipes = {})
       : core_(std::move(program), std::move(about), typeid(S), rows_of(rows), rules_of(recipes)) {}
 
   // The command line into `settings`, every flag not given set to its default (the
@@ -496,7 +510,7 @@ class Settings {
   }
 
  private:
-  static std::vector<std::shared_ptr<const RowData>> rows_of(std::initializer_list<AnyRow> rows) {
+  static std::vector<std::shared_ptr<const RowData>> rows_of(const Rows& rows) {
     std::vector<std::shared_ptr<const RowData>> data;
     for (const AnyRow& row : rows) data.push_back(row.data);
     return data;

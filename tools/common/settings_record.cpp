@@ -14,7 +14,7 @@ const ValueType& record_type(const RowData& row) { return row.record ? *row.reco
 
 std::string record_of(const RowData& row, const void* settings) {
   if (row.record) return row.record->write(settings);
-  return row.type->record(static_cast<const char*>(settings) + row.field.offset);
+  return row.type->record(row.field_in(settings));
 }
 
 }  // namespace
@@ -64,8 +64,8 @@ Given SettingsCore::read(const Metadata& checkpoint, void* settings, const Given
       throw UsageError(xgrad::str("the checkpoint has no setting for ", row->flag));
     }
     const std::string& text = it != checkpoint.end() ? it->second : *row->absent;
-    const bool readable = row->record ? row->record->read(text, settings)
-                                      : row->type->read(text, static_cast<char*>(settings) + row->field.offset);
+    const bool readable =
+        row->record ? row->record->read(text, settings) : row->type->read(text, row->field_in(settings));
     if (!readable)
       throw UsageError(
           xgrad::str("the checkpoint's ", name, " = '", one_line(text), "' is not ", record_type(*row).expected()));

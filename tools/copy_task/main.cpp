@@ -27,7 +27,7 @@ namespace {
 
 constexpr std::int64_t kStart = 1;  // every sequence begins with it, as in the Annotated Transformer
 
-struct Options {
+struct CopyTaskOptions {
   std::size_t epochs = 0, steps_per_epoch = 0, batch = 0, seq_len = 0, vocab = 0;
   std::size_t d_model = 0, heads = 0, layers = 0, dim_feedforward = 0, warmup = 0, eval_sequences = 0;
   double dropout = 0, label_smoothing = 0, require_accuracy = 0;
@@ -36,70 +36,64 @@ struct Options {
   int threads = 0;
 };
 
-}  // namespace
-
-namespace tools {
-
-using namespace setting;
-
-// Declared before the table, whose texts name flags by field.
-template <>
-const Settings<Options>& settings_of<Options>();
-
-const Settings<Options> kCopyTaskSettings{
-    "xgrad-copy-task",
-    Text::of("trains the Annotated Transformer's encoder-decoder to copy sequences, then decodes greedily."),
-    {
-        whole(&Options::epochs, "epochs").help("epochs of training").at_least(1).fallback(20),
-        whole(&Options::steps_per_epoch, "steps-per-epoch").help("steps per epoch").at_least(1).fallback(20),
-        bind(&Options::batch, flags::batch()).fallback(80),
-        bind(&Options::seq_len, flags::seq_len())
-            .help("tokens per sequence, the start token included")
-            .at_least(2)  // the start token and one to copy
-            .fallback(10),
-        bind(&Options::vocab, flags::vocab())
-            .help("vocabulary size: the start token, and tokens from 2")
-            .at_least(3)
-            .fallback(11),
-        bind(&Options::d_model, flags::d_model()).fallback(64),
-        bind(&Options::heads, flags::heads()).fallback(4),
-        bind(&Options::layers, flags::layers()).help("encoder layers, and as many decoder layers").fallback(2),
-        bind(&Options::dim_feedforward, flags::ff()).help("feed-forward width").at_least(1).fallback(128),
-        bind(&Options::warmup, flags::warmup()).help("warmup steps of the Noam rate").at_least(1).fallback(400),
-        whole(&Options::eval_sequences, "eval-sequences")
-            .help("held-out sequences decoded after each epoch")
-            .at_least(1)
-            .fallback(200),
-        bind(&Options::dropout, flags::dropout()).help("dropout probability, [0, 0.99]").at_most(0.99).fallback(0.1),
-        real(&Options::label_smoothing, "label-smoothing")
-            .help("label smoothing of the loss, [0, 1]")
-            .at_least(0)
-            .at_most(1)
-            .fallback(0.0),
-        toggle(&Options::post_ln, "post-ln").help("post-LN layers (PyTorch's default) instead of pre-LN"),
-        bind(&Options::seed, flags::seed()).help("seed of the weights and the data").fallback(1),
-        bind(&Options::threads, flags::threads()).fallback(0),
-        real(&Options::require_accuracy, "require-accuracy")
-            .help("exit with status 1 when the last epoch copies less than this fraction exactly, [0, 1]")
-            .at_least(0)
-            .at_most(1)
-            .fallback(0.0),
-    }};
-
-template <>
-const Settings<Options>& settings_of<Options>() {
-  return kCopyTaskSettings;
+// xgrad-copy-task's table: one row per flag (tools/common/settings.hpp).
+tools::Settings<CopyTaskOptions> settings_table(std::type_identity<CopyTaskOptions>) {
+  using namespace tools;
+  using namespace tools::setting;
+  return {
+      "xgrad-copy-task",
+      Text::of("trains the Annotated Transformer's encoder-decoder to copy sequences, then decodes greedily."),
+      {
+          whole(&CopyTaskOptions::epochs, "epochs").help("epochs of training").at_least(1).fallback(20),
+          whole(&CopyTaskOptions::steps_per_epoch, "steps-per-epoch").help("steps per epoch").at_least(1).fallback(20),
+          bind(&CopyTaskOptions::batch, flags::batch()).fallback(80),
+          bind(&CopyTaskOptions::seq_len, flags::seq_len())
+              .help("tokens per sequence, the start token included")
+              .at_least(2)  // the start token and one to copy
+              .fallback(10),
+          bind(&CopyTaskOptions::vocab, flags::vocab())
+              .help("vocabulary size: the start token, and tokens from 2")
+              .at_least(3)
+              .fallback(11),
+          bind(&CopyTaskOptions::d_model, flags::d_model()).fallback(64),
+          bind(&CopyTaskOptions::heads, flags::heads()).fallback(4),
+          bind(&CopyTaskOptions::layers, flags::layers())
+              .help("encoder layers, and as many decoder layers")
+              .fallback(2),
+          bind(&CopyTaskOptions::dim_feedforward, flags::ff()).help("feed-forward width").at_least(1).fallback(128),
+          bind(&CopyTaskOptions::warmup, flags::warmup())
+              .help("warmup steps of the Noam rate")
+              .at_least(1)
+              .fallback(400),
+          whole(&CopyTaskOptions::eval_sequences, "eval-sequences")
+              .help("held-out sequences decoded after each epoch")
+              .at_least(1)
+              .fallback(200),
+          bind(&CopyTaskOptions::dropout, flags::dropout())
+              .help("dropout probability, [0, 0.99]")
+              .at_most(0.99)
+              .fallback(0.1),
+          real(&CopyTaskOptions::label_smoothing, "label-smoothing")
+              .help("label smoothing of the loss, [0, 1]")
+              .at_least(0)
+              .at_most(1)
+              .fallback(0.0),
+          toggle(&CopyTaskOptions::post_ln, "post-ln").help("post-LN layers (PyTorch's default) instead of pre-LN"),
+          bind(&CopyTaskOptions::seed, flags::seed()).help("seed of the weights and the data").fallback(1),
+          bind(&CopyTaskOptions::threads, flags::threads()).fallback(0),
+          real(&CopyTaskOptions::require_accuracy, "require-accuracy")
+              .help("exit with status 1 when the last epoch copies less than this fraction exactly, [0, 1]")
+              .at_least(0)
+              .at_most(1)
+              .fallback(0.0),
+      }};
 }
-
-}  // namespace tools
-
-namespace {
 
 using tools::flag;
 
 class CopyModel : public nn::Module {
  public:
-  explicit CopyModel(const Options& o) : scale_(std::sqrt(static_cast<double>(o.d_model))) {
+  explicit CopyModel(const CopyTaskOptions& o) : scale_(std::sqrt(static_cast<double>(o.d_model))) {
     src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(o.vocab, o.d_model));
     tgt_embed = register_module("tgt_embed", std::make_shared<nn::Embedding>(o.vocab, o.d_model));
     position = register_module("position", std::make_shared<nn::PositionalEncoding>(o.d_model, o.seq_len, o.dropout));
@@ -138,7 +132,7 @@ class CopyModel : public nn::Module {
 };
 
 // `count` random sequences: the start token, then tokens drawn from [2, vocab).
-Indices random_sequences(std::size_t count, const Options& o, Generator& gen) {
+Indices random_sequences(std::size_t count, const CopyTaskOptions& o, Generator& gen) {
   std::vector<std::int64_t> ids(count * o.seq_len);
   for (std::size_t i = 0; i < ids.size(); ++i)
     ids[i] = i % o.seq_len == 0 ? kStart : static_cast<std::int64_t>(2 + gen.below(o.vocab - 2));
@@ -187,11 +181,11 @@ double copy_accuracy(CopyModel& model, const Indices& src) {
 }
 
 // Every flag in range, and the combination.
-void check_options(const Options& o) {
-  tools::kCopyTaskSettings.check(o);
+void check_options(const CopyTaskOptions& o) {
+  tools::settings_of<CopyTaskOptions>().check(o);
   if (o.d_model % o.heads != 0)
-    throw tools::SettingError(flag(&Options::heads),
-                              str(" ", o.heads, " must divide ", flag(&Options::d_model), " ", o.d_model));
+    throw tools::SettingError(flag(&CopyTaskOptions::heads),
+                              str(" ", o.heads, " must divide ", flag(&CopyTaskOptions::d_model), " ", o.d_model));
 }
 
 // The run's memory (float32), estimated before anything is made: the parameters (two
@@ -202,7 +196,7 @@ void check_options(const Options& o) {
 // held-out decoding (no graph: one layer's values at a time, the logits). A run that
 // does not fit the machine is refused naming the flags, rather than hanging or failing
 // half-way with bad_alloc.
-void check_memory(const Options& o) {
+void check_memory(const CopyTaskOptions& o) {
   const double d = static_cast<double>(o.d_model), ff = static_cast<double>(o.dim_feedforward);
   const double length = static_cast<double>(o.seq_len), vocab = static_cast<double>(o.vocab);
   const double layers = static_cast<double>(o.layers);
@@ -217,12 +211,13 @@ void check_memory(const Options& o) {
   throw tools::UsageError(
       str("the run needs about ", tools::gib(needed), " of memory, more than the ", tools::gib(available),
           " this process may use: ", tools::gib(state), " for ", tools::count_text(parameters),
-          " parameters and their optimizer state (", flag(&Options::vocab), " ", o.vocab, ", ", flag(&Options::d_model),
-          " ", o.d_model, ", ", flag(&Options::layers), " ", o.layers, ", ", flag(&Options::dim_feedforward), " ",
-          o.dim_feedforward, ", ", flag(&Options::seq_len), " ", o.seq_len, "), ", tools::gib(training),
-          " for a step (", flag(&Options::batch), " ", o.batch, " x ", flag(&Options::seq_len), " ", o.seq_len, "), ",
-          tools::gib(evaluation), " for decoding (", flag(&Options::eval_sequences), " ", o.eval_sequences, " x ",
-          flag(&Options::seq_len), " ", o.seq_len, ")"));
+          " parameters and their optimizer state (", flag(&CopyTaskOptions::vocab), " ", o.vocab, ", ",
+          flag(&CopyTaskOptions::d_model), " ", o.d_model, ", ", flag(&CopyTaskOptions::layers), " ", o.layers, ", ",
+          flag(&CopyTaskOptions::dim_feedforward), " ", o.dim_feedforward, ", ", flag(&CopyTaskOptions::seq_len), " ",
+          o.seq_len, "), ", tools::gib(training), " for a step (", flag(&CopyTaskOptions::batch), " ", o.batch, " x ",
+          flag(&CopyTaskOptions::seq_len), " ", o.seq_len, "), ", tools::gib(evaluation), " for decoding (",
+          flag(&CopyTaskOptions::eval_sequences), " ", o.eval_sequences, " x ", flag(&CopyTaskOptions::seq_len), " ",
+          o.seq_len, ")"));
 }
 
 std::string joined(const std::vector<std::int64_t>& ids) {
@@ -234,7 +229,7 @@ std::string joined(const std::vector<std::int64_t>& ids) {
   return s;
 }
 
-int run(const Options& o) {
+int run(const CopyTaskOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   manual_seed(o.seed);
   CopyModel model(o);
@@ -274,7 +269,7 @@ int run(const Options& o) {
   tools::check_stdout();
   if (accuracy < o.require_accuracy) {
     std::fprintf(stderr, "xgrad-copy-task: copy accuracy %.3f is below %s %.3f\n", accuracy,
-                 flag(&Options::require_accuracy).dashed().c_str(), o.require_accuracy);
+                 flag(&CopyTaskOptions::require_accuracy).dashed().c_str(), o.require_accuracy);
     return 1;
   }
   return 0;
@@ -286,9 +281,10 @@ int run(const Options& o) {
 // and exit status 2.
 int main(int argc, char** argv) {
   return tools::run_tool("xgrad-copy-task", [&] {
-    Options o;
+    CopyTaskOptions o;
     tools::Given given;
-    if (const std::optional<int> printed = tools::kCopyTaskSettings.parse(argc, argv, o, given)) return *printed;
+    if (const std::optional<int> printed = tools::settings_of<CopyTaskOptions>().parse(argc, argv, o, given))
+      return *printed;
     check_options(o);
     check_memory(o);
     return run(o);

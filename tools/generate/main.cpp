@@ -28,7 +28,7 @@ using tools::flag;
 
 namespace {
 
-struct Options {
+struct GenerateOptions {
   std::string checkpoint, prompt;
   std::size_t tokens = 0, top_k = 0;
   double temperature = 0;
@@ -38,50 +38,39 @@ struct Options {
   std::string precision;
 };
 
-}  // namespace
-
-namespace tools {
-
-using namespace setting;
-
-// Declared before the table, whose texts name flags by field.
-template <>
-const Settings<Options>& settings_of<Options>();
-
-const Settings<Options> kGenerateSettings{
-    "xgrad-generate",
-    Text::of("continues a prompt with a language model trained by xgrad-train ", &Config::task,
-             " lm.\nExample: xgrad-generate ", &Options::checkpoint, " kjv.safetensors ", &Options::prompt,
-             " \"And God said\" ", &Options::tokens, " 500"),
-    {
-        path(&Options::checkpoint, "checkpoint")
-            .help("a checkpoint written by xgrad-train ", &Config::task, " lm")
-            .required(),
-        text(&Options::prompt, "prompt")
-            .help("the text to continue (bytes of the model's vocabulary)")
-            .fallback([](const Options&) { return std::string("\n"); },
-                      "a line break, or the vocabulary's first byte when the text had none"),
-        whole(&Options::tokens, "tokens").help("bytes to generate").fallback(500),
-        real(&Options::temperature, "temperature")
-            .help("divides the logits; 0 takes the most likely byte (greedy)")
-            .at_least(0)
-            .fallback(0.8),
-        whole(&Options::top_k, "top-k").help("draw among the k most likely bytes only (0: all)").fallback(200),
-        bind(&Options::seed, flags::seed()).help("seed of the draws: the same seed gives the same text").fallback(0),
-        toggle(&Options::no_cache, "no-cache")
-            .help("recompute the whole window for every byte (the same text, slower)"),
-        bind(&Options::threads, flags::threads()).fallback(0),
-        bind(&Options::precision, flags::precision()).fallback("float32"),
-    }};
-
-template <>
-const Settings<Options>& settings_of<Options>() {
-  return kGenerateSettings;
+// xgrad-generate's table: one row per flag (tools/common/settings.hpp).
+tools::Settings<GenerateOptions> settings_table(std::type_identity<GenerateOptions>) {
+  using namespace tools;
+  using namespace tools::setting;
+  return {"xgrad-generate",
+          Text::of("continues a prompt with a language model trained by xgrad-train ", &Config::task,
+                   " lm.\nExample: xgrad-generate ", &GenerateOptions::checkpoint, " kjv.safetensors ",
+                   &GenerateOptions::prompt, " \"And God said\" ", &GenerateOptions::tokens, " 500"),
+          {
+              path(&GenerateOptions::checkpoint, "checkpoint")
+                  .help("a checkpoint written by xgrad-train ", &Config::task, " lm")
+                  .required(),
+              text(&GenerateOptions::prompt, "prompt")
+                  .help("the text to continue (bytes of the model's vocabulary)")
+                  .fallback([](const GenerateOptions&) { return std::string("\n"); },
+                            "a line break, or the vocabulary's first byte when the text had none"),
+              whole(&GenerateOptions::tokens, "tokens").help("bytes to generate").fallback(500),
+              real(&GenerateOptions::temperature, "temperature")
+                  .help("divides the logits; 0 takes the most likely byte (greedy)")
+                  .at_least(0)
+                  .fallback(0.8),
+              whole(&GenerateOptions::top_k, "top-k")
+                  .help("draw among the k most likely bytes only (0: all)")
+                  .fallback(200),
+              bind(&GenerateOptions::seed, flags::seed())
+                  .help("seed of the draws: the same seed gives the same text")
+                  .fallback(0),
+              toggle(&GenerateOptions::no_cache, "no-cache")
+                  .help("recompute the whole window for every byte (the same text, slower)"),
+              bind(&GenerateOptions::threads, flags::threads()).fallback(0),
+              bind(&GenerateOptions::precision, flags::precision()).fallback("float32"),
+          }};
 }
-
-}  // namespace tools
-
-namespace {
 
 // The model's settings in the checkpoint must describe the tensors it holds before a
 // model is built from them: a damaged or forged "config.layers = 200000" would build a
@@ -92,8 +81,8 @@ void check_settings_fit_tensors(const nn::SafetensorsContents& contents, const t
   const auto expect = [&](const std::string& name, const Shape& shape, const std::string& settings) {
     const auto it = contents.tensors.find(name);
     if (it == contents.tensors.end() || it->second.shape() != shape)
-      throw tools::UsageError(str(flag(&Options::checkpoint), " ", path, ": its settings (", settings, ") call for ",
-                                  name, " of ", shape_str(shape), ", but it holds ",
+      throw tools::UsageError(str(flag(&GenerateOptions::checkpoint), " ", path, ": its settings (", settings,
+                                  ") call for ", name, " of ", shape_str(shape), ", but it holds ",
                                   it == contents.tensors.end() ? "none" : shape_str(it->second.shape())));
   };
   const tools::Settings<Config>& train = tools::settings_of<Config>();
@@ -105,16 +94,16 @@ void check_settings_fit_tensors(const nn::SafetensorsContents& contents, const t
   for (const auto& [name, tensor] : contents.tensors)
     if (name.rfind("h.", 0) == 0) blocks.insert(name.substr(2, name.find('.', 2) - 2));
   if (blocks.size() != size(c.layers))
-    throw tools::UsageError(str(flag(&Options::checkpoint), " ", path, ": its ", train.key(&Config::layers), " = ",
-                                c.layers, " but it holds the tensors of ", blocks.size(), " layer",
+    throw tools::UsageError(str(flag(&GenerateOptions::checkpoint), " ", path, ": its ", train.key(&Config::layers),
+                                " = ", c.layers, " but it holds the tensors of ", blocks.size(), " layer",
                                 blocks.size() == 1 ? "" : "s"));
 }
 
 // The model a checkpoint of `xgrad-train --task lm` describes, with its weights, and its
 // vocabulary.
 std::unique_ptr<tools::GPT> load_model(const std::string& path, std::vector<std::uint8_t>& vocabulary) {
-  const std::string source = str(flag(&Options::checkpoint), " ", path);
-  tools::check_input_exists(flag(&Options::checkpoint).dashed(), path);
+  const std::string source = str(flag(&GenerateOptions::checkpoint), " ", path);
+  tools::check_input_exists(flag(&GenerateOptions::checkpoint).dashed(), path);
   const nn::SafetensorsContents contents = nn::read_safetensors(path);
   Config c = tools::settings_of<Config>().defaults();
   try {
@@ -146,23 +135,24 @@ std::unique_ptr<tools::GPT> load_model(const std::string& path, std::vector<std:
 }
 
 int run(int argc, char** argv) {
-  Options o;
+  GenerateOptions o;
   tools::Given given;
-  if (const std::optional<int> printed = tools::kGenerateSettings.parse(argc, argv, o, given)) return *printed;
-  tools::kGenerateSettings.check(o);
-  if (o.prompt.empty()) throw tools::SettingError(flag(&Options::prompt), " must hold at least one byte");
+  if (const std::optional<int> printed = tools::settings_of<GenerateOptions>().parse(argc, argv, o, given))
+    return *printed;
+  tools::settings_of<GenerateOptions>().check(o);
+  if (o.prompt.empty()) throw tools::SettingError(flag(&GenerateOptions::prompt), " must hold at least one byte");
   if (o.threads > 0) set_num_threads(o.threads);
 
   std::vector<std::uint8_t> vocabulary;
   std::unique_ptr<tools::GPT> model = load_model(o.checkpoint, vocabulary);
-  if (!tools::kGenerateSettings.was_given(given, &Options::prompt) &&
+  if (!tools::settings_of<GenerateOptions>().was_given(given, &GenerateOptions::prompt) &&
       std::find(vocabulary.begin(), vocabulary.end(), '\n') == vocabulary.end())
     o.prompt = std::string(1, static_cast<char>(vocabulary.front()));  // as xgrad-train's samples begin
   std::vector<std::int64_t> prompt;
   try {
     prompt = tools::encode(vocabulary, o.prompt);
   } catch (const Error& e) {
-    throw tools::UsageError(str(flag(&Options::prompt), ": ", e.what()));
+    throw tools::UsageError(str(flag(&GenerateOptions::prompt), ": ", e.what()));
   }
   std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
   tools::check_stdout();
