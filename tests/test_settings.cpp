@@ -31,7 +31,6 @@ const tools::Recipe<Demo> big{"big", [](const Demo& d) { return d.kind == "big";
 
 // The demo program's table, found by settings_of<Demo>() beside Demo.
 tools::Settings<Demo> settings_table(std::type_identity<Demo>) {
-  using namespace tools;
   using namespace tools::setting;
   return {"demo",
           Text::of("a demo; see ", &Demo::size),

@@ -55,7 +55,6 @@ struct BenchOptions {
 
 // xgrad-bench's table: one row per flag (tools/common/settings.hpp).
 tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
-  using namespace tools;
   using namespace tools::setting;
   return {
       "xgrad-bench",

@@ -27,3 +27,7 @@ const Declaration& steps();
 const Declaration& warmup();
 
 }  // namespace tools::flags
+
+namespace tools::setting {
+namespace flags = tools::flags;  // for the tables (settings.hpp)
+}  // namespace tools::setting

@@ -373,7 +373,11 @@ class Row : public RowBuilder<Row<S, T>> {
   }
 };
 
+// What a table is written with: `using namespace tools::setting;` brings the rows'
+// builders (whole, real, choice, text, path, toggle, bind), Text and the shared flags.
 namespace setting {
+
+using tools::Text;
 
 // Rows of a program's own flags, by what they take.
 template <class S, class T>

@@ -31,14 +31,13 @@ struct CopyTaskOptions {
   std::size_t epochs = 0, steps_per_epoch = 0, batch = 0, seq_len = 0, vocab = 0;
   std::size_t d_model = 0, heads = 0, layers = 0, dim_feedforward = 0, warmup = 0, eval_sequences = 0;
   double dropout = 0, label_smoothing = 0, require_accuracy = 0;
-  bool post_ln = false;
   std::uint64_t seed = 0;
   int threads = 0;
+  bool post_ln = false;
 };
 
 // xgrad-copy-task's table: one row per flag (tools/common/settings.hpp).
 tools::Settings<CopyTaskOptions> settings_table(std::type_identity<CopyTaskOptions>) {
-  using namespace tools;
   using namespace tools::setting;
   return {
       "xgrad-copy-task",

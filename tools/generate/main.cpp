@@ -40,7 +40,6 @@ struct GenerateOptions {
 
 // xgrad-generate's table: one row per flag (tools/common/settings.hpp).
 tools::Settings<GenerateOptions> settings_table(std::type_identity<GenerateOptions>) {
-  using namespace tools;
   using namespace tools::setting;
   return {"xgrad-generate",
           Text::of("continues a prompt with a language model trained by xgrad-train ", &Config::task,
