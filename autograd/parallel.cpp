@@ -203,9 +203,11 @@ class ThreadPool {
   }
 
   void run(std::size_t n, detail::IndexFunction function, void* context) {
-    const auto serially = [&] {  // as a job: a body's own parallel_for runs serially too
+    // On this thread alone, as a job (a body's own parallel_for runs serially too).
+    const auto serially = [&] {
       const InsideJob inside;
-      for (std::size_t i = 0; i < n; ++i) function(context, i);
+      auto body = [&](std::size_t i) { function(context, i); };
+      detail::run_here(n, body);
     };
     if (t_inside_job) return serially();  // nested
     std::unique_lock lock(busy_, std::try_to_lock);

@@ -14,6 +14,7 @@
 // spin-wait causes on virtual machines and beside other processes.
 
 #include <cstddef>
+#include <exception>
 #include <type_traits>
 
 namespace xgrad {
@@ -30,15 +31,31 @@ int max_threads();
 namespace detail {
 using IndexFunction = void (*)(void* context, std::size_t index);
 // Runs function(context, i) for every i in [0, n) on the pool (the caller takes part).
-// Rethrows the first exception a body threw, after every started body has returned.
 void run_on_pool(std::size_t n, IndexFunction function, void* context);
+
+// Runs body(i) for every i in [0, n) on the calling thread, with the pool's rule for
+// errors.
+template <class Body>
+void run_here(std::size_t n, Body& body) {
+  std::exception_ptr error;
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      body(i);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
 }  // namespace detail
 
+// body(i) for every i in [0, n), on the pool when n x work is worth sharing. Every body
+// runs, wherever it runs; then the first exception a body threw, if any, is rethrown.
 template <class Body>
 void parallel_for(std::size_t n, double work, Body&& body) {
   const bool worth_it = n > 1 && static_cast<double>(n) * work >= 1e6;
   if (!worth_it || num_threads() == 1) {
-    for (std::size_t i = 0; i < n; ++i) body(i);
+    detail::run_here(n, body);
     return;
   }
   using BodyType = std::remove_reference_t<Body>;

@@ -91,6 +91,38 @@ BOOST_AUTO_TEST_CASE(a_body_exception_reaches_the_caller) {
   BOOST_TEST(after.load() == 10);
 }
 
+// The same rule when the pool runs a job on its caller alone: on one thread, nested in a
+// body, or while another process crowds the cores (the path the test above takes when the
+// machine is busy).
+BOOST_AUTO_TEST_CASE(a_body_exception_reaches_the_caller_when_run_serially) {
+  ThreadCount restore;
+  // A job whose bodies 17 and 30 throw: how many bodies ran, and whether it threw (no
+  // Boost.Test check inside: it may run on a worker).
+  const auto throwing_job = [] {
+    std::atomic<int> ran{0};
+    bool threw = false;
+    try {
+      parallel_for(50, kBig, [&](std::size_t i) {
+        ++ran;
+        if (i == 17 || i == 30) throw std::runtime_error(str("body ", i));
+      });
+    } catch (const std::runtime_error&) {
+      threw = true;
+    }
+    return std::pair{ran.load(), threw};
+  };
+  set_num_threads(1);
+  BOOST_TEST((throwing_job() == std::pair{50, true}));
+  set_num_threads(2);
+  std::atomic<int> ran{0}, threw{0};
+  parallel_for(2, kBig, [&](std::size_t) {
+    const auto [bodies, thrown] = throwing_job();  // nested: serially, on whichever thread
+    ran += bodies, threw += thrown;
+  });
+  BOOST_TEST(ran.load() == 100);
+  BOOST_TEST(threw.load() == 2);
+}
+
 BOOST_AUTO_TEST_CASE(thread_counts_are_checked) {
   ThreadCount restore;
   check_error([] { set_num_threads(0); }, {"set_num_threads", "0"});
