@@ -18,9 +18,9 @@ import sys
 # (../shared/bench/torch_reference.py, torch_lm_reference.py): the comparison with them
 # needs those keys, and "steps", "lr", "batch", ... are also flags' names.
 ALLOWED = [
-    ("train/main.cpp", '{"task", c_.task}', "the final metrics line's key"),
-    ("train/main.cpp", '{"steps", step}', "the final metrics line's key"),
-    ("train/main.cpp", 'line["lr"]', "the metrics line's key"),
+    ("train/trainer.cpp", '{"task", c_.task}', "the final metrics line's key"),
+    ("train/trainer.cpp", '{"steps", step}', "the final metrics line's key"),
+    ("train/report.cpp", 'line["lr"]', "the metrics line's key"),
     ("bench/main.cpp", '{"config", name}', "the benchmark line's key"),
     ("bench/main.cpp", '{"batch", c.batch}', "the benchmark line's key"),
     ("bench/main.cpp", '{"heads", c.heads}', "the benchmark line's key"),

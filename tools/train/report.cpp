@@ -1,0 +1,84 @@
+#include "report.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "json.hpp"
+#include "xgrad/nn/files.hpp"
+
+namespace tools {
+
+using xgrad::str;
+
+void write_line(std::ofstream& out, const Config& c, const std::string& line) {
+  out << line << '\n';
+  out.flush();
+  if (!out)
+    throw UsageError(str(flag(&Config::metrics), " ", c.metrics, ": writing failed (", std::strerror(errno), ")"));
+}
+
+void keep_metrics_up_to(const Config& c, std::int64_t step) {
+  std::error_code error;
+  if (!std::filesystem::exists(c.metrics, error)) return;
+  const std::string what = str(flag(&Config::metrics), " ", c.metrics);
+  const std::string text = xgrad::nn::read_regular_file(c.metrics, what);
+  std::istringstream lines(text);
+  std::string line, kept;
+  std::int64_t last = -1;
+  while (std::getline(lines, line)) {
+    const JsonLine entry = JsonLine::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (entry.is_discarded() || !entry.is_object() || !entry.contains("step") || entry.contains("final")) continue;
+    if (!entry["step"].is_number_integer()) continue;
+    const auto at = entry["step"].get<std::int64_t>();
+    if (at <= last || at > step) continue;
+    kept += line + '\n';
+    last = at;
+  }
+  if (kept != text) xgrad::nn::write_file_atomically(c.metrics, kept, what);
+}
+
+std::string describe(const Evaluation& e, bool bits, bool with_train_loss) {
+  char text[160];
+  std::string line;
+  if (with_train_loss) {
+    std::snprintf(text, sizeof text, "train loss %.4f  ", e.train_loss);
+    line = text;
+  }
+  std::snprintf(text, sizeof text, "val loss %.4f", e.val_loss);
+  line += text;
+  if (bits) {
+    std::snprintf(text, sizeof text, " (%.3f bits/char)", e.val_loss / std::log(2.0));
+    line += text;
+  }
+  if (e.token_acc && e.exact_match) {
+    std::snprintf(text, sizeof text, "  token acc %.4f  exact-match %.4f", *e.token_acc, *e.exact_match);
+    line += text;
+  }
+  return line;
+}
+
+std::string metrics_line(std::int64_t step, const Evaluation& e, double lr, double train_s, double wall_s) {
+  JsonLine line{{"step", step}, {"train_loss", decimals(e.train_loss, 4)}, {"val_loss", decimals(e.val_loss, 4)}};
+  if (e.token_acc && e.exact_match) {
+    line["token_acc"] = decimals(*e.token_acc, 4);
+    line["exact_match"] = decimals(*e.exact_match, 4);
+  }
+  line["lr"] = significant(lr, 6);
+  line["train_s"] = decimals(train_s, 2);
+  line["wall_s"] = decimals(wall_s, 2);
+  return json_text(line);
+}
+
+std::string run_title(const Config& c, std::size_t parameters) {
+  std::string title = str("xgrad-train ", flag(&Config::task), " ", c.task, ": ", c.layers, " layers, d-model ",
+                          c.d_model, ", ", c.heads, " heads, ", parameters, " parameters; batch ", c.batch, " x ",
+                          c.seq_len, ", ", c.optimizer, " lr ", c.lr);
+  if (c.schedule != "constant") title += str(" (", c.schedule, ")");
+  return title;
+}
+
+}  // namespace tools

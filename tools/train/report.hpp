@@ -1,0 +1,36 @@
+#pragma once
+// What a training run says and writes about its evaluations: the lines people read, the
+// metrics file's JSON lines (the keys of the PyTorch reference trainers), that file kept
+// in order on resume, and the learning curve's title.
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "config.hpp"
+#include "progress.hpp"
+
+namespace tools {
+
+// The evaluation as people read it: losses (lm: also in bits per character) and, for the
+// toy tasks, the greedy accuracies. Without train_loss when none was measured (a toy task
+// evaluated with no training step since the last evaluation).
+std::string describe(const Evaluation& e, bool bits, bool with_train_loss = true);
+
+// The evaluation as a metrics line.
+std::string metrics_line(std::int64_t step, const Evaluation& e, double lr, double train_s, double wall_s);
+
+// One line appended to the metrics file, checked: a full disk is an error, not a silently
+// empty file.
+void write_line(std::ofstream& out, const Config& c, const std::string& line);
+
+// The metrics file a resumed run appends to, made what an uninterrupted run would have
+// written by `step`: each evaluation up to it once, in order. A run killed after writing
+// lines past its last checkpoint (or in the middle of a line) left lines its resume writes
+// again; a finished run's summary line is written again at the end.
+void keep_metrics_up_to(const Config& c, std::int64_t step);
+
+// The run's settings in a line: the learning curve's title.
+std::string run_title(const Config& c, std::size_t parameters);
+
+}  // namespace tools
