@@ -1,7 +1,8 @@
 #pragma once
 // The whole public API of xgrad: #include <xgrad/xgrad.hpp>.
 //   tensors and ops (autograd), gradcheck, random generators, custom ops, the thread pool
-//   and BLAS report, layers and modules (nn), checkpoints, optimizers and schedules (optim).
+//   and BLAS report, layers and modules (nn), checkpoints, optimizers and schedules (optim),
+//   tokenizers (text).
 // xtensor interop stays apart (<xgrad/autograd/xtensor.hpp>): it pulls in xtensor.
 
 #include "xgrad/autograd/blas.hpp"
@@ -17,3 +18,4 @@
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/optim/optim.hpp"
+#include "xgrad/text/text.hpp"
