@@ -74,7 +74,7 @@ def main():
     size = None
     for _ in range(args.rounds):  # alternating, so that both see the same machine
         runs = {
-            "xgrad": run_json([probe, encoder, merges, "bench", args.text, str(args.repeats)]),
+            "xgrad": run_json([probe, encoder, merges, "bench", args.text, str(args.repeats), "1"]),
             "tiktoken": run_json(["node", "-e", TIKTOKEN_BENCH, modules, args.text, str(args.repeats)]),
         }
         for name, result in runs.items():

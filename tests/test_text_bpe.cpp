@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "xgrad/autograd/parallel.hpp"
 #include "xgrad/text/detail/merge.hpp"
 #include "xgrad/text/text.hpp"
 
@@ -408,6 +409,28 @@ BOOST_AUTO_TEST_CASE(pieces_follow_gpt2s_pattern) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_text_cut_where_gpt2_safe_cut_says_keeps_its_pieces) {
+  std::mt19937 rng(13);
+  std::size_t cuts = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string text = random_text(rng, rng() % 40);
+    const auto whole = strings(gpt2_pieces(text));
+    for (std::size_t cut = gpt2_safe_cut(text, 0); cut < text.size(); cut = gpt2_safe_cut(text, cut + 1), ++cuts) {
+      auto pieces = strings(gpt2_pieces(std::string_view(text).substr(0, cut)));
+      const auto rest = strings(gpt2_pieces(std::string_view(text).substr(cut)));
+      pieces.insert(pieces.end(), rest.begin(), rest.end());
+      BOOST_REQUIRE_MESSAGE(pieces == whole, quote_bytes(text) << " cut at " << cut);
+    }
+  }
+  BOOST_TEST_MESSAGE(cuts << " cuts");
+  BOOST_CHECK_GT(cuts, 3000u);
+  BOOST_CHECK_EQUAL(gpt2_safe_cut("In the beginning", 0), 2u);  // before " the"
+  BOOST_CHECK_EQUAL(gpt2_safe_cut("In the beginning", 3), 6u);
+  BOOST_CHECK_EQUAL(gpt2_safe_cut("earth.\n\n  2 And", 0), 6u);  // before the newlines
+  BOOST_CHECK_EQUAL(gpt2_safe_cut("a\xC2\xA0 b", 0), 5u);        // not inside NBSP + space
+  BOOST_CHECK_EQUAL(gpt2_safe_cut("  \n\t", 0), 4u);             // none
+}
+
 // ---- The byte alphabet ---------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(the_byte_alphabet_is_gpt2s) {
@@ -515,6 +538,19 @@ BOOST_AUTO_TEST_CASE(bpe_encodes_as_the_plain_algorithm_does) {
     BOOST_REQUIRE_MESSAGE(ids == reference_encode(ranks, text), quote_bytes(text));
     BOOST_REQUIRE(t.decode(ids) == text);
   }
+  // A long text is cut for the pool: the same ids as its pieces encoded one by one, on
+  // any number of threads.
+  std::string long_text;
+  while (long_text.size() < 1500000) long_text += random_text(rng, 1000);
+  std::vector<TokenId> piece_by_piece;
+  for (const std::string_view piece : gpt2_pieces(long_text)) t.encode_ordinary(piece, piece_by_piece);
+  const int pool_threads = num_threads();
+  for (const int n : {1, 2, 3}) {
+    set_num_threads(n);
+    BOOST_CHECK_MESSAGE(t.encode_ordinary(long_text) == piece_by_piece, n << " threads");
+  }
+  set_num_threads(pool_threads);
+
   // encode_ordinary into a vector appends; threads share a tokenizer.
   std::vector<TokenId> ids = {7};
   t.encode_ordinary("the", ids);

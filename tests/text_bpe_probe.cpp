@@ -7,14 +7,15 @@
 //                               lengths of its "pieces" (for the report of a mismatch)
 //   files OUT_DIR               the vocabulary written back: OUT_DIR/encoder.json,
 //                               vocab.bpe and gpt2.tiktoken; prints the identity
-//   bench TEXT REPEATS          encodes TEXT (encode_ordinary, one thread) REPEATS times;
-//                               prints {"bytes", "tokens", "seconds": [...]}
+//   bench TEXT REPEATS [THREADS]  encodes TEXT (encode_ordinary) REPEATS times on THREADS
+//                               threads (1); prints {"bytes", "tokens", "seconds": [...]}
 //   usage: text_bpe_probe ENCODER_JSON VOCAB_BPE COMMAND ARGS...
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/parallel.hpp"
 #include "xgrad/nn/files.hpp"
 #include "xgrad/text/text.hpp"
 
@@ -53,7 +54,8 @@ void write_files(const Tokenizer& tokenizer, const std::string& folder) {
   std::cout << tokenizer.identity() << "\n";
 }
 
-void bench(const Tokenizer& tokenizer, const std::string& text_path, int repeats) {
+void bench(const Tokenizer& tokenizer, const std::string& text_path, int repeats, int threads) {
+  set_num_threads(threads);
   const std::string text = read(text_path);
   std::vector<TokenId> ids;
   nlohmann::json seconds = nlohmann::json::array();
@@ -79,8 +81,8 @@ int main(int argc, char** argv) {
       encode_cases(tokenizer, args[3], args[4]);
     else if (command == "files" && args.size() == 4)
       write_files(tokenizer, args[3]);
-    else if (command == "bench" && args.size() == 5)
-      bench(tokenizer, args[3], std::stoi(args[4]));
+    else if (command == "bench" && (args.size() == 5 || args.size() == 6))
+      bench(tokenizer, args[3], std::stoi(args[4]), args.size() == 6 ? std::stoi(args[5]) : 1);
     else
       fail(kProbe, "unknown command or wrong arguments: ", command);
     return 0;

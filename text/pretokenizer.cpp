@@ -1,5 +1,6 @@
 #include "xgrad/text/pretokenizer.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include "xgrad/text/unicode.hpp"
@@ -96,6 +97,18 @@ std::vector<std::string_view> gpt2_pieces(std::string_view text) {
   Gpt2Pieces cut(text);
   for (std::string_view piece = cut.next(); !piece.empty(); piece = cut.next()) pieces.push_back(piece);
   return pieces;
+}
+
+std::size_t gpt2_safe_cut(std::string_view text, std::size_t from) noexcept {
+  const auto ascii_class = [&](std::size_t pos) {
+    const auto byte = static_cast<unsigned char>(text[pos]);
+    return byte < 0x80 ? kAsciiClasses[byte] : CharClass::other;
+  };
+  for (std::size_t cut = std::max<std::size_t>(from, 1); cut < text.size(); ++cut) {
+    const bool ascii = static_cast<unsigned char>(text[cut - 1]) < 0x80 && static_cast<unsigned char>(text[cut]) < 0x80;
+    if (ascii && ascii_class(cut) == CharClass::whitespace && ascii_class(cut - 1) != CharClass::whitespace) return cut;
+  }
+  return text.size();
 }
 
 }  // namespace xgrad::text

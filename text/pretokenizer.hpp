@@ -39,4 +39,13 @@ class Gpt2Pieces {
 // Every piece of a text at once.
 std::vector<std::string_view> gpt2_pieces(std::string_view text);
 
+// The first place at or after `from` where the text may be cut without changing its
+// pieces (the pieces of text[0, cut) then those of text[cut, end) are the whole text's),
+// or text.size() when there is none: an ASCII whitespace byte right after an ASCII byte
+// that is not whitespace (before the space of " word", the newline of "end.\n"). No
+// piece holds a non-space character and the whitespace after it, and the pieces before
+// such a place do not depend on what follows it. How long texts are cut for the thread
+// pool, and how a reader may cut a stream.
+std::size_t gpt2_safe_cut(std::string_view text, std::size_t from) noexcept;
+
 }  // namespace xgrad::text

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/parallel.hpp"
 #include "xgrad/text/detail/byte_string_map.hpp"
 #include "xgrad/text/detail/merge.hpp"
 #include "xgrad/text/pretokenizer.hpp"
@@ -128,8 +129,12 @@ Tokenizer::Tokenizer(std::vector<std::string> ranked_tokens, std::vector<Special
   state_ = std::move(state);
 }
 
-void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& ids) const {
-  const ByteStringMap& ranks = state_->ranks;
+namespace {
+
+// Texts longer than twice this are cut into stretches of about this much for the pool.
+constexpr std::size_t kStretchBytes = std::size_t{1} << 18;
+
+void encode_pieces(const ByteStringMap& ranks, std::string_view text, std::vector<TokenId>& ids) {
   const auto rank_of = [&ranks](std::string_view bytes) { return ranks.find(bytes); };
   detail::MergeScratch scratch;
   Gpt2Pieces pieces(text);
@@ -143,6 +148,23 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& ids
     for (std::size_t i = 0; i + 1 < starts.size(); ++i)
       ids.push_back(ranks.find(piece.substr(starts[i], starts[i + 1] - starts[i])));
   }
+}
+
+}  // namespace
+
+void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& ids) const {
+  const ByteStringMap& ranks = state_->ranks;
+  if (text.size() < 2 * kStretchBytes) return encode_pieces(ranks, text, ids);
+  std::vector<std::size_t> cuts = {0};
+  while (cuts.back() < text.size())
+    cuts.push_back(gpt2_safe_cut(text, std::min(text.size(), cuts.back() + kStretchBytes)));
+  std::vector<std::vector<TokenId>> stretches(cuts.size() - 1);
+  constexpr double kWorkPerByte = 10;  // roughly: reading, hashing, merging
+  parallel_for(stretches.size(), kWorkPerByte * kStretchBytes, [&](std::size_t i) {
+    stretches[i].reserve((cuts[i + 1] - cuts[i]) / 4);
+    encode_pieces(ranks, text.substr(cuts[i], cuts[i + 1] - cuts[i]), stretches[i]);
+  });
+  for (const std::vector<TokenId>& stretch : stretches) ids.insert(ids.end(), stretch.begin(), stretch.end());
 }
 
 std::vector<TokenId> Tokenizer::encode_ordinary(std::string_view text) const {

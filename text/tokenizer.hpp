@@ -70,7 +70,10 @@ class Tokenizer {
   // on (gaps allowed).
   explicit Tokenizer(std::vector<std::string> ranked_tokens, std::vector<SpecialToken> special_tokens = {});
 
-  // The ids of `text`, special tokens' texts read as ordinary text.
+  // The ids of `text`, special tokens' texts read as ordinary text. A long text is cut
+  // into stretches of about 256 KiB (at gpt2_safe_cut's places, which depend on the text
+  // alone) encoded on the thread pool (autograd/parallel.hpp): the same ids on any number
+  // of threads.
   std::vector<TokenId> encode_ordinary(std::string_view text) const;
   // The same, appended to `ids` (which keeps its memory from call to call).
   void encode_ordinary(std::string_view text, std::vector<TokenId>& ids) const;

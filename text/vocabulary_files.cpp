@@ -188,6 +188,121 @@ std::pair<std::string_view, std::string_view> merge_of(const Tokenizer& tokenize
   return {bytes.substr(0, starts[1]), bytes.substr(starts[1])};
 }
 
+// ---- reading GPT-2's pair -------------------------------------------------------------
+
+// encoder.json's entries by bytes and by id, each bytes and each id once.
+struct EncoderIndex {
+  std::unordered_map<std::string_view, const EncoderEntry*> by_bytes;
+  std::vector<const EncoderEntry*> by_id;  // in id order
+};
+
+EncoderIndex index_encoder(FileBytes encoder, const std::vector<EncoderEntry>& entries) {
+  EncoderIndex index;
+  for (const EncoderEntry& entry : entries) {
+    XGRAD_CHECK(!entry.bytes.empty(), encoder.name, "an empty token (id ", entry.id, ")");
+    const auto [it, added] = index.by_bytes.emplace(entry.bytes, &entry);
+    XGRAD_CHECK(added, encoder.name, "token ", quote_bytes(entry.symbols), " is given twice, with ids ", it->second->id,
+                " and ", entry.id);
+    index.by_id.push_back(&entry);
+  }
+  auto& by_id = index.by_id;
+  std::sort(by_id.begin(), by_id.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
+  for (std::size_t i = 1; i < by_id.size(); ++i)
+    XGRAD_CHECK(by_id[i - 1]->id != by_id[i]->id, encoder.name, "tokens ", quote_bytes(by_id[i - 1]->symbols), " and ",
+                quote_bytes(by_id[i]->symbols), " both have id ", by_id[i]->id);
+  return index;
+}
+
+// The 256 single bytes are there, with ids 0 to 255.
+void check_single_bytes(FileBytes encoder, const EncoderIndex& index) {
+  std::vector<std::string> missing;
+  for (unsigned byte = 0; byte < 256; ++byte) {
+    const std::string single(1, static_cast<char>(byte));
+    const auto it = index.by_bytes.find(single);
+    if (it == index.by_bytes.end()) {
+      missing.push_back(str(hex_byte(static_cast<unsigned char>(byte)), " ", quote_bytes(bytes_to_symbols(single))));
+      continue;
+    }
+    XGRAD_CHECK(it->second->id < 256, encoder.name, "the single byte ", hex_byte(static_cast<unsigned char>(byte)),
+                " (token ", quote_bytes(it->second->symbols), ") has id ", it->second->id,
+                ": the 256 single bytes must have ids 0 to 255");
+  }
+  XGRAD_CHECK(missing.empty(), encoder.name, "the single bytes ", listed(missing), " are missing (", missing.size(),
+              " of the 256)");
+}
+
+// What vocab.bpe's merges make: the ranked tokens (the single bytes at their ids, merge i's
+// result at 256 + i) and where each result is made.
+struct Merges {
+  std::vector<std::string> ranked;
+  std::unordered_map<std::string_view, std::size_t> made_at;  // a merge's result: its line
+  bool is_token(std::string_view bytes) const { return bytes.size() == 1 || made_at.contains(bytes); }
+};
+
+Merges read_merges(FileBytes vocab_bpe, FileBytes encoder, const EncoderIndex& index) {
+  const std::vector<std::string_view> lines = lines_of(vocab_bpe);
+  std::size_t first_merge = 0;  // the lines before it: the header
+  if (!lines.empty() && lines[0].starts_with("#version")) {
+    XGRAD_CHECK(lines[0].starts_with(kMergesHeader), vocab_bpe.name, "line 1 is ", quote_bytes(lines[0]),
+                ": the header known is \"", kMergesHeader, "\"");
+    first_merge = 1;
+  }
+  const std::size_t count = lines.size() - first_merge;
+  Merges merges;
+  merges.ranked.resize(256 + count);
+  for (unsigned byte = 0; byte < 256; ++byte) {
+    const std::string single(1, static_cast<char>(byte));
+    merges.ranked[index.by_bytes.at(single)->id] = single;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t line = first_merge + i + 1;
+    const std::string_view text = lines[first_merge + i];
+    const std::size_t space = text.find(' ');
+    XGRAD_CHECK(space != std::string_view::npos && space > 0 && space + 1 < text.size() &&
+                    text.find(' ', space + 1) == std::string_view::npos,
+                vocab_bpe.name, "line ", line, " is ", quote_bytes(text),
+                ": a merge is two tokens with one space between them");
+    const std::string left = merge_side(vocab_bpe, line, text.substr(0, space));
+    const std::string right = merge_side(vocab_bpe, line, text.substr(space + 1));
+    for (const std::string& side : {left, right})
+      XGRAD_CHECK(merges.is_token(side), vocab_bpe.name, "line ", line, " merges ", quote_bytes(bytes_to_symbols(side)),
+                  ", which is no token yet (neither a single byte nor an earlier line's result)");
+    const std::string result = left + right;
+    const std::string result_symbols = bytes_to_symbols(result);
+    if (const auto made = merges.made_at.find(result); made != merges.made_at.end())
+      fail(vocab_bpe.name, "line ", line, " makes ", quote_bytes(result_symbols), ", which line ", made->second,
+           " made already");
+    const auto entry = index.by_bytes.find(result);
+    XGRAD_CHECK(entry != index.by_bytes.end(), vocab_bpe.name, "line ", line, " makes ", quote_bytes(result_symbols),
+                ", which ", encoder.name, " lacks");
+    XGRAD_CHECK(entry->second->id == 256 + i, vocab_bpe.name, "line ", line, " makes ", quote_bytes(result_symbols),
+                ", which has id ", entry->second->id, " in ", encoder.name, ": merge ", i,
+                " (counting from 0) must make the token of id ", 256 + i);
+    merges.made_at.emplace(entry->second->bytes, line);
+    merges.ranked[256 + i] = result;
+  }
+  return merges;
+}
+
+// encoder.json's entries no merge makes: the special tokens. One that is two tokens end to
+// end is a merge vocab.bpe lacks (a file cut short at a line's end), not a special token.
+std::vector<SpecialToken> special_tokens_left(FileBytes encoder, FileBytes vocab_bpe, const EncoderIndex& index,
+                                              const Merges& merges) {
+  const auto is_token = [&](std::string_view bytes) { return merges.is_token(bytes); };
+  std::vector<SpecialToken> specials;
+  for (const EncoderEntry* entry : index.by_id) {
+    if (is_token(entry->bytes)) continue;
+    const auto cut = two_tokens_at(entry->bytes, is_token);
+    XGRAD_CHECK(!cut, encoder.name, "token ", quote_bytes(entry->symbols), " (id ", entry->id,
+                ") is made by no merge of ", vocab_bpe.name, ", yet it is ",
+                quote_bytes(bytes_to_symbols(entry->bytes.substr(0, *cut))), " + ",
+                quote_bytes(bytes_to_symbols(entry->bytes.substr(*cut))), ", two tokens: ", vocab_bpe.name,
+                " lacks its merge (a file cut short?)");
+    specials.push_back({entry->bytes, entry->id});
+  }
+  return specials;
+}
+
 // ---- tiktoken -----------------------------------------------------------------------
 
 constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -243,92 +358,12 @@ std::optional<TokenId> parse_rank(std::string_view text) {
 }  // namespace
 
 Tokenizer parse_gpt2_vocabulary(FileBytes encoder_json, FileBytes vocab_bpe) {
-  const FileBytes& encoder = encoder_json;
-  const std::vector<EncoderEntry> entries = read_encoder_json(encoder);
-  std::unordered_map<std::string_view, const EncoderEntry*> by_bytes;
-  for (const EncoderEntry& entry : entries) {
-    XGRAD_CHECK(!entry.bytes.empty(), encoder.name, "an empty token (id ", entry.id, ")");
-    const auto [it, added] = by_bytes.emplace(entry.bytes, &entry);
-    XGRAD_CHECK(added, encoder.name, "token ", quote_bytes(entry.symbols), " is given twice, with ids ", it->second->id,
-                " and ", entry.id);
-  }
-  std::vector<const EncoderEntry*> by_id;
-  for (const EncoderEntry& entry : entries) by_id.push_back(&entry);
-  std::sort(by_id.begin(), by_id.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
-  for (std::size_t i = 1; i < by_id.size(); ++i)
-    XGRAD_CHECK(by_id[i - 1]->id != by_id[i]->id, encoder.name, "tokens ", quote_bytes(by_id[i - 1]->symbols), " and ",
-                quote_bytes(by_id[i]->symbols), " both have id ", by_id[i]->id);
-
-  std::vector<std::string> missing;
-  for (unsigned byte = 0; byte < 256; ++byte) {
-    const std::string single(1, static_cast<char>(byte));
-    const auto it = by_bytes.find(single);
-    if (it == by_bytes.end()) {
-      missing.push_back(str(hex_byte(static_cast<unsigned char>(byte)), " ", quote_bytes(bytes_to_symbols(single))));
-      continue;
-    }
-    XGRAD_CHECK(it->second->id < 256, encoder.name, "the single byte ", hex_byte(static_cast<unsigned char>(byte)),
-                " (token ", quote_bytes(it->second->symbols), ") has id ", it->second->id,
-                ": the 256 single bytes must have ids 0 to 255");
-  }
-  XGRAD_CHECK(missing.empty(), encoder.name, "the single bytes ", listed(missing), " are missing (", missing.size(),
-              " of the 256)");
-
-  std::vector<std::string_view> lines = lines_of(vocab_bpe);
-  std::size_t first_merge = 0;  // the lines before it: the header
-  if (!lines.empty() && lines[0].starts_with("#version")) {
-    XGRAD_CHECK(lines[0].starts_with(kMergesHeader), vocab_bpe.name, "line 1 is ", quote_bytes(lines[0]),
-                ": the header known is \"", kMergesHeader, "\"");
-    first_merge = 1;
-  }
-  const std::size_t merges = lines.size() - first_merge;
-  std::vector<std::string> ranked(256 + merges);
-  for (unsigned byte = 0; byte < 256; ++byte) {
-    const std::string single(1, static_cast<char>(byte));
-    ranked[by_bytes.at(single)->id] = single;
-  }
-  std::unordered_map<std::string_view, std::size_t> made_at;  // a merge's result: its line
-  const auto is_token = [&](std::string_view bytes) { return bytes.size() == 1 || made_at.contains(bytes); };
-  for (std::size_t i = 0; i < merges; ++i) {
-    const std::size_t line = first_merge + i + 1;
-    const std::string_view text = lines[first_merge + i];
-    const std::size_t space = text.find(' ');
-    XGRAD_CHECK(space != std::string_view::npos && space > 0 && space + 1 < text.size() &&
-                    text.find(' ', space + 1) == std::string_view::npos,
-                vocab_bpe.name, "line ", line, " is ", quote_bytes(text),
-                ": a merge is two tokens with one space between them");
-    const std::string left = merge_side(vocab_bpe, line, text.substr(0, space));
-    const std::string right = merge_side(vocab_bpe, line, text.substr(space + 1));
-    for (const std::string& side : {left, right})
-      XGRAD_CHECK(is_token(side), vocab_bpe.name, "line ", line, " merges ", quote_bytes(bytes_to_symbols(side)),
-                  ", which is no token yet (neither a single byte nor an earlier line's result)");
-    const std::string result = left + right;
-    const std::string result_symbols = bytes_to_symbols(result);
-    if (const auto made = made_at.find(result); made != made_at.end())
-      fail(vocab_bpe.name, "line ", line, " makes ", quote_bytes(result_symbols), ", which line ", made->second,
-           " made already");
-    const auto entry = by_bytes.find(result);
-    XGRAD_CHECK(entry != by_bytes.end(), vocab_bpe.name, "line ", line, " makes ", quote_bytes(result_symbols),
-                ", which ", encoder.name, " lacks");
-    XGRAD_CHECK(entry->second->id == 256 + i, vocab_bpe.name, "line ", line, " makes ", quote_bytes(result_symbols),
-                ", which has id ", entry->second->id, " in ", encoder.name, ": merge ", i,
-                " (counting from 0) must make the token of id ", 256 + i);
-    made_at.emplace(entry->second->bytes, line);
-    ranked[256 + i] = result;
-  }
-
-  std::vector<SpecialToken> specials;
-  for (const EncoderEntry* entry : by_id) {
-    if (is_token(entry->bytes)) continue;
-    const auto cut = two_tokens_at(entry->bytes, is_token);
-    XGRAD_CHECK(!cut, encoder.name, "token ", quote_bytes(entry->symbols), " (id ", entry->id,
-                ") is made by no merge of ", vocab_bpe.name, ", yet it is ",
-                quote_bytes(bytes_to_symbols(entry->bytes.substr(0, *cut))), " + ",
-                quote_bytes(bytes_to_symbols(entry->bytes.substr(*cut))), ", two tokens: ", vocab_bpe.name,
-                " lacks its merge (a file cut short?)");
-    specials.push_back({entry->bytes, entry->id});
-  }
-  return Tokenizer(std::move(ranked), std::move(specials));
+  const std::vector<EncoderEntry> entries = read_encoder_json(encoder_json);
+  const EncoderIndex index = index_encoder(encoder_json, entries);
+  check_single_bytes(encoder_json, index);
+  Merges merges = read_merges(vocab_bpe, encoder_json, index);
+  std::vector<SpecialToken> specials = special_tokens_left(encoder_json, vocab_bpe, index, merges);
+  return Tokenizer(std::move(merges.ranked), std::move(specials));
 }
 
 Gpt2Vocabulary format_gpt2_vocabulary(const Tokenizer& tokenizer) {
