@@ -7,6 +7,7 @@
 
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/function.hpp"
 #include "xgrad/autograd/gradcheck.hpp"
 #include "xgrad/autograd/ops.hpp"

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/parallel.hpp"
-#include "xgrad/nn/files.hpp"
 #include "xgrad/text/text.hpp"
 
 using namespace xgrad;
@@ -26,7 +26,7 @@ namespace {
 
 constexpr const char* kProbe = "text_bpe_probe";
 
-std::string read(const std::string& path) { return nn::read_regular_file(path, kProbe); }
+std::string read(const std::string& path) { return read_regular_file(path, kProbe); }
 
 void encode_cases(const Tokenizer& tokenizer, const std::string& cases_path, const std::string& out_path) {
   const nlohmann::json cases = nlohmann::json::parse(read(cases_path));
@@ -43,14 +43,14 @@ void encode_cases(const Tokenizer& tokenizer, const std::string& cases_path, con
     XGRAD_CHECK(tokenizer.decode(ids) == text, kProbe, "a case does not decode to itself");
     results.push_back({{"ids", ids}, {"pieces", pieces}});
   }
-  nn::write_file_atomically(out_path, results.dump(), kProbe);
+  write_file_atomically(out_path, results.dump(), kProbe);
 }
 
 void write_files(const Tokenizer& tokenizer, const std::string& folder) {
   const Gpt2Vocabulary gpt2 = format_gpt2_vocabulary(tokenizer);
-  nn::write_file_atomically(folder + "/encoder.json", gpt2.encoder_json, kProbe);
-  nn::write_file_atomically(folder + "/vocab.bpe", gpt2.vocab_bpe, kProbe);
-  nn::write_file_atomically(folder + "/gpt2.tiktoken", format_tiktoken_ranks(tokenizer), kProbe);
+  write_file_atomically(folder + "/encoder.json", gpt2.encoder_json, kProbe);
+  write_file_atomically(folder + "/vocab.bpe", gpt2.vocab_bpe, kProbe);
+  write_file_atomically(folder + "/gpt2.tiktoken", format_tiktoken_ranks(tokenizer), kProbe);
   std::cout << tokenizer.identity() << "\n";
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Vocabulary files in the formats that exist, parsed from their bytes and formatted to
-// bytes. Reading and writing the files themselves is the caller's: nn::read_regular_file
-// and nn::write_file_atomically (<xgrad/nn/files.hpp>) do it safely.
+// bytes. Reading and writing the files themselves is the caller's: read_regular_file and
+// write_file_atomically (<xgrad/autograd/files.hpp>) do it safely.
 //
 // GPT-2's pair, the same as Hugging Face's vocab.json + merges.txt:
 //   encoder.json  a JSON object from tokens to ids, each token written in GPT-2's byte

@@ -33,12 +33,12 @@
 #include "timeline.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/distributed/communicator.hpp"
 #include "xgrad/distributed/reducer.hpp"
-#include "xgrad/nn/files.hpp"
 #include "xgrad/optim/optim.hpp"
 
 using namespace xgrad;
@@ -170,7 +170,7 @@ void keep_metrics_up_to(const Config& c, std::int64_t step) {
   std::error_code error;
   if (!std::filesystem::exists(c.metrics, error)) return;
   const std::string what = str(flag(&Config::metrics), " ", c.metrics);
-  const std::string text = nn::read_regular_file(c.metrics, what);
+  const std::string text = read_regular_file(c.metrics, what);
   std::istringstream lines(text);
   std::string line, kept;
   std::int64_t last = -1;
@@ -183,7 +183,7 @@ void keep_metrics_up_to(const Config& c, std::int64_t step) {
     kept += line + '\n';
     last = at;
   }
-  if (kept != text) nn::write_file_atomically(c.metrics, kept, what);
+  if (kept != text) write_file_atomically(c.metrics, kept, what);
 }
 
 // The evaluation as people read it: losses (lm: also in bits per character) and, for
