@@ -138,16 +138,8 @@ void encode_pieces(const ByteStringMap& ranks, std::string_view text, std::vecto
   const auto rank_of = [&ranks](std::string_view bytes) { return ranks.find(bytes); };
   detail::MergeScratch scratch;
   Gpt2Pieces pieces(text);
-  for (std::string_view piece = pieces.next(); !piece.empty(); piece = pieces.next()) {
-    if (const std::uint32_t whole = ranks.find(piece); whole != ByteStringMap::kAbsent) {
-      ids.push_back(whole);
-      continue;
-    }
-    detail::byte_pair_merge(piece, rank_of, scratch);
-    const auto& starts = scratch.starts;
-    for (std::size_t i = 0; i + 1 < starts.size(); ++i)
-      ids.push_back(ranks.find(piece.substr(starts[i], starts[i + 1] - starts[i])));
-  }
+  for (std::string_view piece = pieces.next(); !piece.empty(); piece = pieces.next())
+    detail::encode_piece(piece, rank_of, scratch, ids);
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 //                         long piece (5,000 spaces, a long run of letters) stays linear-ish.
 // byte_pair_merge picks one by length. Each leaves the parts' starts in scratch.starts,
 // followed by the piece's length. `rank_of(bytes)` gives a byte string's rank, or kNoRank
-// when it is no token. Internal to the text layer (and its tests, which hold the two to
-// the same parts).
+// when it is no token. encode_piece gives a piece's ids. Internal to the text layer (and
+// its tests, which hold the two to the same parts).
 
 #include <algorithm>
 #include <cstdint>
@@ -111,6 +111,22 @@ void byte_pair_merge(std::string_view piece, const RankOf& rank_of, MergeScratch
     byte_pair_merge_scan(piece, rank_of, scratch);
   else
     byte_pair_merge_heap(piece, rank_of, scratch);
+}
+
+// The ids of one piece appended to `ids`, as a Tokenizer encodes it: the piece's own rank
+// when it is a token whole, else the ranks of the parts BPE merges it into. The trainer
+// (text/bpe_trainer.cpp) keeps its pieces' encodings through this very function.
+template <class RankOf>
+void encode_piece(std::string_view piece, const RankOf& rank_of, MergeScratch& scratch,
+                  std::vector<std::uint32_t>& ids) {
+  if (const std::uint32_t whole = rank_of(piece); whole != kNoRank) {
+    ids.push_back(whole);
+    return;
+  }
+  byte_pair_merge(piece, rank_of, scratch);
+  const auto& starts = scratch.starts;
+  for (std::size_t i = 0; i + 1 < starts.size(); ++i)
+    ids.push_back(rank_of(piece.substr(starts[i], starts[i + 1] - starts[i])));
 }
 
 }  // namespace xgrad::text::detail
