@@ -8,34 +8,15 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "helpers.hpp"
 #include "xgrad/autograd/files.hpp"
 
 using namespace xgrad;
-using xgrad::test::check_error;
+using namespace xgrad::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh, empty folder of its own for each test.
-fs::path scratch_folder(const std::string& name) {
-  const fs::path folder = fs::temp_directory_path() / ("xgrad-test-files-" + std::to_string(::getpid())) / name;
-  fs::remove_all(folder);
-  fs::create_directories(folder);
-  return folder;
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-void put(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 // Every name in `folder`, sorted.
 std::vector<std::string> names_in(const fs::path& folder) {
@@ -48,7 +29,7 @@ std::vector<std::string> names_in(const fs::path& folder) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_streamed_file_appears_only_when_committed) {
-  const fs::path folder = scratch_folder("stream");
+  const fs::path folder = fresh_folder("test-files", "stream");
   const fs::path target = folder / "tokens.bin";
   AtomicFileWriter writer(target.string(), "shard");
   std::string expected;
@@ -63,14 +44,14 @@ BOOST_AUTO_TEST_CASE(a_streamed_file_appears_only_when_committed) {
   writer.write_at(3, "HEAD");  // a header known last
   expected.replace(3, 4, "HEAD");
   writer.commit();
-  BOOST_CHECK(read_bytes(target) == expected);
+  BOOST_CHECK(file_bytes(target) == expected);
   BOOST_CHECK(names_in(folder) == std::vector<std::string>{"tokens.bin"});  // no temporary left
 }
 
 BOOST_AUTO_TEST_CASE(a_writer_destroyed_without_commit_leaves_the_target_as_it_was) {
-  const fs::path folder = scratch_folder("abandoned");
+  const fs::path folder = fresh_folder("test-files", "abandoned");
   const fs::path old_file = folder / "old.bin", new_file = folder / "new.bin";
-  put(old_file, "the old bytes");
+  put_file(old_file, "the old bytes");
   for (const fs::path& target : {old_file, new_file}) {
     {
       AtomicFileWriter writer(target.string(), "shard");
@@ -83,12 +64,12 @@ BOOST_AUTO_TEST_CASE(a_writer_destroyed_without_commit_leaves_the_target_as_it_w
     } catch (const std::runtime_error&) {
     }
   }
-  BOOST_CHECK_EQUAL(read_bytes(old_file), "the old bytes");
+  BOOST_CHECK_EQUAL(file_bytes(old_file), "the old bytes");
   BOOST_CHECK(names_in(folder) == std::vector<std::string>{"old.bin"});
 }
 
 BOOST_AUTO_TEST_CASE(a_writer_takes_no_calls_after_commit_or_past_its_bytes) {
-  const fs::path folder = scratch_folder("misuse");
+  const fs::path folder = fresh_folder("test-files", "misuse");
   const std::string target = (folder / "x.bin").string();
   AtomicFileWriter writer(target, "shard");
   writer.write("12345");
@@ -99,21 +80,21 @@ BOOST_AUTO_TEST_CASE(a_writer_takes_no_calls_after_commit_or_past_its_bytes) {
   check_error([&] { writer.write("more"); }, {"shard", "write()", target, "after commit()"});
   check_error([&] { writer.write_at(0, "x"); }, {"write_at()", "after commit()"});
   check_error([&] { writer.commit(); }, {"commit()", "after commit()"});
-  BOOST_CHECK_EQUAL(read_bytes(target), "12345");
+  BOOST_CHECK_EQUAL(file_bytes(target), "12345");
 }
 
 BOOST_AUTO_TEST_CASE(a_streamed_write_keeps_the_whole_file_rules) {
-  const fs::path folder = scratch_folder("rules");
+  const fs::path folder = fresh_folder("test-files", "rules");
   // Through a symlink: the file it points to is replaced, the link stays.
   const fs::path real = folder / "real.bin", link = folder / "link.bin";
-  put(real, "old");
+  put_file(real, "old");
   ::chmod(real.c_str(), 0600);
   fs::create_symlink("real.bin", link);
   AtomicFileWriter through_link(link.string(), "shard");
   through_link.write("new");
   through_link.commit();
   BOOST_CHECK(fs::is_symlink(link));
-  BOOST_CHECK_EQUAL(read_bytes(real), "new");
+  BOOST_CHECK_EQUAL(file_bytes(real), "new");
   BOOST_CHECK((fs::status(real).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
   // Never over a folder, a device or a FIFO; nothing where the folder is missing.
   const fs::path fifo = folder / "pipe";
@@ -127,11 +108,11 @@ BOOST_AUTO_TEST_CASE(a_streamed_write_keeps_the_whole_file_rules) {
 }
 
 BOOST_AUTO_TEST_CASE(a_mapped_file_holds_the_files_bytes) {
-  const fs::path folder = scratch_folder("map");
+  const fs::path folder = fresh_folder("test-files", "map");
   std::string bytes;
   for (int i = 0; i < 100000; ++i) bytes += static_cast<char>(i * 7919 % 256);
-  put(folder / "data.bin", bytes);
-  put(folder / "empty.bin", "");
+  put_file(folder / "data.bin", bytes);
+  put_file(folder / "empty.bin", "");
   const MappedFile mapped((folder / "data.bin").string(), "shard");
   BOOST_CHECK(mapped.bytes() == bytes);
   BOOST_CHECK_EQUAL(mapped.path(), (folder / "data.bin").string());
@@ -153,7 +134,7 @@ BOOST_AUTO_TEST_CASE(a_mapped_file_holds_the_files_bytes) {
 }
 
 BOOST_AUTO_TEST_CASE(only_a_regular_file_is_mapped_and_the_error_names_it) {
-  const fs::path folder = scratch_folder("map-refusals");
+  const fs::path folder = fresh_folder("test-files", "map-refusals");
   const fs::path fifo = folder / "pipe";
   BOOST_REQUIRE_EQUAL(::mkfifo(fifo.c_str(), 0600), 0);
   const auto refused = [](const std::string& path, const std::string& why) {

@@ -11,10 +11,8 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/text/detail/philox.hpp"
@@ -22,28 +20,10 @@
 
 using namespace xgrad;
 using namespace xgrad::text;
-using xgrad::test::check_error;
+using namespace xgrad::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path scratch_folder(const std::string& name) {
-  const fs::path folder = fs::temp_directory_path() / ("xgrad-test-shards-" + std::to_string(::getpid())) / name;
-  fs::remove_all(folder);
-  fs::create_directories(folder);
-  return folder;
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-void put(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // Little-endian integers of `width` bytes, by hand.
 void append_le(std::string& out, std::uint64_t value, int width) {
@@ -100,7 +80,7 @@ std::vector<std::uint32_t> write_with_numpy(const fs::path& path, const std::str
 // ---- the format ------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(a_shard_xgrad_writes_has_llm_cs_header_fields) {
-  const fs::path folder = scratch_folder("header");
+  const fs::path folder = fresh_folder("test-shards", "header");
   struct Case {
     std::string name;
     std::size_t vocabulary_size;
@@ -112,7 +92,7 @@ BOOST_AUTO_TEST_CASE(a_shard_xgrad_writes_has_llm_cs_header_fields) {
                         Case{"llama3.bin", 128256, {0, 65536, 128255, 5}, 20240801, 7, 4}}) {
     BOOST_TEST_CONTEXT(c.name) {
       write_shard(folder / c.name, c.tokens, c.vocabulary_size);
-      const std::string bytes = read_bytes(folder / c.name);
+      const std::string bytes = file_bytes(folder / c.name);
       BOOST_REQUIRE_EQUAL(bytes.size(), 1024 + c.tokens.size() * c.width);
       BOOST_CHECK_EQUAL(le_at(bytes, 0, 4), c.magic);
       BOOST_CHECK_EQUAL(le_at(bytes, 4, 4), c.version);
@@ -127,7 +107,7 @@ BOOST_AUTO_TEST_CASE(a_shard_xgrad_writes_has_llm_cs_header_fields) {
 }
 
 BOOST_AUTO_TEST_CASE(shards_numpy_writes_as_llm_c_does_read_back) {
-  const fs::path folder = scratch_folder("numpy");
+  const fs::path folder = fresh_folder("test-shards", "numpy");
   for (const auto& [desc, count, vocabulary_size, format] :
        {std::tuple{"gpt-2", 5000, 50257, ShardFormat::gpt2}, std::tuple{"gpt-2", 1, 65536, ShardFormat::gpt2},
         std::tuple{"llama-3", 3000, 128256, ShardFormat::llama3}}) {
@@ -141,7 +121,7 @@ BOOST_AUTO_TEST_CASE(shards_numpy_writes_as_llm_c_does_read_back) {
       ShardWriter writer((folder / "again.bin").string(), vocabulary_size);
       writer.write(tokens);
       writer.commit();
-      BOOST_CHECK(read_bytes(folder / "again.bin") == read_bytes(path));
+      BOOST_CHECK(file_bytes(folder / "again.bin") == file_bytes(path));
     }
   }
   // The loader draws its windows from a numpy-written shard.
@@ -157,7 +137,7 @@ BOOST_AUTO_TEST_CASE(shards_numpy_writes_as_llm_c_does_read_back) {
 }
 
 BOOST_AUTO_TEST_CASE(a_streamed_shard_reads_back_and_round_trips_a_text) {
-  const fs::path folder = scratch_folder("stream");
+  const fs::path folder = fresh_folder("test-shards", "stream");
   // More than the writer's buffer, in uneven writes.
   std::vector<std::uint32_t> tokens;
   ShardWriter writer((folder / "big.bin").string(), 50257);
@@ -198,7 +178,7 @@ BOOST_AUTO_TEST_CASE(the_format_follows_the_vocabulary) {
   BOOST_CHECK(shard_format_for(128256) == ShardFormat::llama3);
   BOOST_CHECK_EQUAL(token_width(ShardFormat::gpt2), 2u);
   BOOST_CHECK_EQUAL(token_width(ShardFormat::llama3), 4u);
-  const fs::path folder = scratch_folder("formats");
+  const fs::path folder = fresh_folder("test-shards", "formats");
   // llama3 on request, for any vocabulary; gpt2 only where the ids fit.
   ShardWriter wide((folder / "wide.bin").string(), 1000, ShardFormat::llama3);
   wide.write(std::vector<std::uint32_t>{999, 0});
@@ -213,7 +193,7 @@ BOOST_AUTO_TEST_CASE(the_format_follows_the_vocabulary) {
 // ---- the writer's refusals ---------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(the_writer_refuses_ids_past_the_vocabulary_and_makes_nothing) {
-  const fs::path folder = scratch_folder("refusals");
+  const fs::path folder = fresh_folder("test-shards", "refusals");
   const std::string path = (folder / "out.bin").string();
   struct Case {
     std::size_t vocabulary_size;
@@ -247,18 +227,18 @@ BOOST_AUTO_TEST_CASE(the_writer_refuses_ids_past_the_vocabulary_and_makes_nothin
   BOOST_CHECK(fs::is_empty(folder));
   // Abandoned: the old shard stays as it was.
   write_shard(path, {1, 2, 3}, 300);
-  const std::string old_bytes = read_bytes(path);
+  const std::string old_bytes = file_bytes(path);
   {
     ShardWriter writer(path, 300);
     writer.write(std::vector<std::uint32_t>{9, 9, 9, 9});
   }
-  BOOST_CHECK(read_bytes(path) == old_bytes);
+  BOOST_CHECK(file_bytes(path) == old_bytes);
 }
 
 // ---- every class of bad shard --------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(every_class_of_bad_shard_is_refused_naming_the_file_and_the_numbers) {
-  const fs::path folder = scratch_folder("bad");
+  const fs::path folder = fresh_folder("test-shards", "bad");
   struct Case {
     std::string name, bytes;
     std::vector<std::string> message;
@@ -312,7 +292,7 @@ BOOST_AUTO_TEST_CASE(every_class_of_bad_shard_is_refused_naming_the_file_and_the
   for (const Case& c : cases) {
     BOOST_TEST_CONTEXT(c.name) {
       const fs::path path = folder / (c.name + ".bin");
-      put(path, c.bytes);
+      put_file(path, c.bytes);
       try {
         TokenShard shard(path.string(), 300);
         BOOST_ERROR("no error for " << c.name);
@@ -336,11 +316,11 @@ BOOST_AUTO_TEST_CASE(every_class_of_bad_shard_is_refused_naming_the_file_and_the
 BOOST_AUTO_TEST_CASE(the_first_id_past_the_vocabulary_is_named_on_any_thread_count) {
   // Three million tokens, read in chunks on the pool: offenders in the second and third
   // chunks, the first named whatever the thread count.
-  const fs::path folder = scratch_folder("far");
+  const fs::path folder = fresh_folder("test-shards", "far");
   std::vector<std::uint32_t> tokens(3'000'000, 7);
   tokens[2'500'000] = 60000;
   tokens[1'200'345] = 50257;
-  put(folder / "far.bin", shard_bytes(20240520, 1, 3'000'000, tokens, 2));
+  put_file(folder / "far.bin", shard_bytes(20240520, 1, 3'000'000, tokens, 2));
   for (const int threads : {1, 2, 3}) {
     set_num_threads(threads);
     check_error([&] { TokenShard((folder / "far.bin").string(), 50257); },
@@ -389,7 +369,7 @@ Place place_of(const TokenWindows& windows, std::size_t row) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(windows_are_a_pure_function_of_seed_step_and_row) {
-  const fs::path folder = scratch_folder("pure");
+  const fs::path folder = fresh_folder("test-shards", "pure");
   const std::vector<std::string> paths = position_shards(folder, {5000, 7000, 3000});
   const TokenLoader loader({.train = paths}, kWide, 32), again({.train = paths}, kWide, 32);
   const MicroBatch step5{.step = 5, .batch_rows = 16};
@@ -414,7 +394,7 @@ BOOST_AUTO_TEST_CASE(windows_are_a_pure_function_of_seed_step_and_row) {
 }
 
 BOOST_AUTO_TEST_CASE(micro_batches_tile_the_global_batch_exactly) {
-  const fs::path folder = scratch_folder("tile");
+  const fs::path folder = fresh_folder("test-shards", "tile");
   const std::vector<std::string> paths = position_shards(folder, {4000, 9000});
   const TokenLoader loader({.train = paths}, kWide, 16);
   for (const std::uint64_t step : {0u, 1u, 1000u}) {
@@ -442,7 +422,7 @@ BOOST_AUTO_TEST_CASE(micro_batches_tile_the_global_batch_exactly) {
 }
 
 BOOST_AUTO_TEST_CASE(one_shard_splits_at_its_last_tenth_and_windows_stay_on_their_side) {
-  const fs::path folder = scratch_folder("one");
+  const fs::path folder = fresh_folder("test-shards", "one");
   const std::vector<std::string> paths = position_shards(folder, {1000});
   const TokenLoader loader({.train = paths}, kWide, 16);
   BOOST_CHECK_EQUAL(loader.tokens(Split::train), 900u);
@@ -466,7 +446,7 @@ BOOST_AUTO_TEST_CASE(one_shard_splits_at_its_last_tenth_and_windows_stay_on_thei
 }
 
 BOOST_AUTO_TEST_CASE(several_shards_split_at_the_last_or_as_given_weighted_by_their_windows) {
-  const fs::path folder = scratch_folder("several");
+  const fs::path folder = fresh_folder("test-shards", "several");
   const std::vector<std::string> paths = position_shards(folder, {1016, 3016, 20, 516});
   // No validation given: the last shard is it. The 20-token shard holds 4 windows of 17.
   const TokenLoader loader({.train = paths}, kWide, 16);
@@ -499,7 +479,7 @@ BOOST_AUTO_TEST_CASE(several_shards_split_at_the_last_or_as_given_weighted_by_th
 }
 
 BOOST_AUTO_TEST_CASE(shards_of_both_widths_load_together) {
-  const fs::path folder = scratch_folder("widths");
+  const fs::path folder = fresh_folder("test-shards", "widths");
   const std::string narrow = (folder / "narrow.bin").string(), wide = (folder / "wide.bin").string();
   write_shard(narrow, ramp(500), 1000);  // gpt2
   ShardWriter writer(wide, 1000, ShardFormat::llama3);
@@ -518,7 +498,7 @@ BOOST_AUTO_TEST_CASE(shards_of_both_widths_load_together) {
 }
 
 BOOST_AUTO_TEST_CASE(evaluation_windows_are_fixed_and_cover_each_shard_in_order) {
-  const fs::path folder = scratch_folder("evaluation");
+  const fs::path folder = fresh_folder("test-shards", "evaluation");
   const std::vector<std::string> paths = position_shards(folder, {2000, 100, 41, 16});
   const TokenLoader loader({.train = {paths[0]}, .validation = {paths[1], paths[2], paths[3]}}, kWide, 10);
   // (100 - 1) / 10 = 9 windows, (41 - 1) / 10 = 4, and none from 16 tokens.
@@ -542,7 +522,7 @@ BOOST_AUTO_TEST_CASE(evaluation_windows_are_fixed_and_cover_each_shard_in_order)
 }
 
 BOOST_AUTO_TEST_CASE(the_loaders_refusals_name_what_is_wrong) {
-  const fs::path folder = scratch_folder("loader-refusals");
+  const fs::path folder = fresh_folder("test-shards", "loader-refusals");
   const std::vector<std::string> paths = position_shards(folder, {100, 30, 10, 200});
   check_error([&] { TokenLoader({}, kWide, 16); }, {"token loader", "no training shard"});
   check_error([&] { TokenLoader({.train = {paths[0]}}, kWide, 0); }, {"seq_len is 0"});

@@ -58,7 +58,8 @@ class PieceCounts {
   // Pieces and bytes added, repetitions included.
   std::uint64_t pieces() const noexcept { return pieces_; }
   std::uint64_t bytes() const noexcept { return bytes_; }
-  // Each distinct piece and its count, sorted by bytes.
+  // Each distinct piece and its count, sorted by bytes (views valid until the next add()
+  // or the counts go).
   std::vector<std::pair<std::string_view, std::uint64_t>> sorted() const;
 
  private:

@@ -87,8 +87,8 @@ class TokenLoader {
   // Tokens in the split, and the starts a window may have in it.
   std::uint64_t tokens(Split split) const;
   std::uint64_t window_starts(Split split) const;
-  // "'a.bin' (1,000 tokens), the last tenth of 'b.bin' (tokens 900 to 1,000)": the split's
-  // parts, for reports.
+  // The split's parts, for reports: "'a.bin' (1000 tokens), 'b.bin' (500 tokens)", or
+  // "tokens 900 to 1000 of 'a.bin' (100 tokens)".
   std::string describe(Split split) const;
 
  private:
