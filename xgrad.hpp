@@ -1,11 +1,13 @@
 #pragma once
 // The whole public API of xgrad: #include <xgrad/xgrad.hpp>.
 //   tensors and ops (autograd), gradcheck, random generators, custom ops, the thread pool
-//   and BLAS report, layers and modules (nn), checkpoints, optimizers and schedules (optim).
+//   and BLAS report, layers and modules (nn), checkpoints, optimizers and schedules (optim),
+//   tokenizers (text).
 // xtensor interop stays apart (<xgrad/autograd/xtensor.hpp>): it pulls in xtensor.
 
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/function.hpp"
 #include "xgrad/autograd/gradcheck.hpp"
 #include "xgrad/autograd/ops.hpp"
@@ -17,3 +19,4 @@
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/optim/optim.hpp"
+#include "xgrad/text/text.hpp"

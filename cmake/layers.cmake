@@ -1,5 +1,5 @@
 # xgrad's layers (docs/design.md), bottom up: runtime -> kernels -> autograd -> nn, optim
-# -> distributed -> tools. Each layer is a target of its own whose include path holds only
+# -> distributed -> tools, and text (tokenizers) on the runtime alone, below tools. Each layer is a target of its own whose include path holds only
 # what it may use, so an #include that points up, sideways or into another layer's
 # internals fails to compile ("No such file"): the arrows are the build's, not a convention.
 #

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "xgrad/nn/files.hpp"
+#include "xgrad/autograd/files.hpp"
 
 namespace xgrad::nn {
 

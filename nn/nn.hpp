@@ -5,7 +5,6 @@
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/nn/checkpoint.hpp"
 #include "xgrad/nn/embedding.hpp"
-#include "xgrad/nn/files.hpp"
 #include "xgrad/nn/gradcheck.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/linear.hpp"

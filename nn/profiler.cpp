@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "xgrad/autograd/error.hpp"
-#include "xgrad/nn/files.hpp"
+#include "xgrad/autograd/files.hpp"
 
 namespace xgrad {
 
@@ -295,7 +295,7 @@ void Profiler::save_trace(const std::string& path) {
   const nlohmann::json trace{{"traceEvents", std::move(events)},
                              {"displayTimeUnit", "ms"},
                              {"otherData", {{"producer", "xgrad::Profiler"}, {"peak_bytes", peak_bytes_}}}};
-  nn::write_file_atomically(path, trace.dump(), str("profile trace '", path, "'"));
+  write_file_atomically(path, trace.dump(), str("profile trace '", path, "'"));
 }
 
 }  // namespace xgrad

@@ -2,12 +2,16 @@
 // Shared by the test suites: seeded inputs, gradient checks reported through Boost.Test,
 // and checks that an error names what it should.
 
+#include <unistd.h>
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 
 #include "xgrad/autograd/gradcheck.hpp"
@@ -75,6 +79,26 @@ inline void check_close(const std::vector<double>& actual, const std::vector<dou
   for (std::size_t i = 0; i < actual.size(); ++i)
     BOOST_CHECK_MESSAGE(std::abs(actual[i] - expected[i]) <= tolerance * (1.0 + std::abs(expected[i])),
                         "element " << i << ": " << actual[i] << " vs expected " << expected[i]);
+}
+
+// A fresh, empty folder for one test: <tmp>/xgrad-<suite>-<pid>/<name>.
+inline std::filesystem::path fresh_folder(const std::string& suite, const std::string& name) {
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("xgrad-" + suite + "-" + std::to_string(::getpid())) / name;
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder);
+  return folder;
+}
+
+// A file's bytes, read plainly (apart from xgrad's readers); a file written plainly.
+inline std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+inline void put_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // `f` must throw xgrad::Error whose message contains every one of `parts`.

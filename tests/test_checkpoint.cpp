@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/optim/optim.hpp"
 
@@ -161,8 +162,8 @@ BOOST_AUTO_TEST_CASE(a_save_replaces_the_old_file_and_leaves_nothing_else) {
 
 // The temporaries beside `target` (a writer's, named for this target).
 std::vector<std::string> temporaries_of(const fs::path& target) {
-  const std::string tag = nn::temporary_name(target.string(), 0, 0);
-  const std::string prefix = tag.substr(0, tag.find('-', std::strlen(nn::kTemporaryPrefix)) + 1);
+  const std::string tag = temporary_name(target.string(), 0, 0);
+  const std::string prefix = tag.substr(0, tag.find('-', std::strlen(kTemporaryPrefix)) + 1);
   std::vector<std::string> found;
   for (const auto& entry : fs::directory_iterator(target.parent_path()))
     if (entry.path().filename().string().starts_with(prefix)) found.push_back(entry.path().filename().string());
@@ -187,12 +188,12 @@ BOOST_AUTO_TEST_CASE(a_write_removes_what_dead_writers_left_and_nothing_else) {
     std::ofstream(folder / name) << "partial";
     return folder / name;
   };
-  const fs::path dead_0 = place(nn::temporary_name(target.string(), dead, 0));
-  const fs::path dead_7 = place(nn::temporary_name(target.string(), dead, 7));
-  const fs::path alive = place(nn::temporary_name(target.string(), ::getppid(), 0));  // still writing
-  const fs::path other_target = place(nn::temporary_name(other.string(), dead, 0));   // another file's
+  const fs::path dead_0 = place(temporary_name(target.string(), dead, 0));
+  const fs::path dead_7 = place(temporary_name(target.string(), dead, 7));
+  const fs::path alive = place(temporary_name(target.string(), ::getppid(), 0));  // still writing
+  const fs::path other_target = place(temporary_name(other.string(), dead, 0));   // another file's
   const fs::path not_ours = place(".xgrad-notes.tmp"), user_file = place("draft.tmp");
-  nn::write_file_atomically(target.string(), "new", "save");
+  write_file_atomically(target.string(), "new", "save");
   BOOST_CHECK(!fs::exists(dead_0));
   BOOST_CHECK(!fs::exists(dead_7));
   for (const fs::path& kept : {alive, other_target, not_ours, user_file}) BOOST_CHECK_MESSAGE(fs::exists(kept), kept);
@@ -208,14 +209,14 @@ BOOST_AUTO_TEST_CASE(a_writer_killed_mid_write_leaves_one_temporary_the_next_wri
     const pid_t writer = ::fork();
     if (writer == 0) {  // writes 32 MiB over and over until killed
       const std::string bytes(std::size_t{32} << 20, 'x');
-      for (;;) nn::write_file_atomically(target.string(), bytes, "save");
+      for (;;) write_file_atomically(target.string(), bytes, "save");
     }
     ::usleep(150'000 + 70'000 * kill);
     ::kill(writer, SIGKILL);
     ::waitpid(writer, nullptr, 0);
     BOOST_CHECK_LE(temporaries_of(target).size(), 1u);  // at most the one it was writing
   }
-  nn::write_file_atomically(target.string(), "done", "save");
+  write_file_atomically(target.string(), "done", "save");
   BOOST_CHECK(temporaries_of(target).empty());
   BOOST_CHECK_EQUAL(read_bytes(target), "done");
 }

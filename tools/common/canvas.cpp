@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "cli.hpp"
-#include "xgrad/nn/files.hpp"
+#include "xgrad/autograd/files.hpp"
 
 namespace tools {
 
@@ -75,7 +75,7 @@ void Canvas::write_png(const std::string& path, const Flag& flag) const {
   };
   if (!stbi_write_png_to_func(append, &png, width_, height_, 3, rgb_.data(), width_ * 3))
     throw UsageError(flag.dashed() + ": the image could not be encoded");
-  xgrad::nn::write_file_atomically(path, png, flag.dashed());
+  xgrad::write_file_atomically(path, png, flag.dashed());
 }
 
 std::vector<double> axis_ticks(double lo, double hi, int count) {

@@ -18,8 +18,8 @@
 #include "memory.hpp"
 #include "timeline.hpp"
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/nn/checkpoint.hpp"
-#include "xgrad/nn/files.hpp"
 
 namespace tools {
 
@@ -44,7 +44,7 @@ FileIdentity identify(const std::string& path) {
   if (::stat(path.c_str(), &info) == 0) return {true, info.st_dev, info.st_ino, ""};
   std::error_code error;
   const auto absolute =
-      std::filesystem::weakly_canonical(std::filesystem::absolute(xgrad::nn::resolve_symlinks(path)), error);
+      std::filesystem::weakly_canonical(std::filesystem::absolute(xgrad::resolve_symlinks(path)), error);
   return {false, 0, 0, error ? path : absolute.string()};
 }
 
@@ -68,7 +68,7 @@ struct Input {
 };
 
 void check_writable(const Output& out) {
-  const std::string target = xgrad::nn::resolve_symlinks(out.path);
+  const std::string target = xgrad::resolve_symlinks(out.path);
   struct stat info {};
   if (::stat(target.c_str(), &info) == 0) {
     if (S_ISDIR(info.st_mode)) throw UsageError(xgrad::str(out.flag, " ", out.path, ": is a folder"));
@@ -119,7 +119,7 @@ std::optional<std::string> checkpoint_task(const std::string& path, std::uintmax
 // nothing to lose.
 void check_save_target(const Config& c) {
   if (c.save.empty()) return;
-  const std::string target = xgrad::nn::resolve_symlinks(c.save);
+  const std::string target = xgrad::resolve_symlinks(c.save);
   struct stat info {};
   if (::stat(target.c_str(), &info) != 0 || info.st_size == 0) return;
   if (!c.resume.empty() && identify(c.resume) == identify(c.save)) return;
@@ -149,7 +149,7 @@ bool opens_with(const std::string& path, std::initializer_list<std::string_view>
 void check_existing_kind(const Flag& flag, const std::string& path, std::initializer_list<std::string_view> openings,
                          const char* kind) {
   if (path.empty()) return;
-  const std::string target = xgrad::nn::resolve_symlinks(path);
+  const std::string target = xgrad::resolve_symlinks(path);
   struct stat info {};
   if (::stat(target.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_size == 0) return;
   if (!opens_with(target, openings))

@@ -4,12 +4,12 @@
 #include <array>
 
 #include "xgrad/autograd/error.hpp"
-#include "xgrad/nn/files.hpp"
+#include "xgrad/autograd/files.hpp"
 
 namespace tools {
 
 TextCorpus::TextCorpus(const std::string& path, const std::string& what)
-    : what_(what), bytes_(xgrad::nn::read_regular_file(path, what)) {
+    : what_(what), bytes_(xgrad::read_regular_file(path, what)) {
   XGRAD_CHECK(!bytes_.empty(), what_, "is empty");
   std::array<bool, 256> seen{};
   for (const char b : bytes_) seen[static_cast<std::uint8_t>(b)] = true;

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "json.hpp"
-#include "xgrad/nn/files.hpp"
+#include "xgrad/autograd/files.hpp"
 
 namespace tools {
 
@@ -25,7 +25,7 @@ void keep_metrics_up_to(const Config& c, std::int64_t step) {
   std::error_code error;
   if (!std::filesystem::exists(c.metrics, error)) return;
   const std::string what = str(flag(&Config::metrics), " ", c.metrics);
-  const std::string text = xgrad::nn::read_regular_file(c.metrics, what);
+  const std::string text = xgrad::read_regular_file(c.metrics, what);
   std::istringstream lines(text);
   std::string line, kept;
   std::int64_t last = -1;
@@ -38,7 +38,7 @@ void keep_metrics_up_to(const Config& c, std::int64_t step) {
     kept += line + '\n';
     last = at;
   }
-  if (kept != text) xgrad::nn::write_file_atomically(c.metrics, kept, what);
+  if (kept != text) xgrad::write_file_atomically(c.metrics, kept, what);
 }
 
 std::string describe(const Evaluation& e, bool bits, bool with_train_loss) {

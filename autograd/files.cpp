@@ -1,0 +1,247 @@
+#include "xgrad/autograd/files.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "xgrad/autograd/error.hpp"
+
+namespace xgrad {
+
+namespace {
+
+std::string error_text(int error) { return std::strerror(error); }
+
+std::string folder_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The 8 hex digits (FNV-1a) that tie a temporary file to its target's name.
+std::string name_tag(const std::string& target) {
+  const std::string name = target.substr(target.rfind('/') + 1);
+  std::uint32_t hash = 2166136261u;
+  for (const unsigned char c : name) hash = (hash ^ c) * 16777619u;
+  char tag[9];
+  std::snprintf(tag, sizeof tag, "%08x", hash);
+  return tag;
+}
+
+// Removes the temporaries that writers of `target` now gone left beside it (a writer
+// killed mid-write cannot remove its own): only files named as ours for this target,
+// and only those whose writer's process no longer exists.
+void remove_dead_writers_temporaries(const std::string& target) {
+  const std::string prefix = str(kTemporaryPrefix, name_tag(target), "-");
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(folder_of(target), error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !name.ends_with(".tmp")) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (pid <= 0 || *end != '-' || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    std::error_code ignored;
+    std::filesystem::remove(entry.path(), ignored);
+  }
+}
+
+// Closes a descriptor on every path out.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  FileDescriptor& operator=(FileDescriptor&&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Opens `path` for reading, refusing anything but a regular file; its size in `size`.
+FileDescriptor open_regular_file(const std::string& path, std::string_view op, std::size_t& size) {
+  XGRAD_CHECK(!path.empty(), op, "the file name is empty");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  XGRAD_CHECK(fd.get() >= 0, op, "cannot open '", path, "': ", error_text(errno));
+  struct stat info {};
+  XGRAD_CHECK(::fstat(fd.get(), &info) == 0, op, "cannot read '", path, "': ", error_text(errno));
+  XGRAD_CHECK(S_ISREG(info.st_mode), op, "'", path, "' is ", kind_of(info.st_mode), ", not a file");
+  size = static_cast<std::size_t>(info.st_size);
+  return fd;
+}
+
+}  // namespace
+
+std::string temporary_name(const std::string& target, long pid, unsigned n) {
+  return str(kTemporaryPrefix, name_tag(target), "-", pid, "-", n, ".tmp");
+}
+
+std::string resolve_symlinks(const std::string& path) {
+  std::string target = path;
+  for (int hops = 0; hops < 40; ++hops) {  // the kernel's own limit on a chain of links
+    std::error_code error;
+    if (!std::filesystem::is_symlink(target, error)) return target;
+    const std::filesystem::path link = std::filesystem::read_symlink(target, error);
+    if (error) return target;
+    target = link.is_absolute() ? link.string() : (std::filesystem::path(folder_of(target)) / link).string();
+  }
+  fail("file", "'", path, "': too many levels of symbolic links");
+}
+
+AtomicFileWriter::AtomicFileWriter(const std::string& path, std::string_view op) : path_(path), op_(op) {
+  XGRAD_CHECK(!path.empty(), op, "the file name is empty");
+  target_ = resolve_symlinks(path);
+  mode_t mode = 0644;
+  struct stat existing {};
+  if (::stat(target_.c_str(), &existing) == 0) {
+    XGRAD_CHECK(S_ISREG(existing.st_mode), op, "'", path, "' is ", kind_of(existing.st_mode),
+                "; refusing to replace it");
+    mode = existing.st_mode & 07777;
+  }
+  mode_ = mode;
+  remove_dead_writers_temporaries(target_);
+  // A short name, so that a target name near the 255-byte limit still has a temporary.
+  static std::atomic<unsigned> counter{0};
+  temporary_ = str(folder_of(target_), "/", temporary_name(target_, ::getpid(), counter++));
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  XGRAD_CHECK(fd_ >= 0, op, "cannot create a file in '", folder_of(target_), "': ", error_text(errno));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ < 0) return;  // committed, or never opened
+  ::close(fd_);
+  ::unlink(temporary_.c_str());
+}
+
+void AtomicFileWriter::check_open(const char* call) const {
+  XGRAD_CHECK(fd_ >= 0 && !failed_, op_, call, " on the writer of '", path_, "' after ",
+              failed_ ? "an error: nothing more is written" : "commit()");
+}
+
+void AtomicFileWriter::write_at(std::uint64_t offset, std::string_view bytes) {
+  check_open("write_at()");
+  XGRAD_CHECK(offset <= size_ && bytes.size() <= size_ - offset, op_, "write_at(", offset, ", ", bytes.size(),
+              " bytes) on '", path_, "' reaches past the ", size_, " bytes written");
+  failed_ = true;  // until the bytes are down
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    XGRAD_CHECK(n > 0, op_, "writing '", path_, "' failed: ", error_text(n < 0 ? errno : ENOSPC));
+    done += static_cast<std::size_t>(n);
+  }
+  failed_ = false;
+}
+
+void AtomicFileWriter::write(std::string_view bytes) {
+  check_open("write()");
+  failed_ = true;  // until the bytes are down
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    XGRAD_CHECK(n > 0, op_, "writing '", path_, "' failed: ", error_text(n < 0 ? errno : ENOSPC));
+    done += static_cast<std::size_t>(n);
+  }
+  size_ += bytes.size();
+  failed_ = false;
+}
+
+void AtomicFileWriter::commit() {
+  check_open("commit()");
+  failed_ = true;
+  // fchmod: the mode as asked, whatever the umask.
+  XGRAD_CHECK(::fchmod(fd_, mode_) == 0 && ::fsync(fd_) == 0, op_, "flushing '", path_,
+              "' failed: ", error_text(errno));
+  if (::close(std::exchange(fd_, -1)) != 0) {
+    const int error = errno;
+    ::unlink(temporary_.c_str());
+    fail(op_, "closing '", path_, "' failed: ", error_text(error));
+  }
+  if (std::rename(temporary_.c_str(), target_.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary_.c_str());
+    fail(op_, "cannot move the new file to '", target_, "': ", error_text(error));
+  }
+  failed_ = false;
+  // Make the rename itself durable.
+  FileDescriptor folder(::open(folder_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (folder.get() >= 0) ::fsync(folder.get());
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes, std::string_view op) {
+  AtomicFileWriter writer(path, op);
+  writer.write(bytes);
+  writer.commit();
+}
+
+std::string read_regular_file(const std::string& path, std::string_view op) {
+  std::size_t size = 0;
+  const FileDescriptor fd = open_regular_file(path, op, size);
+  std::string bytes;
+  try {
+    bytes.resize(size);
+  } catch (const std::bad_alloc&) {
+    fail(op, "'", path, "' is too large to read (", size, " bytes)");
+  }
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    XGRAD_CHECK(n >= 0, op, "read error in '", path, "': ", error_text(errno));
+    if (n == 0) break;  // the file shrank while we read it
+    done += static_cast<std::size_t>(n);
+  }
+  bytes.resize(done);
+  return bytes;
+}
+
+MappedFile::MappedFile(const std::string& path, std::string_view op) : path_(path) {
+  std::size_t size = 0;
+  const FileDescriptor fd = open_regular_file(path, op, size);
+  if (size == 0) return;  // mmap refuses a length of 0
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  XGRAD_CHECK(data != MAP_FAILED, op, "cannot map '", path, "' (", size, " bytes): ", error_text(errno));
+  data_ = data;
+  size_ = size;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<void*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path_(std::move(other.path_)), data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    if (data_) ::munmap(const_cast<void*>(data_), size_);
+    path_ = std::move(other.path_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+}  // namespace xgrad

@@ -1,0 +1,100 @@
+#pragma once
+// Files that cannot lose data: what checkpoints, the tools' outputs, vocabularies and
+// token shards go through. Part of the runtime: nothing here knows what the bytes mean.
+//
+// AtomicFileWriter: a file written in pieces that appears whole or not at all. The bytes
+//   go to a temporary file in the target's folder; commit() flushes it to disk and
+//   renames it over the target, so a crash leaves the old file or the new one, never a
+//   broken one. Destroyed without commit() (an exception, an early return), it removes
+//   its temporary and leaves the target untouched. Writing through a symlink writes the
+//   file it points to (the link stays); a target that exists but is not a regular file
+//   (a device, FIFO or folder) is refused, never replaced. The replaced file's
+//   permissions are kept.
+//   The temporary is named temporary_name(target, pid, n): ".xgrad-<tag of the target's
+//   name>-<writer's pid>-<n>.tmp". A writer killed mid-write leaves its one temporary;
+//   the next writer of the same target removes those whose writer is gone (and no other).
+// write_file_atomically: the same for bytes held whole.
+// read_regular_file: a whole file's bytes. Folders, FIFOs and devices are refused before
+//   reading (a FIFO would block forever).
+// MappedFile: a regular file mapped read-only (refused as read_regular_file refuses).
+//
+// Errors are xgrad::Errors that start with `op` ("save", "checkpoint 'run.st'", "token
+// shard") and name the file.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace xgrad {
+
+class AtomicFileWriter {
+ public:
+  // Opens the temporary beside `path` (beside the file it finally names, symlinks
+  // followed). An Error when the target exists and is no regular file, or the folder
+  // cannot take a new file.
+  AtomicFileWriter(const std::string& path, std::string_view op);
+  // Without commit(): the temporary removed, the target untouched.
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  // Appends `bytes` to the temporary.
+  void write(std::string_view bytes);
+  // Writes `bytes` over what was written at [offset, offset + bytes.size()): a header
+  // whose fields are known only at the end. An Error past what was written.
+  void write_at(std::uint64_t offset, std::string_view bytes);
+  // Flushes the temporary to disk and renames it over the target (then flushes the
+  // folder, so the rename itself lasts). After commit(), or after any call that threw,
+  // the writer takes no more calls.
+  void commit();
+
+  // The bytes written so far.
+  std::uint64_t size() const noexcept { return size_; }
+  // The path given.
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  void check_open(const char* call) const;
+
+  std::string path_, target_, temporary_, op_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  unsigned mode_ = 0644;
+  bool failed_ = false;
+};
+
+// A writer with the bytes given, committed.
+void write_file_atomically(const std::string& path, const std::string& bytes, std::string_view op);
+
+inline constexpr const char* kTemporaryPrefix = ".xgrad-";
+std::string temporary_name(const std::string& target, long pid, unsigned n);
+
+std::string read_regular_file(const std::string& path, std::string_view op);
+
+// A regular file mapped read-only, unmapped when the object goes. An empty file maps to
+// empty bytes. The mapping stays valid while the object lives, even when the file is
+// replaced by a rename (xgrad's writers replace files so); a file cut short in place by
+// another program while it is mapped is not safe to read (the system signals SIGBUS).
+class MappedFile {
+ public:
+  MappedFile(const std::string& path, std::string_view op);
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::string_view bytes() const noexcept { return {static_cast<const char*>(data_), size_}; }
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  const void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// The file `path` finally names: symlinks followed (even to a file that does not exist
+// yet), everything else left as given.
+std::string resolve_symlinks(const std::string& path);
+
+}  // namespace xgrad

@@ -1,0 +1,151 @@
+#define BOOST_TEST_MODULE files
+// The runtime's files (autograd/files.hpp): a file written in pieces appears whole or not
+// at all, and a regular file mapped read-only. (Whole-file writes, their temporaries and
+// writers killed mid-write: test_checkpoint.)
+#include <boost/test/unit_test.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "helpers.hpp"
+#include "xgrad/autograd/files.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every name in `folder`, sorted.
+std::vector<std::string> names_in(const fs::path& folder) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(folder)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_streamed_file_appears_only_when_committed) {
+  const fs::path folder = fresh_folder("test-files", "stream");
+  const fs::path target = folder / "tokens.bin";
+  AtomicFileWriter writer(target.string(), "shard");
+  std::string expected;
+  for (int chunk = 0; chunk < 50; ++chunk) {
+    const std::string bytes(1000 + chunk, static_cast<char>('a' + chunk % 26));
+    writer.write(bytes);
+    expected += bytes;
+    BOOST_CHECK(!fs::exists(target));  // only the temporary so far
+  }
+  BOOST_CHECK_EQUAL(writer.size(), expected.size());
+  BOOST_CHECK_EQUAL(names_in(folder).size(), 1u);
+  writer.write_at(3, "HEAD");  // a header known last
+  expected.replace(3, 4, "HEAD");
+  writer.commit();
+  BOOST_CHECK(file_bytes(target) == expected);
+  BOOST_CHECK(names_in(folder) == std::vector<std::string>{"tokens.bin"});  // no temporary left
+}
+
+BOOST_AUTO_TEST_CASE(a_writer_destroyed_without_commit_leaves_the_target_as_it_was) {
+  const fs::path folder = fresh_folder("test-files", "abandoned");
+  const fs::path old_file = folder / "old.bin", new_file = folder / "new.bin";
+  put_file(old_file, "the old bytes");
+  for (const fs::path& target : {old_file, new_file}) {
+    {
+      AtomicFileWriter writer(target.string(), "shard");
+      writer.write("half of a file");
+    }  // as when an exception unwinds
+    try {
+      AtomicFileWriter writer(target.string(), "shard");
+      writer.write("another half");
+      throw std::runtime_error("the caller failed");
+    } catch (const std::runtime_error&) {
+    }
+  }
+  BOOST_CHECK_EQUAL(file_bytes(old_file), "the old bytes");
+  BOOST_CHECK(names_in(folder) == std::vector<std::string>{"old.bin"});
+}
+
+BOOST_AUTO_TEST_CASE(a_writer_takes_no_calls_after_commit_or_past_its_bytes) {
+  const fs::path folder = fresh_folder("test-files", "misuse");
+  const std::string target = (folder / "x.bin").string();
+  AtomicFileWriter writer(target, "shard");
+  writer.write("12345");
+  check_error([&] { writer.write_at(3, "abc"); }, {"shard", "write_at(3, 3 bytes)", "past the 5 bytes written"});
+  check_error([&] { writer.write_at(6, ""); }, {"past the 5 bytes written"});
+  writer.write_at(5, "");  // the end itself is fine
+  writer.commit();
+  check_error([&] { writer.write("more"); }, {"shard", "write()", target, "after commit()"});
+  check_error([&] { writer.write_at(0, "x"); }, {"write_at()", "after commit()"});
+  check_error([&] { writer.commit(); }, {"commit()", "after commit()"});
+  BOOST_CHECK_EQUAL(file_bytes(target), "12345");
+}
+
+BOOST_AUTO_TEST_CASE(a_streamed_write_keeps_the_whole_file_rules) {
+  const fs::path folder = fresh_folder("test-files", "rules");
+  // Through a symlink: the file it points to is replaced, the link stays.
+  const fs::path real = folder / "real.bin", link = folder / "link.bin";
+  put_file(real, "old");
+  ::chmod(real.c_str(), 0600);
+  fs::create_symlink("real.bin", link);
+  AtomicFileWriter through_link(link.string(), "shard");
+  through_link.write("new");
+  through_link.commit();
+  BOOST_CHECK(fs::is_symlink(link));
+  BOOST_CHECK_EQUAL(file_bytes(real), "new");
+  BOOST_CHECK((fs::status(real).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+  // Never over a folder, a device or a FIFO; nothing where the folder is missing.
+  const fs::path fifo = folder / "pipe";
+  BOOST_REQUIRE_EQUAL(::mkfifo(fifo.c_str(), 0600), 0);
+  check_error([&] { AtomicFileWriter(folder.string(), "shard"); }, {"shard", "is a folder", "refusing to replace it"});
+  check_error([&] { AtomicFileWriter("/dev/null", "shard"); }, {"'/dev/null' is a device"});
+  check_error([&] { AtomicFileWriter(fifo.string(), "shard"); }, {"is a FIFO"});
+  check_error([&] { AtomicFileWriter("/nonexistent-folder/x.bin", "shard"); },
+              {"cannot create", "/nonexistent-folder"});
+  check_error([&] { AtomicFileWriter("", "shard"); }, {"shard", "the file name is empty"});
+}
+
+BOOST_AUTO_TEST_CASE(a_mapped_file_holds_the_files_bytes) {
+  const fs::path folder = fresh_folder("test-files", "map");
+  std::string bytes;
+  for (int i = 0; i < 100000; ++i) bytes += static_cast<char>(i * 7919 % 256);
+  put_file(folder / "data.bin", bytes);
+  put_file(folder / "empty.bin", "");
+  const MappedFile mapped((folder / "data.bin").string(), "shard");
+  BOOST_CHECK(mapped.bytes() == bytes);
+  BOOST_CHECK_EQUAL(mapped.path(), (folder / "data.bin").string());
+  const MappedFile empty((folder / "empty.bin").string(), "shard");
+  BOOST_CHECK(empty.bytes().empty());
+
+  // Replaced by a rename (as xgrad writes files) while mapped: the map keeps the old bytes.
+  write_file_atomically((folder / "data.bin").string(), "replaced", "test");
+  BOOST_CHECK(mapped.bytes() == bytes);
+
+  // Moves hand the map over; the moved-from object holds nothing.
+  MappedFile first((folder / "empty.bin").string(), "shard");
+  MappedFile second((folder / "data.bin").string(), "shard");
+  first = std::move(second);
+  BOOST_CHECK_EQUAL(first.bytes(), "replaced");
+  BOOST_CHECK(second.bytes().empty());
+  const MappedFile third(std::move(first));
+  BOOST_CHECK_EQUAL(third.bytes(), "replaced");
+}
+
+BOOST_AUTO_TEST_CASE(only_a_regular_file_is_mapped_and_the_error_names_it) {
+  const fs::path folder = fresh_folder("test-files", "map-refusals");
+  const fs::path fifo = folder / "pipe";
+  BOOST_REQUIRE_EQUAL(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto refused = [](const std::string& path, const std::string& why) {
+    check_error([&] { MappedFile(path, "token shard"); }, {"token shard", "'" + path + "'", why});
+  };
+  refused(folder.string(), "is a folder, not a file");
+  refused(fifo.string(), "is a FIFO, not a file");  // refused at once: opening never waits for a writer
+  refused("/dev/null", "is a device, not a file");
+  refused("/dev/zero", "is a device, not a file");
+  refused((folder / "missing.bin").string(), "cannot open");
+  check_error([] { MappedFile("", "token shard"); }, {"token shard", "the file name is empty"});
+  // read_regular_file refuses the same, naming the file too.
+  check_error([&] { read_regular_file(fifo.string(), "text"); }, {"text", fifo.string(), "is a FIFO"});
+}
