@@ -40,12 +40,14 @@ check "its validation loss $final is below the unigram entropy $entropy" \
 check "the metrics have the reference's keys" /usr/bin/python3 -c '
 import json
 lines = [json.loads(l) for l in open("learn.jsonl")]
-assert [list(l) for l in lines[:-1]] == [["step", "train_loss", "val_loss", "lr", "train_s", "wall_s"]] * 3
+assert [list(l) for l in lines[:-1]] == [["step", "train_loss", "val_loss", "val_bits_per_byte", "lr", "train_s", "wall_s"]] * 3
 assert [l["step"] for l in lines[:-1]] == [50, 100, 150]
 for key in ["steps", "val_loss", "best_val_loss", "train_s", "wall_s", "ms_per_step", "tokens_per_s",
             "steps_to_target", "seconds_to_target"]:
     assert key in lines[-1], key
-assert lines[-1]["final"] is True and lines[-1]["best_val_loss"] <= lines[-1]["val_loss"]'
+assert lines[-1]["final"] is True and lines[-1]["best_val_loss"] <= lines[-1]["val_loss"]
+# A token a byte: bits per byte are the loss in bits.
+assert all(abs(l["val_bits_per_byte"] - l["val_loss"] / 0.6931471805599453) < 2e-4 for l in lines), lines'
 check "--plot wrote a PNG" test "$(head -c 4 curve.png | tail -c 3)" = "PNG"
 
 # Resume is exact: a run with a constant rate stopped at 40 steps and resumed to 80 is

@@ -16,7 +16,7 @@ namespace tools {
 struct Config {
   // The model (a checkpoint, resumed or fine-tuned, must agree on all of these).
   std::string task;
-  int seq_len = 0, vocab = 0;                      // lm: vocab is the text's number of distinct bytes
+  int seq_len = 0, vocab = 0;                      // lm: the text's distinct bytes, or the tokenizer's
   int d_model = 0, heads = 0, layers = 0, ff = 0;  // ff 0: 4 * d_model
   std::string positions;
   // How it learns (a resumed checkpoint must agree on these too).
@@ -37,7 +37,9 @@ struct Config {
   double target_exact = 0;
   std::optional<double> target_val_loss;
   int sample_every = 0;
-  std::string text;  // lm: the corpus
+  std::string text;       // lm: the corpus, learnt byte by byte (the char recipe)
+  std::string data;       // lm: a folder of token shards, learnt instead of text
+  std::string tokenizer;  // lm: the shards' tokenizer (--tokenizer's forms: tokenizer_files.hpp)
   // This process alone.
   int ranks = 1;            // processes of the job (mpirun -np), not a flag
   int threads = 0;          // 0: every core (under mpirun: the cores of the machine / its ranks)

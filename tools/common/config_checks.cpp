@@ -54,7 +54,7 @@ void one_starting_checkpoint(const Config& c) {
 }
 
 // --task lm's model is GPT-2's layout (nanoGPT's): an MLP 4 x --d-model wide, learned
-// positions, no dropout; and it learns a text.
+// positions, no dropout; and it learns a text or token shards.
 void language_model_layout(const Config& c) {
   if (!c.language_model()) return;
   const std::string lm = str(flag(&Config::task), " lm");
@@ -65,7 +65,12 @@ void language_model_layout(const Config& c) {
     throw SettingError(flag(&Config::dropout), str(" must be 0: ", lm, " trains without dropout (nanoGPT's recipe)"));
   if (c.positions != "learned")
     throw SettingError(flag(&Config::positions), str(" must be learned: ", lm, " learns them (GPT-2's layout)"));
-  if (c.text.empty()) throw SettingError(flag(&Config::text), str(" must name the text ", lm, " learns"));
+  if (!c.text.empty() && !c.data.empty())
+    throw SettingError(flag(&Config::text), str(" and ", flag(&Config::data), ": ", lm,
+                                                " learns a text's bytes or token shards, give one of them"));
+  if (c.text.empty() && c.data.empty())
+    throw SettingError(flag(&Config::text), str(" must name the text ", lm, " learns (or give ", flag(&Config::data),
+                                                ", a folder of token shards)"));
 }
 
 // add's sequences hold two numbers of digits in base --vocab.

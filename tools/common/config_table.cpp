@@ -57,7 +57,7 @@ Rows model_rows() {
           .help("tokens are 0 .. vocab-1 (the digit base for add)")
           .model()
           .fallback(16)
-          .unused_when(&Config::task, {"lm"}, "its vocabulary is the text's distinct bytes"),
+          .unused_when(&Config::task, {"lm"}, "its vocabulary is the text's distinct bytes, or the tokenizer's"),
       bind(&Config::d_model, flags::d_model()).model().fallback(64).with(lm, 128),
       bind(&Config::heads, flags::heads()).model().fallback(4),
       bind(&Config::layers, flags::layers()).model().fallback(2).with(lm, 4),
@@ -183,12 +183,26 @@ Rows run_rows() {
           .fallback(0)
           .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm writes samples"),
       path(&Config::text, "text")
-          .help("lm: the text file to learn")
+          .help("lm: the text file to learn, byte by byte")
           .run()
           .fallback("")
           .with(
-              lm, [](const Config&) { return std::string(XGRAD_DEFAULT_TEXT); }, "data/kjv.txt, which ./run prepares")
+              lm, [](const Config& c) { return c.data.empty() ? std::string(XGRAD_DEFAULT_TEXT) : std::string(); },
+              "data/kjv.txt, which ./run prepares (none with ", &Config::data, ")")
           .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm reads a text"),
+      path(&Config::data, "data")
+          .help("lm: a folder of token shards to learn instead of ", &Config::text,
+                " (xgrad-tokenize's, or llm.c's: names with the word train, or val for the validation split)")
+          .run()
+          .fallback("")
+          .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm reads token shards"),
+      path(&Config::tokenizer, "tokenizer")
+          .help("lm: the tokenizer that made ", &Config::data,
+                "'s shards: a folder with encoder.json and vocab.bpe, those two files joined by a comma, or a "
+                "tiktoken rank file")
+          .run()
+          .fallback([](const Config& c) { return c.data; }, &Config::data, "'s folder")
+          .unused_without(&Config::data, "it is the vocabulary of ", &Config::data, "'s shards"),
   };
 }
 

@@ -81,6 +81,7 @@ void add_progress(Metadata& m, const Progress& p) {
     m["eval.val_loss"] = exact_text(e->val_loss);
     if (e->token_acc) m["eval.token_acc"] = exact_text(*e->token_acc);
     if (e->exact_match) m["eval.exact_match"] = exact_text(*e->exact_match);
+    if (e->bits_per_byte) m["eval.val_bits_per_byte"] = exact_text(*e->bits_per_byte);
   }
   if (p.best_val_loss) m["best_val_loss"] = exact_text(*p.best_val_loss);
   if (!p.curve.empty()) m["curve"] = curve_to_text(p.curve);
@@ -119,8 +120,8 @@ Progress read_progress(const Metadata& m, const std::string& source) {
   const std::optional<double> train_loss = real("eval.train_loss", 0, inf, true),
                               val_loss = real("eval.val_loss", 0, inf, true);
   if (train_loss && val_loss)
-    p.evaluation =
-        Evaluation{*train_loss, *val_loss, real("eval.token_acc", 0, 1, false), real("eval.exact_match", 0, 1, false)};
+    p.evaluation = Evaluation{*train_loss, *val_loss, real("eval.token_acc", 0, 1, false),
+                              real("eval.exact_match", 0, 1, false), real("eval.val_bits_per_byte", 0, inf, true)};
   p.best_val_loss = real("best_val_loss", 0, inf, false);
   p.recent_loss_sum = real("recent_loss_sum", 0, inf, true).value_or(0.0);
   if (const std::string* recent = entry("recent_steps")) {

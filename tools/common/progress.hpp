@@ -18,6 +18,7 @@ namespace tools {
 struct Evaluation {
   double train_loss = 0, val_loss = 0;
   std::optional<double> token_acc, exact_match;
+  std::optional<double> bits_per_byte;  // lm: the validation loss per byte of text, in bits
 };
 
 // One evaluation on the learning curve.

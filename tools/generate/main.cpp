@@ -1,6 +1,7 @@
 // xgrad-generate: continues a prompt with a language model trained by
-// `xgrad-train --task lm`. The prompt and its continuation go to stdout as they are
-// written, the speed to stderr.
+// `xgrad-train --task lm` (on a text's bytes, or on token shards: then with the tokenizer
+// its checkpoint keeps). The prompt and its continuation go to stdout as they are written,
+// the speed to stderr.
 //
 //   xgrad-generate --checkpoint kjv.safetensors --prompt "And God said" --tokens 500
 
@@ -18,6 +19,7 @@
 #include "flags.hpp"
 #include "gpt.hpp"
 #include "text.hpp"
+#include "tokenizer_files.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/nn/checkpoint.hpp"
@@ -49,23 +51,27 @@ tools::Settings<GenerateOptions> settings_table(std::type_identity<GenerateOptio
               path(&GenerateOptions::checkpoint, "checkpoint")
                   .help("a checkpoint written by xgrad-train ", &Config::task, " lm")
                   .required(),
-              text(&GenerateOptions::prompt, "prompt")
-                  .help("the text to continue (bytes of the model's vocabulary)")
+              tools::setting::text(&GenerateOptions::prompt, "prompt")
+                  .help("the text to continue (a model of a text's bytes: bytes of its vocabulary; a model of "
+                        "tokens: any text, <|endoftext|> its special token)")
                   .fallback([](const GenerateOptions&) { return std::string("\n"); },
-                            "a line break, or the vocabulary's first byte when the text had none"),
-              whole(&GenerateOptions::tokens, "tokens").help("bytes to generate").fallback(500),
+                            "a model of tokens: <|endoftext|>; of bytes: a line break, or the vocabulary's first "
+                            "byte when the text had none"),
+              whole(&GenerateOptions::tokens, "tokens")
+                  .help("tokens to generate (bytes, for a model of a text's bytes)")
+                  .fallback(500),
               real(&GenerateOptions::temperature, "temperature")
-                  .help("divides the logits; 0 takes the most likely byte (greedy)")
+                  .help("divides the logits; 0 takes the most likely token (greedy)")
                   .at_least(0)
                   .fallback(0.8),
               whole(&GenerateOptions::top_k, "top-k")
-                  .help("draw among the k most likely bytes only (0: all)")
+                  .help("draw among the k most likely tokens only (0: all)")
                   .fallback(200),
               bind(&GenerateOptions::seed, flags::seed())
                   .help("seed of the draws: the same seed gives the same text")
                   .fallback(0),
               toggle(&GenerateOptions::no_cache, "no-cache")
-                  .help("recompute the whole window for every byte (the same text, slower)"),
+                  .help("recompute the whole window for every token (the same text, slower)"),
               bind(&GenerateOptions::threads, flags::threads()).fallback(0),
               bind(&GenerateOptions::precision, flags::precision()).fallback("float32"),
           }};
@@ -98,9 +104,51 @@ void check_settings_fit_tensors(const nn::SafetensorsContents& contents, const t
                                 blocks.size() == 1 ? "" : "s"));
 }
 
+// What a model's tokens are: the bytes of its text's vocabulary (the char recipe), or a
+// tokenizer's tokens (a model of token shards), as its checkpoint records them.
+struct ModelTokens {
+  std::vector<std::uint8_t> bytes;
+  std::optional<tools::NamedTokenizer> tokenizer;
+
+  std::vector<std::int64_t> encode(const std::string& text) const {
+    if (!tokenizer) return tools::encode(bytes, text);
+    const std::vector<xgrad::text::TokenId> ids = tokenizer->tokenizer.encode(text, xgrad::text::AllowedSpecial::all());
+    return {ids.begin(), ids.end()};
+  }
+  std::string decode(std::int64_t token) const {
+    if (!tokenizer) return std::string(1, static_cast<char>(bytes[static_cast<std::size_t>(token)]));
+    return std::string(tokenizer->tokenizer.token_bytes(static_cast<xgrad::text::TokenId>(token)));
+  }
+  // As xgrad-train's samples begin: the end of a text, or the start of a line.
+  std::string default_prompt() const {
+    if (tokenizer) return tokenizer->tokenizer.find_special("<|endoftext|>") ? "<|endoftext|>" : "\n";
+    return std::find(bytes.begin(), bytes.end(), '\n') != bytes.end() ? "\n" : std::string(1, bytes.front());
+  }
+  const char* unit() const { return tokenizer ? "tokens" : "bytes"; }
+};
+
+// The model's tokens from its checkpoint: the tokenizer kept whole, or the bytes.
+ModelTokens read_tokens(const nn::SafetensorsContents& contents, const tools::Config& c, const std::string& source) {
+  ModelTokens tokens;
+  tokens.tokenizer = tools::tokenizer_from_metadata(contents.metadata, source);
+  if (tokens.tokenizer) {
+    if (tokens.tokenizer->tokenizer.vocabulary_size() != static_cast<std::size_t>(c.vocab))
+      throw tools::UsageError(str(source, ": its tokenizer has ", tokens.tokenizer->tokenizer.vocabulary_size(),
+                                  " tokens but its model ", c.vocab));
+    return tokens;
+  }
+  const auto hex = contents.metadata.find("lm.vocabulary");
+  const std::optional<std::vector<std::uint8_t>> bytes =
+      hex == contents.metadata.end() ? std::nullopt : tools::vocabulary_from_hex(hex->second);
+  if (!bytes || bytes->size() != static_cast<std::size_t>(c.vocab))
+    throw tools::UsageError(str(source, ": its lm.vocabulary is missing or damaged"));
+  tokens.bytes = *bytes;
+  return tokens;
+}
+
 // The model a checkpoint of `xgrad-train --task lm` describes, with its weights, and its
-// vocabulary.
-std::unique_ptr<tools::GPT> load_model(const std::string& path, std::vector<std::uint8_t>& vocabulary) {
+// tokens.
+std::unique_ptr<tools::GPT> load_model(const std::string& path, ModelTokens& tokens) {
   const std::string source = str(flag(&GenerateOptions::checkpoint), " ", path);
   tools::check_input_exists(flag(&GenerateOptions::checkpoint).dashed(), path);
   const nn::SafetensorsContents contents = nn::read_safetensors(path);
@@ -114,15 +162,10 @@ std::unique_ptr<tools::GPT> load_model(const std::string& path, std::vector<std:
     throw tools::UsageError(str(source, ": a model of ", flag(&Config::task), " ", c.task,
                                 ", not a language model (train one with xgrad-train ", flag(&Config::task), " lm)"));
   tools::validate_read(c, contents.metadata, {}, source);  // as xgrad-train checks its flags
-  const auto hex = contents.metadata.find("lm.vocabulary");
-  const std::optional<std::vector<std::uint8_t>> bytes =
-      hex == contents.metadata.end() ? std::nullopt : tools::vocabulary_from_hex(hex->second);
-  if (!bytes || bytes->size() != static_cast<std::size_t>(c.vocab))
-    throw tools::UsageError(str(source, ": its lm.vocabulary is missing or damaged"));
-  vocabulary = *bytes;
+  tokens = read_tokens(contents, c, source);
   check_settings_fit_tensors(contents, c, path);
   const auto size = [](int v) { return static_cast<std::size_t>(v); };
-  auto model = std::make_unique<tools::GPT>(tools::GPTOptions{.vocab = vocabulary.size(),
+  auto model = std::make_unique<tools::GPT>(tools::GPTOptions{.vocab = size(c.vocab),
                                                               .block = size(c.seq_len),
                                                               .layers = size(c.layers),
                                                               .heads = size(c.heads),
@@ -142,14 +185,13 @@ int run(int argc, char** argv) {
   if (o.prompt.empty()) throw tools::SettingError(flag(&GenerateOptions::prompt), " must hold at least one byte");
   if (o.threads > 0) set_num_threads(o.threads);
 
-  std::vector<std::uint8_t> vocabulary;
-  std::unique_ptr<tools::GPT> model = load_model(o.checkpoint, vocabulary);
-  if (!tools::settings_of<GenerateOptions>().was_given(given, &GenerateOptions::prompt) &&
-      std::find(vocabulary.begin(), vocabulary.end(), '\n') == vocabulary.end())
-    o.prompt = std::string(1, static_cast<char>(vocabulary.front()));  // as xgrad-train's samples begin
+  ModelTokens tokens;
+  std::unique_ptr<tools::GPT> model = load_model(o.checkpoint, tokens);
+  if (!tools::settings_of<GenerateOptions>().was_given(given, &GenerateOptions::prompt))
+    o.prompt = tokens.default_prompt();
   std::vector<std::int64_t> prompt;
   try {
-    prompt = tools::encode(vocabulary, o.prompt);
+    prompt = tokens.encode(o.prompt);
   } catch (const Error& e) {
     throw tools::UsageError(str(flag(&GenerateOptions::prompt), ": ", e.what()));
   }
@@ -160,14 +202,16 @@ int run(int argc, char** argv) {
   const auto started = std::chrono::steady_clock::now();
   tools::generate(*model, prompt, o.tokens, {.temperature = o.temperature, .top_k = o.top_k, .use_cache = !o.no_cache},
                   gen, [&](std::int64_t token) {
-                    std::putchar(vocabulary[static_cast<std::size_t>(token)]);
+                    const std::string bytes = tokens.decode(token);
+                    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
                     tools::check_stdout();
                   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::putchar('\n');
   tools::check_stdout();
-  std::fprintf(stderr, "xgrad-generate: %zu bytes in %.2f s, %.0f bytes/s (%s)\n", o.tokens, seconds,
-               static_cast<double>(o.tokens) / std::max(seconds, 1e-9), o.no_cache ? "no cache" : "key/value cache");
+  std::fprintf(stderr, "xgrad-generate: %zu %s in %.2f s, %.0f %s/s (%s)\n", o.tokens, tokens.unit(), seconds,
+               static_cast<double>(o.tokens) / std::max(seconds, 1e-9), tokens.unit(),
+               o.no_cache ? "no cache" : "key/value cache");
   return 0;
 }
 

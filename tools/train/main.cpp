@@ -1,6 +1,6 @@
-// xgrad-train: trains a transformer from the command line (a toy sequence task, or a
-// character-level GPT on a text), with held-out evaluation, metrics, a learning curve,
-// checkpoints, resume and fine-tuning, and samples of what was learned.
+// xgrad-train: trains a transformer from the command line (a toy sequence task, or a GPT
+// on a text's bytes or on token shards), with held-out evaluation, metrics, a learning
+// curve, checkpoints, resume and fine-tuning, and samples of what was learned.
 // `xgrad-train --help` lists the flags; trainer.hpp is the run itself.
 
 #include <algorithm>
@@ -14,7 +14,6 @@
 #include "config.hpp"
 #include "preflight.hpp"
 #include "signals.hpp"
-#include "text.hpp"
 #include "trainer.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/blas.hpp"
@@ -27,38 +26,6 @@ using namespace tools;
 
 namespace {
 
-// The lm task's text: its vocabulary must be the checkpoint's, and each split must hold
-// a window. Sets config.vocab.
-std::shared_ptr<const TextCorpus> open_corpus(Config& c, const Start& start) {
-  const std::string text = str(flag(&Config::text), " ", c.text);
-  std::shared_ptr<const TextCorpus> corpus;
-  try {
-    corpus = std::make_shared<const TextCorpus>(c.text, text);
-  } catch (const Error& e) {
-    throw UsageError(str(
-        e.what(), c.text == XGRAD_DEFAULT_TEXT ? str(" (./run prepares it; or give ", flag(&Config::text), ")") : ""));
-  }
-  if (start.flag) {
-    const auto it = start.contents.metadata.find("lm.vocabulary");
-    if (it == start.contents.metadata.end())
-      throw UsageError(str(start.source(), ": the checkpoint has no lm.vocabulary"));
-    if (it->second != vocabulary_to_hex(corpus->vocabulary()))
-      throw UsageError(str(text, ": its ", corpus->vocabulary().size(),
-                           " distinct bytes are not the vocabulary the checkpoint was trained on (",
-                           it->second.size() / 2, " bytes): give the same text, or one with the same characters"));
-  }
-  for (const Split split : {Split::train, Split::validation}) {
-    const std::size_t bytes = corpus->split_end(split) - corpus->split_begin(split);
-    if (bytes < static_cast<std::size_t>(c.seq_len) + 1)
-      throw UsageError(str(text, ": its ", split == Split::train ? "training" : "validation", " split (",
-                           split == Split::train ? "the first 90%" : "the last 10%", ") holds ", bytes,
-                           " bytes, fewer than one window of ", flag(&Config::seq_len),
-                           " + 1 = ", std::int64_t{c.seq_len} + 1));
-  }
-  c.vocab = static_cast<int>(corpus->vocabulary().size());
-  return corpus;
-}
-
 // Everything before training: the settings, files and outputs checked, the model made.
 // Nothing here talks to the other ranks.
 std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::Communicator& communicator) {
@@ -67,7 +34,12 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
   if (!parse_command_line(argc, argv, c, given)) return nullptr;  // --help or --version
   const Start start = read_start(c);
   try {
-    if (start.flag && start.resume) apply_metadata(start.contents.metadata, c, given);
+    if (start.flag && start.resume) {
+      apply_metadata(start.contents.metadata, c, given);
+      // --text and --data are one choice: the one given replaces the one carried on.
+      if (given.count(flag(&Config::data).name()) && !given.count(flag(&Config::text).name())) c.text.clear();
+      if (given.count(flag(&Config::text).name()) && !given.count(flag(&Config::data).name())) c.data.clear();
+    }
     if (start.flag && !start.resume) apply_model_metadata(start.contents.metadata, c, given);
   } catch (const UsageError& e) {
     throw UsageError(str(start.source(), ": ", e.what()));
@@ -77,9 +49,9 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
     validate_read(c, start.contents.metadata, given, start.source());
   else
     validate(c);
-  std::shared_ptr<const TextCorpus> corpus;
-  if (c.language_model()) corpus = open_corpus(c, start);
-  check_memory(c, communicator.local_size(), corpus ? corpus->size() : 0);
+  std::shared_ptr<const LanguageData> data;
+  if (c.language_model()) data = open_language_data(c, start);
+  check_memory(c, communicator.local_size(), data ? data->resident_bytes() : 0);
   communicator.set_timeout(std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)));
   if (!communicator.is_root()) {  // rank 0 alone prints and writes
     c.save.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
@@ -96,8 +68,8 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
               << "; products in " << c.precision
               << (c.precision == "bf16" ? str(" (", bf16_summary(), ")") : std::string()) << std::endl;
   manual_seed(c.seed);
-  return std::make_unique<Trainer>(
-      c, communicator, c.language_model() ? make_language_workload(c, corpus) : make_toy_workload(c), start);
+  return std::make_unique<Trainer>(c, communicator,
+                                   c.language_model() ? make_language_workload(c, data) : make_toy_workload(c), start);
 }
 
 // Under mpirun the ranks first agree that every one of them could set up: a bad flag or

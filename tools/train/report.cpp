@@ -41,7 +41,7 @@ void keep_metrics_up_to(const Config& c, std::int64_t step) {
   if (kept != text) xgrad::write_file_atomically(c.metrics, kept, what);
 }
 
-std::string describe(const Evaluation& e, bool bits, bool with_train_loss) {
+std::string describe(const Evaluation& e, bool with_train_loss) {
   char text[160];
   std::string line;
   if (with_train_loss) {
@@ -50,8 +50,8 @@ std::string describe(const Evaluation& e, bool bits, bool with_train_loss) {
   }
   std::snprintf(text, sizeof text, "val loss %.4f", e.val_loss);
   line += text;
-  if (bits) {
-    std::snprintf(text, sizeof text, " (%.3f bits/char)", e.val_loss / std::log(2.0));
+  if (e.bits_per_byte) {
+    std::snprintf(text, sizeof text, " (%.3f bits/byte)", *e.bits_per_byte);
     line += text;
   }
   if (e.token_acc && e.exact_match) {
@@ -63,6 +63,7 @@ std::string describe(const Evaluation& e, bool bits, bool with_train_loss) {
 
 std::string metrics_line(std::int64_t step, const Evaluation& e, double lr, double train_s, double wall_s) {
   JsonLine line{{"step", step}, {"train_loss", decimals(e.train_loss, 4)}, {"val_loss", decimals(e.val_loss, 4)}};
+  if (e.bits_per_byte) line["val_bits_per_byte"] = decimals(*e.bits_per_byte, 4);
   if (e.token_acc && e.exact_match) {
     line["token_acc"] = decimals(*e.token_acc, 4);
     line["exact_match"] = decimals(*e.exact_match, 4);

@@ -12,10 +12,11 @@
 
 namespace tools {
 
-// The evaluation as people read it: losses (lm: also in bits per character) and, for the
+// The evaluation as people read it: losses (lm: the validation loss also in bits per byte
+// of text, comparable across tokenizers) and, for the
 // toy tasks, the greedy accuracies. Without train_loss when none was measured (a toy task
 // evaluated with no training step since the last evaluation).
-std::string describe(const Evaluation& e, bool bits, bool with_train_loss = true);
+std::string describe(const Evaluation& e, bool with_train_loss = true);
 
 // The evaluation as a metrics line.
 std::string metrics_line(std::int64_t step, const Evaluation& e, double lr, double train_s, double wall_s);

@@ -92,7 +92,7 @@ class ToyWorkload : public Workload {
     model_.train();
     return Evaluation{recent_train_loss, loss_sum / static_cast<double>(tokens),
                       static_cast<double>(correct_tokens) / static_cast<double>(tokens),
-                      static_cast<double>(exact) / static_cast<double>(size)};
+                      static_cast<double>(exact) / static_cast<double>(size), std::nullopt};
   }
 
   // Three held-out sequences: input, prediction and target.

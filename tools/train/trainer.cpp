@@ -183,7 +183,7 @@ int Trainer::evaluate_only() {
   const std::optional<Evaluation> e = evaluate(progress_.step, recent_train_loss());
   if (!e) return 128 + interrupt_signal();
   std::printf("%s at step %lld: %s\n", c_.task.c_str(), static_cast<long long>(progress_.step),
-              describe(*e, c_.language_model(), measures_train_loss()).c_str());
+              describe(*e, measures_train_loss()).c_str());
   const std::string line = metrics_line(progress_.step, *e, opt_->lr(), progress_.train_s, progress_.wall_s);
   std::printf("%s\n", line.c_str());
   if (metrics_.is_open()) write_line(metrics_, c_, line);
@@ -199,7 +199,7 @@ int Trainer::report_finished() {
   if (!e) return 128 + interrupt_signal();
   const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*e, c_);
   std::printf("%s: %s at step %lld, %s; the run is finished (nothing to do: raise %s%s to go on)\n", c_.task.c_str(),
-              describe(*e, c_.language_model(), with_train_loss).c_str(), static_cast<long long>(progress_.step),
+              describe(*e, with_train_loss).c_str(), static_cast<long long>(progress_.step),
               target_met ? "the target was reached" : "its last step", flag(&Config::steps).dashed().c_str(),
               target_met ? " or the target" : "");
   return 0;
@@ -232,8 +232,7 @@ void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr
   progress_.curve.push_back({step, e.train_loss, e.val_loss});
   progress_.recent_loss_sum = 0, progress_.recent_steps = 0;
   if (!c_.quiet)
-    std::printf("step %lld/%d  %s  (%.1f s)\n", static_cast<long long>(step), c_.steps,
-                describe(e, c_.language_model()).c_str(), wall_s);
+    std::printf("step %lld/%d  %s  (%.1f s)\n", static_cast<long long>(step), c_.steps, describe(e).c_str(), wall_s);
   if (metrics_.is_open()) write_line(metrics_, c_, metrics_line(step, e, lr, train_s, wall_s));
   if (!c_.plot.empty())
     write_learning_curve_png(c_.plot, flag(&Config::plot), progress_.curve, run_title(c_, model_.num_parameters()));
@@ -401,7 +400,7 @@ int Trainer::finish(std::int64_t step) {
   const Evaluation last = progress_.evaluation.value_or(Evaluation{});
   if (metrics_.is_open()) {
     const bool reached = reached_step_.has_value();
-    const JsonLine line{
+    JsonLine line{
         {"final", true},
         {"task", c_.task},
         {"steps", step},
@@ -415,9 +414,10 @@ int Trainer::finish(std::int64_t step) {
         {"steps_to_target", reached ? JsonLine(*reached_step_) : JsonLine()},
         {"seconds_to_target", reached ? JsonLine(decimals(reached_seconds_, 2)) : JsonLine()},
         {"impl", str("xgrad-", version())}};
+    if (last.bits_per_byte) line["val_bits_per_byte"] = decimals(*last.bits_per_byte, 4);
     write_line(metrics_, c_, json_text(line));
   }
-  const std::string outcome = describe(last, c_.language_model());
+  const std::string outcome = describe(last);
   if (reached_step_)
     std::printf("%s: %s; reached the target at step %lld in %.1f s\n", c_.task.c_str(), outcome.c_str(),
                 static_cast<long long>(*reached_step_), reached_seconds_);

@@ -44,6 +44,10 @@ struct Start {
 // fresh run).
 Start read_start(const Config& c);
 
+// --task lm's data (language_data_open.cpp): the text or the shards, checked against the
+// checkpoint `start` names; sets c.vocab.
+std::shared_ptr<const LanguageData> open_language_data(Config& c, const Start& start);
+
 class ProfileWindow;
 
 class Trainer {

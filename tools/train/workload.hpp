@@ -2,7 +2,7 @@
 // What xgrad-train trains, behind one interface so that the training loop, evaluation
 // schedule, checkpoints and metrics are the same for every task: the toy sequence tasks
 // (an encoder predicting a token at every position) and the language model (a GPT
-// predicting the next byte of a text).
+// predicting the next token of a text).
 
 #include <functional>
 #include <iosfwd>
@@ -10,8 +10,8 @@
 #include <optional>
 
 #include "config.hpp"
+#include "language_data.hpp"
 #include "progress.hpp"
-#include "text.hpp"
 #include "xgrad/nn/module.hpp"
 
 namespace tools {
@@ -43,6 +43,6 @@ class Workload {
 
 // The workloads, their models initialised from the process-wide generator.
 std::unique_ptr<Workload> make_toy_workload(const Config& config);
-std::unique_ptr<Workload> make_language_workload(const Config& config, std::shared_ptr<const TextCorpus> corpus);
+std::unique_ptr<Workload> make_language_workload(const Config& config, std::shared_ptr<const LanguageData> data);
 
 }  // namespace tools

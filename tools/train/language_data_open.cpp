@@ -1,0 +1,102 @@
+// --task lm's data as a run opens it: a text's bytes (--text) or token shards with their
+// tokenizer (--data, --tokenizer), checked against the checkpoint a run starts from, so
+// that a run never mixes vocabularies or tokenizers.
+
+#include "trainer.hpp"
+#include "workload.hpp"
+#include "xgrad/autograd/error.hpp"
+
+namespace tools {
+
+using namespace xgrad;
+
+namespace {
+
+// The checkpoint's model must have learnt the same kind of tokens.
+void check_same_kind(const Start& start, bool shards) {
+  if (!start.flag) return;
+  const Metadata& m = start.contents.metadata;
+  if (shards && m.count("lm.vocabulary"))
+    throw UsageError(str(start.source(), ": the checkpoint learnt the bytes of a text (", flag(&Config::text),
+                         "), not token shards: give it a text, or start a new run on ", flag(&Config::data)));
+  if (!shards && m.count("lm.tokenizer"))
+    throw UsageError(str(start.source(), ": the checkpoint learnt token shards (", flag(&Config::data),
+                         "), not the bytes of a text: give it ", flag(&Config::data), " and its tokenizer"));
+}
+
+std::shared_ptr<const LanguageData> open_text(const Config& c, const Start& start) {
+  const std::string text = str(flag(&Config::text), " ", c.text);
+  std::shared_ptr<const TextCorpus> corpus;
+  try {
+    corpus = std::make_shared<const TextCorpus>(c.text, text);
+  } catch (const Error& e) {
+    throw UsageError(str(
+        e.what(), c.text == XGRAD_DEFAULT_TEXT ? str(" (./run prepares it; or give ", flag(&Config::text), ")") : ""));
+  }
+  if (start.flag) {
+    const auto it = start.contents.metadata.find("lm.vocabulary");
+    if (it == start.contents.metadata.end())
+      throw UsageError(str(start.source(), ": the checkpoint has no lm.vocabulary"));
+    if (it->second != vocabulary_to_hex(corpus->vocabulary()))
+      throw UsageError(str(text, ": its ", corpus->vocabulary().size(),
+                           " distinct bytes are not the vocabulary the checkpoint was trained on (",
+                           it->second.size() / 2, " bytes): give the same text, or one with the same characters"));
+  }
+  for (const Split split : {Split::train, Split::validation}) {
+    const std::size_t bytes = corpus->split_end(split) - corpus->split_begin(split);
+    if (bytes < static_cast<std::size_t>(c.seq_len) + 1)
+      throw UsageError(str(text, ": its ", split == Split::train ? "training" : "validation", " split (",
+                           split == Split::train ? "the first 90%" : "the last 10%", ") holds ", bytes,
+                           " bytes, fewer than one window of ", flag(&Config::seq_len),
+                           " + 1 = ", std::int64_t{c.seq_len} + 1));
+  }
+  return make_char_data(corpus, static_cast<std::size_t>(c.seq_len));
+}
+
+// The tokenizer --tokenizer names; it must be the one of the folder's own files (when it
+// holds a pair, as xgrad-tokenize writes) and the checkpoint's.
+NamedTokenizer open_tokenizer(const Config& c, const Start& start) {
+  const std::string what = flag(&Config::tokenizer).dashed();
+  if (c.tokenizer == c.data && !holds_tokenizer_files(c.data))
+    throw UsageError(str(flag(&Config::data), " ", c.data, ": holds no encoder.json and vocab.bpe: name the shards' ",
+                         "tokenizer with ", flag(&Config::tokenizer)));
+  NamedTokenizer named = read_tokenizer(c.tokenizer, what);
+  if (c.tokenizer != c.data && holds_tokenizer_files(c.data)) {
+    const NamedTokenizer folders = read_tokenizer(c.data, flag(&Config::data).dashed());
+    if (folders.tokenizer.identity() != named.tokenizer.identity())
+      throw UsageError(str(what, " ", c.tokenizer, ": tokenizer ", describe(named), " is not the one that made ",
+                           flag(&Config::data), "'s shards, ", describe(folders)));
+  }
+  if (start.flag) {
+    const std::optional<NamedTokenizer> trained = tokenizer_from_metadata(start.contents.metadata, start.source());
+    if (!trained) throw UsageError(str(start.source(), ": the checkpoint records no tokenizer (lm.tokenizer)"));
+    if (trained->tokenizer.identity() != named.tokenizer.identity())
+      throw UsageError(str(what, " ", c.tokenizer, ": tokenizer ", describe(named),
+                           " is not the one the checkpoint learnt with, ", describe(*trained)));
+  }
+  return named;
+}
+
+std::shared_ptr<const LanguageData> open_shards(const Config& c, const Start& start) {
+  const std::string what = str(flag(&Config::data), " ", c.data);
+  check_input_exists(flag(&Config::data).dashed(), c.data);
+  const ShardFolder shards = find_shards(c.data, what);
+  NamedTokenizer tokenizer = open_tokenizer(c, start);
+  try {
+    return make_shard_data(shards, std::move(tokenizer), static_cast<std::size_t>(c.seq_len));
+  } catch (const Error& e) {
+    throw UsageError(str(what, ": ", e.what()));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const LanguageData> open_language_data(Config& c, const Start& start) {
+  const bool shards = !c.data.empty();
+  check_same_kind(start, shards);
+  std::shared_ptr<const LanguageData> data = shards ? open_shards(c, start) : open_text(c, start);
+  c.vocab = static_cast<int>(data->vocabulary_size());
+  return data;
+}
+
+}  // namespace tools
