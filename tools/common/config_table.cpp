@@ -182,7 +182,7 @@ Rows run_rows() {
           .run()
           .fallback(0)
           .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm writes samples"),
-      path(&Config::text, "text")
+      bind(&Config::text, flags::text())
           .help("lm: the text file to learn")
           .run()
           .fallback("")
