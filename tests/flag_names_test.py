@@ -36,6 +36,9 @@ ALLOWED = [
     # The profiler's kind of span (xgrad::ProfileSpan::kind), coloured and named in the timeline.
     ("common/timeline.cpp", '{"optimizer", {214, 39, 40}}', "a span kind's colour"),
     ("common/timeline.cpp", '"engine", "optimizer", "pool wait"', "the legend's span kinds"),
+    # A checkpoint's lm.tokenizer.special: JSON objects {"text": ..., "id": ...}.
+    ("common/tokenizer_files.cpp", '{"text", token.text}', "a special token's key in lm.tokenizer.special"),
+    ("common/tokenizer_files.cpp", 'token.at("text")', "a special token's key in lm.tokenizer.special"),
 ]
 # Declared by CLI11 itself (no literal in tools/).
 BUILT_IN = {"help"}

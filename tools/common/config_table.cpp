@@ -182,7 +182,7 @@ Rows run_rows() {
           .run()
           .fallback(0)
           .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm writes samples"),
-      path(&Config::text, "text")
+      bind(&Config::text, flags::text())
           .help("lm: the text file to learn, byte by byte")
           .run()
           .fallback("")
@@ -196,7 +196,7 @@ Rows run_rows() {
           .run()
           .fallback("")
           .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm reads token shards"),
-      path(&Config::tokenizer, "tokenizer")
+      bind(&Config::tokenizer, flags::tokenizer())
           .help("lm: the tokenizer that made ", &Config::data,
                 "'s shards: a folder with encoder.json and vocab.bpe, those two files joined by a comma, or a "
                 "tiktoken rank file")

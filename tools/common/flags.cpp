@@ -96,4 +96,18 @@ const Declaration& warmup() {
   return declared;
 }
 
+const Declaration& text() {
+  static const Declaration declared = Declaration("text", Shape::path).help("a text file");
+  return declared;
+}
+
+const Declaration& tokenizer() {
+  static const Declaration declared =
+      Declaration("tokenizer", Shape::path)
+          .help(
+              "a byte-level BPE vocabulary: a folder holding encoder.json and vocab.bpe (or vocab.json and "
+              "merges.txt), the two files joined by a comma, or a tiktoken rank file");
+  return declared;
+}
+
 }  // namespace tools::flags

@@ -25,6 +25,9 @@ const Declaration& dropout();
 const Declaration& batch();
 const Declaration& steps();
 const Declaration& warmup();
+// Text and its tokens.
+const Declaration& text();
+const Declaration& tokenizer();
 
 }  // namespace tools::flags
 
