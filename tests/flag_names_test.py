@@ -39,6 +39,9 @@ ALLOWED = [
     # A checkpoint's lm.tokenizer.special: JSON objects {"text": ..., "id": ...}.
     ("common/tokenizer_files.cpp", '{"text", token.text}', "a special token's key in lm.tokenizer.special"),
     ("common/tokenizer_files.cpp", 'token.at("text")', "a special token's key in lm.tokenizer.special"),
+    # What a language model's counts count, in reports ("300 tokens").
+    ("common/language_data.cpp", 'return "tokens";', "the unit of a sample's length"),
+    ("generate/main.cpp", 'tokenizer ? "tokens" : "bytes"', "the unit of the speed line"),
 ]
 # Declared by CLI11 itself (no literal in tools/).
 BUILT_IN = {"help"}

@@ -38,6 +38,9 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
       apply_metadata(start.contents.metadata, c, given);
       // --text and --data are one choice: the one given replaces the one carried on.
       if (given.count(flag(&Config::data).name()) && !given.count(flag(&Config::text).name())) c.text.clear();
+      // New shards name their tokenizer anew: their folder's, unless given.
+      if (given.count(flag(&Config::data).name()) && !given.count(flag(&Config::tokenizer).name()))
+        c.tokenizer = c.data;
       if (given.count(flag(&Config::text).name()) && !given.count(flag(&Config::data).name())) c.data.clear();
     }
     if (start.flag && !start.resume) apply_model_metadata(start.contents.metadata, c, given);
