@@ -102,8 +102,17 @@ check "the default prompt is <|endoftext|>" test "$(head -c 13 out)" = "<|endoft
 
 # Mixing is refused: another tokenizer, the other kind of data.
 "$tokenize" --text text.txt --out other --vocab-size 300 --threads 1 >/dev/null
-refused "a resume with another tokenizer" "is not the one the checkpoint learnt with" \
+refused "a resume with another tokenizer" "--data other's tokenizer: tokenizer .* is not the one the checkpoint learnt with" \
   "$train" --resume learn.st --data other --steps 200
+refused "fine-tuning with another tokenizer" "is not the one the checkpoint learnt with" \
+  "$train" --init-from learn.st --data other --steps 10 --save tuned.st
+check "... nothing written" test ! -e tuned.st
+refused "--eval-only of a model of tokens on a text" "learnt token shards" \
+  "$train" --resume learn.st --eval-only --text text.txt
+mkdir bare && cp shards/*.bin bare/
+code=$(run "$train" --resume learn.st --data bare --steps 130 --save bare.st --quiet)
+check "resuming on shards without their pair takes the checkpoint's tokenizer (got $code: $(cat err))" \
+  test "$code" -eq 0
 refused "--tokenizer other than the folder's" "is not the one that made --data's shards" \
   "$train" "${shape[@]}" --data shards --tokenizer other --steps 10 --save mixed.st
 check "... nothing written" test ! -e mixed.st
@@ -112,13 +121,13 @@ printf 'In the beginning God created the heaven and the earth.\n%.0s' $(seq 100)
 refused "shards after a text" "learnt the bytes of a text" "$train" --resume bytes.st --data shards --steps 4
 refused "a text after shards" "learnt token shards" "$train" --init-from learn.st --text bytes.txt --steps 4
 refused "--text and --data" "give one of them" "$train" "${shape[@]}" --data shards --text bytes.txt
-refused "--tokenizer without --data" "--tokenizer" "$train" "${shape[@]}" --tokenizer shards
+refused "--tokenizer without --data" "--tokenizer is not used" "$train" "${shape[@]}" --tokenizer shards
 
 # Bad folders and tokenizers.
 mkdir empty nobin noword
 cp shards/encoder.json shards/vocab.bpe nobin/
 cp -r shards/. noword/ && mv noword/val_000000.bin noword/holdout.bin
-refused "a folder that is not there" "--data" "$train" "${shape[@]}" --data absent
+refused "a folder that is not there" "--data absent" "$train" "${shape[@]}" --data absent
 refused "a file as --data" "not a folder" "$train" "${shape[@]}" --data text.txt
 refused "a folder without shards" "holds no training shard" "$train" "${shape[@]}" --data nobin
 refused "a shard named neither train nor val" "'holdout.bin' is neither" "$train" "${shape[@]}" --data noword

@@ -83,10 +83,7 @@ class ShardData : public LanguageData {
  public:
   ShardData(const ShardFolder& shards, NamedTokenizer tokenizer, std::size_t seq_len)
       : tokenizer_(std::move(tokenizer)),
-        loader_({shards.train, shards.validation}, tokenizer_.tokenizer.vocabulary_size(), seq_len) {
-    for (const auto& path : shards.train) resident_ += std::filesystem::file_size(path);
-    for (const auto& path : shards.validation) resident_ += std::filesystem::file_size(path);
-  }
+        loader_({shards.train, shards.validation}, tokenizer_.tokenizer.vocabulary_size(), seq_len) {}
 
   std::size_t vocabulary_size() const override { return tokenizer_.tokenizer.vocabulary_size(); }
 
@@ -119,10 +116,12 @@ class ShardData : public LanguageData {
     return batches;
   }
 
+  // A special token (<|endoftext|> between documents) is no text: 0 bytes.
   std::uint64_t text_bytes(const xgrad::Indices& tokens) const override {
     std::uint64_t bytes = 0;
     for (const std::int64_t id : tokens.values)
-      bytes += tokenizer_.tokenizer.token_bytes(static_cast<text::TokenId>(id)).size();
+      if (static_cast<std::size_t>(id) < tokenizer_.tokenizer.rank_count())
+        bytes += tokenizer_.tokenizer.token_bytes(static_cast<text::TokenId>(id)).size();
     return bytes;
   }
 
@@ -149,12 +148,13 @@ class ShardData : public LanguageData {
 
   const char* unit() const override { return "tokens"; }
   void add_metadata(Metadata& metadata) const override { add_tokenizer_metadata(tokenizer_, metadata); }
-  std::size_t resident_bytes() const override { return resident_; }
+  // The shards are mapped: pages of the file cache, shared by the machine's ranks and
+  // given back under pressure, not memory of the process.
+  std::size_t resident_bytes() const override { return 0; }
 
  private:
   NamedTokenizer tokenizer_;
   text::TokenLoader loader_;
-  std::size_t resident_ = 0;
 };
 
 // Whether `split` ("train", "val") is a word of a shard's name, as llm.c names them

@@ -30,8 +30,8 @@ class LanguageData {
   // evaluation of a run.
   virtual std::vector<Batch> evaluation_batches(Split split, std::uint64_t seed, std::size_t count,
                                                 std::size_t rows) const = 0;
-  // The bytes of text the tokens stand for (one a token for a text's bytes): validation
-  // loss per byte compares models across tokenizers.
+  // The bytes of text the tokens stand for (one a token for a text's bytes; none for a
+  // special token): validation loss per byte compares models across tokenizers.
   virtual std::uint64_t text_bytes(const xgrad::Indices& tokens) const = 0;
   virtual std::string decode(const std::vector<std::int64_t>& tokens) const = 0;
   // What a sample starts from: a line break, or the end-of-text token.
@@ -42,7 +42,7 @@ class LanguageData {
   virtual const char* unit() const = 0;
   // The checkpoint's entries for it (the vocabulary of bytes, or the tokenizer whole).
   virtual void add_metadata(Metadata& metadata) const = 0;
-  // The bytes it keeps in memory (the text, or the shards' files), for the memory check.
+  // The bytes it keeps in memory (the text; the shards are mapped), for the memory check.
   virtual std::size_t resident_bytes() const = 0;
 };
 

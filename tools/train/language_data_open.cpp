@@ -5,6 +5,7 @@
 #include "trainer.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/text/utf8.hpp"
 
 namespace tools {
 
@@ -53,27 +54,47 @@ std::shared_ptr<const LanguageData> open_text(const Config& c, const Start& star
   return make_char_data(corpus, static_cast<std::size_t>(c.seq_len));
 }
 
-// The tokenizer --tokenizer names; it must be the one of the folder's own files (when it
-// holds a pair, as xgrad-tokenize writes) and the checkpoint's.
+// What a model can be trained with: ids without gaps (the model would draw an id that is
+// no token) and special tokens of valid UTF-8 (the checkpoint keeps them in JSON).
+void check_trainable(const NamedTokenizer& named, const std::string& what) {
+  const text::Tokenizer& t = named.tokenizer;
+  if (t.rank_count() + t.special_tokens().size() != t.vocabulary_size())
+    throw UsageError(str(what, ": its ids leave gaps (", t.rank_count(), " ranks and ", t.special_tokens().size(),
+                         " special tokens, the largest id ", t.vocabulary_size() - 1,
+                         "): a model would draw ids that are no token"));
+  for (const text::SpecialToken& special : t.special_tokens())
+    if (!text::is_valid_utf8(special.text))
+      throw UsageError(str(what, ": its special token of id ", special.id, " is not valid UTF-8"));
+}
+
+// The tokenizer of the shards: --tokenizer's, else the folder's own pair, else (resuming
+// or fine-tuning) the checkpoint's. It must be the folder's (when the folder holds a pair,
+// as xgrad-tokenize writes) and the checkpoint's.
 NamedTokenizer open_tokenizer(const Config& c, const Start& start) {
-  const std::string what = flag(&Config::tokenizer).dashed();
-  if (c.tokenizer == c.data && !holds_tokenizer_files(c.data))
+  const bool named_by_folder = c.tokenizer == c.data;
+  const std::string what = named_by_folder ? str(flag(&Config::data), " ", c.data, "'s tokenizer")
+                                           : str(flag(&Config::tokenizer), " ", c.tokenizer);
+  const std::optional<NamedTokenizer> trained =
+      start.flag ? tokenizer_from_metadata(start.contents.metadata, start.source()) : std::nullopt;
+  if (start.flag && !trained)
+    throw UsageError(str(start.source(), ": the checkpoint records no tokenizer (lm.tokenizer)"));
+  const bool folder_has_pair = holds_tokenizer_files(c.data);
+  if (named_by_folder && !folder_has_pair) {
+    if (trained) return *trained;
     throw UsageError(str(flag(&Config::data), " ", c.data, ": holds no encoder.json and vocab.bpe: name the shards' ",
                          "tokenizer with ", flag(&Config::tokenizer)));
-  NamedTokenizer named = read_tokenizer(c.tokenizer, what);
-  if (c.tokenizer != c.data && holds_tokenizer_files(c.data)) {
+  }
+  NamedTokenizer named = read_tokenizer(c.tokenizer, flag(&Config::tokenizer).dashed());
+  if (!named_by_folder && folder_has_pair) {
     const NamedTokenizer folders = read_tokenizer(c.data, flag(&Config::data).dashed());
     if (folders.tokenizer.identity() != named.tokenizer.identity())
-      throw UsageError(str(what, " ", c.tokenizer, ": tokenizer ", describe(named), " is not the one that made ",
-                           flag(&Config::data), "'s shards, ", describe(folders)));
+      throw UsageError(str(what, ": tokenizer ", describe(named), " is not the one that made ", flag(&Config::data),
+                           "'s shards, ", describe(folders)));
   }
-  if (start.flag) {
-    const std::optional<NamedTokenizer> trained = tokenizer_from_metadata(start.contents.metadata, start.source());
-    if (!trained) throw UsageError(str(start.source(), ": the checkpoint records no tokenizer (lm.tokenizer)"));
-    if (trained->tokenizer.identity() != named.tokenizer.identity())
-      throw UsageError(str(what, " ", c.tokenizer, ": tokenizer ", describe(named),
-                           " is not the one the checkpoint learnt with, ", describe(*trained)));
-  }
+  if (trained && trained->tokenizer.identity() != named.tokenizer.identity())
+    throw UsageError(
+        str(what, ": tokenizer ", describe(named), " is not the one the checkpoint learnt with, ", describe(*trained)));
+  check_trainable(named, what);
   return named;
 }
 
