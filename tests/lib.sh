@@ -8,6 +8,8 @@
 # differs on stderr.
 # `forge IN OUT KEY=VALUE...` writes a copy of a checkpoint with metadata entries changed
 # (nan=TENSOR fills that tensor with NaN instead).
+# `grammar_text FILE LINES SEED` writes LINES sentences drawn from a small grammar: a text
+# with structure beyond its letter counts, and words for BPE to learn.
 # $work: a scratch folder, removed on exit.
 work=$(mktemp -d)
 references=$(cd "$(dirname "${BASH_SOURCE[0]}")/reference" && pwd)  # forge's safetensors_numpy.py
@@ -63,5 +65,18 @@ for change in sys.argv[4:]:
     else:
         metadata[key] = value
 safetensors_numpy.write(sys.argv[3], arrays, metadata)
+PY
+}
+grammar_text() {
+  /usr/bin/python3 - "$@" <<'PY'
+import random, sys
+path, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+random.seed(seed)
+subjects = ["the king", "a man", "the people", "his servant", "the LORD"]
+verbs = ["spake unto", "went before", "gave bread to", "blessed", "sent"]
+objects = ["the city", "his brethren", "the prophet", "all Israel", "the children"]
+lines = [f"{random.randint(1, 40)} And {random.choice(subjects)} {random.choice(verbs)} {random.choice(objects)}."
+         for _ in range(count)]
+open(path, "w").write("\n".join(lines) + "\n")
 PY
 }

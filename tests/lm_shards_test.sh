@@ -13,16 +13,7 @@ run() { timeout 120 "$@" >out 2>err; echo $?; }
 mpi() { local n=$1; shift; timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$n" "$@"; }
 
 # Sentences drawn from a small grammar: words for BPE to learn.
-/usr/bin/python3 - <<'PY'
-import random
-random.seed(2)
-subjects = ["the king", "a man", "the people", "his servant", "the LORD"]
-verbs = ["spake unto", "went before", "gave bread to", "blessed", "sent"]
-objects = ["the city", "his brethren", "the prophet", "all Israel", "the children"]
-lines = [f"{random.randint(1, 40)} And {random.choice(subjects)} {random.choice(verbs)} {random.choice(objects)}."
-         for _ in range(3000)]
-open("text.txt", "w").write("\n".join(lines) + "\n")
-PY
+grammar_text text.txt 3000 2
 "$tokenize" --text text.txt --out shards --vocab-size 400 --threads 1 >/dev/null
 check "xgrad-tokenize wrote the shards and the tokenizer" \
   test -s shards/train_000000.bin -a -s shards/val_000000.bin -a -s shards/encoder.json -a -s shards/vocab.bpe

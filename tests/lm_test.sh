@@ -11,16 +11,7 @@ cd "$work"
 run() { timeout 120 "$@" >out 2>err; echo $?; }
 
 # A text with structure beyond its letter counts: sentences drawn from a small grammar.
-/usr/bin/python3 - <<'PY'
-import random
-random.seed(1)
-subjects = ["the king", "a man", "the people", "his servant", "the LORD"]
-verbs = ["spake unto", "went before", "gave bread to", "blessed", "sent"]
-objects = ["the city", "his brethren", "the prophet", "all Israel", "the children"]
-lines = [f"{random.randint(1, 40)} And {random.choice(subjects)} {random.choice(verbs)} {random.choice(objects)}."
-         for _ in range(1500)]
-open("text.txt", "w").write("\n".join(lines) + "\n")
-PY
+grammar_text text.txt 1500 1
 entropy=$(/usr/bin/python3 -c '
 import collections, math, sys
 data = open("text.txt", "rb").read()

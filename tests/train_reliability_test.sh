@@ -61,6 +61,8 @@ check "no temporary file is left" test -z "$(ls -A | grep -e '\.tmp' || true)"
 table=$(cat <<'TABLE'
 --task|lm2|--task: lm2 not in
 --text|nowhere.txt|--text
+--data|nowhere|--data is not used
+--tokenizer|nowhere|--tokenizer is not used
 --seq-len|0|--seq-len must be at least 1, got 0
 --vocab|-3|--vocab must be at least 1, got -3
 --d-model|x|--d-model: 'x' is not a whole number
