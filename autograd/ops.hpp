@@ -84,6 +84,10 @@ Tensor relu(const Tensor& x);  // gradient 0 at 0
 // Exact GELU, x * Phi(x); approximate = true uses the tanh form (as PyTorch's 'tanh').
 Tensor gelu(const Tensor& x, bool approximate = false);
 Tensor silu(const Tensor& x);  // x * sigmoid(x), PyTorch's SiLU (swish)
+// silu(gate) * up as one op, the gated unit of Llama's feed-forward block
+// (down(swiglu(gate(x), up(x)))); broadcasting as mul. Backward recomputes sigmoid(gate)
+// chunk by chunk and keeps nothing but the two inputs.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 // log(1 + exp(beta x)) / beta, and x where beta x > threshold (as torch's softplus).
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 // Numerically stable: the row maximum is subtracted first.
@@ -215,6 +219,33 @@ struct Columns {
 // [N, heads, Lq, Lk]. Gradients flow into each tensor's columns.
 AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
                                      bool batch_first, const AttentionOptions& options = {});
+
+// ---- rotary position embedding (ops/rope.cpp) ----
+struct RopeOptions {
+  double theta = 10000.0;  // the frequencies' base (Hugging Face's rope_theta): finite, > 0
+  std::size_t offset = 0;  // the first row's position: the cached length when generating
+  // The leading columns of each head that turn (even; 0: all of them); the others pass
+  // through, as Hugging Face's partial_rotary_factor (rotary_dim = head_dim * factor).
+  std::size_t rotary_dim = 0;
+};
+
+// RoPE (Su et al. 2021, RoFormer) in the rotate-half form of Hugging Face's Llama (and
+// GPT-NeoX), over the last axis of x [..., T, D] (D even). Row t is at position
+// p = offset + t; with r = rotary_dim and h = r / 2, columns i and i + h (i < h) turn by
+// the angle p * theta^(-2i / r):
+//   out[i] = x[i] cos - x[i + h] sin,   out[i + h] = x[i + h] cos + x[i] sin.
+// The angles, their cos and sin are computed in double, then rounded to x's dtype. The
+// backward turns the gradient back (the transpose). Parallel over rows; the same bits on
+// any thread count.
+Tensor rope(const Tensor& x, const RopeOptions& options = {});
+// The same for `heads` heads side by side in a column range of x [N, L, C] (batch first:
+// positions along axis 1), read in place as multi_head_attention reads them: head h is the
+// h-th equal part of the range. Returns [N, L, width], the heads as laid out in the range,
+// so a Llama block turns q and k straight out of its fused QKV projection, no split:
+//   Tensor q = rope({qkv, 0, C}, heads, o), k = rope({qkv, C, C}, heads, o);
+//   multi_head_attention({q}, {k}, {qkv, 2 * C, C}, heads, true, causal);
+// The gradient flows into x's columns of the range.
+Tensor rope(const Columns& x, std::size_t heads, const RopeOptions& options = {});
 
 // ---- shape (ops/shape.cpp) ----
 // One entry may be -1: inferred from the element count.

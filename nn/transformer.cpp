@@ -32,7 +32,21 @@ Tensor feed_forward(Linear& linear1, Dropout& dropout, Linear& linear2, Activati
   if (activation == Activation::relu && typeid(linear1) == typeid(Linear))
     return linear2.forward(dropout.forward(linear_relu(x, linear1.weight, linear1.bias)));
   const Tensor hidden = linear1.forward(x);
-  return linear2.forward(dropout.forward(activation == Activation::gelu ? gelu(hidden) : relu(hidden)));
+  const Tensor active =
+      activation == Activation::relu ? relu(hidden) : gelu(hidden, /*approximate=*/activation == Activation::gelu_tanh);
+  return linear2.forward(dropout.forward(active));
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::relu:
+      return "relu";
+    case Activation::gelu:
+      return "gelu";
+    case Activation::gelu_tanh:
+      return "gelu_tanh";
+  }
+  fail("TransformerLayerOptions", "activation ", static_cast<int>(a), " is not relu, gelu or gelu_tanh");
 }
 
 // x + block(norm(x)) (pre-LN) or norm(x + block(x)) (post-LN).
@@ -42,8 +56,8 @@ Tensor residual(bool norm_first, LayerNorm& norm, const Tensor& x, Block block) 
 }
 
 std::string layer_repr(const TransformerLayerOptions& o) {
-  return str("d_model=", o.d_model, ", nhead=", o.nhead, ", dim_feedforward=", o.dim_feedforward,
-             o.activation == Activation::gelu ? ", gelu" : ", relu", o.norm_first ? ", norm_first" : ", post-LN");
+  return str("d_model=", o.d_model, ", nhead=", o.nhead, ", dim_feedforward=", o.dim_feedforward, ", ",
+             activation_name(o.activation), o.norm_first ? ", norm_first" : ", post-LN");
 }
 
 }  // namespace

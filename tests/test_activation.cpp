@@ -112,3 +112,45 @@ BOOST_AUTO_TEST_CASE(silu_and_softplus) {
   check_close(silu(v).to_vector(), {0.0, 0.0, 30.0, 1000.0}, 1e-6);  // no overflow to NaN
   check_error([&] { softplus(x, 0.0); }, {"softplus", "beta"});
 }
+
+BOOST_AUTO_TEST_CASE(swiglu_is_silu_of_gate_times_up) {
+  Tensor gate = randn64({3, 5}, 31), up = randn64({3, 5}, 32);
+  const auto swiglu_of = [](const Inputs& in) { return swiglu(in[0], in[1]); };
+  check_gradients(swiglu_of, {gate, up});
+  check_gradients(swiglu_of, {randn64({2, 3, 5}, 33), randn64({5}, 34)});  // broadcasting as mul
+  check_gradients(swiglu_of, {randn64({5}, 35), randn64({2, 5}, 36)});
+  // The composed ops, values and both gradients.
+  const Tensor w = randn64({3, 5}, 37, false);
+  const Tensor fused = swiglu(gate, up);
+  sum(fused * w).backward();
+  const auto d_gate = gate.grad().to_vector(), d_up = up.grad().to_vector();
+  gate.zero_grad(), up.zero_grad();
+  const Tensor composed = silu(gate) * up;
+  sum(composed * w).backward();
+  check_close(fused.to_vector(), composed.to_vector(), 1e-15);
+  check_close(d_gate, gate.grad().to_vector(), 1e-14);
+  check_close(d_up, up.grad().to_vector(), 1e-14);
+  // Far out in float32: exp overflows to inf, never NaN, values or gradients.
+  const Tensor g32 = Tensor::from_vector({-1000.0, -30.0, 0.0, 30.0, 1000.0}, {5}, DType::float32).requires_grad_();
+  const Tensor u32 = Tensor::full({5}, 2.0, DType::float32).requires_grad_();
+  const Tensor far = swiglu(g32, u32);
+  check_close(far.to_vector(), {0.0, -60.0 / (1.0 + std::exp(30.0)), 0.0, 60.0, 2000.0}, 1e-6);
+  sum(far).backward();
+  for (double g : g32.grad().to_vector()) BOOST_CHECK(std::isfinite(g));
+  for (double g : u32.grad().to_vector()) BOOST_CHECK(std::isfinite(g));
+  check_error([&] { swiglu(gate, randn64({4}, 38)); }, {"swiglu", "[3, 5]", "[4]"});
+  check_error([&] { swiglu(gate, up.to(DType::float32)); }, {"swiglu", "dtype"});
+}
+
+BOOST_AUTO_TEST_CASE(swiglu_float32_within_its_rounding) {
+  // float32 against float64 on the same values. silu(g) up is exp(-g) (within 4 ulp even
+  // vectorised), then 1 + e, a division and a product, each rounded once: a relative error
+  // of at most 4u + 3u = 7u (u = 2^-24) of each result, to first order; 8u is allowed.
+  const double u = std::ldexp(1.0, -24);
+  const Tensor gate = mul(randn64({4, 64}, 39, false), 4.0).to(DType::float32);
+  const Tensor up = randn64({4, 64}, 40, false).to(DType::float32);
+  const auto got = swiglu(gate, up).to_vector();
+  const auto ref = swiglu(gate.to(DType::float64), up.to(DType::float64)).to_vector();
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    BOOST_CHECK_MESSAGE(std::abs(got[i] - ref[i]) <= 8 * u * std::abs(ref[i]), i << ": " << got[i] << " vs " << ref[i]);
+}

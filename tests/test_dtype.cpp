@@ -91,6 +91,9 @@ BOOST_AUTO_TEST_CASE(float32_forward_matches_float64) {
       {"pad", [](const Inputs& in) { return pad(in[0], {1, -1, 2, 0}, 0.5); }, {any({2, 4}, 83)}},
       {"triu", [](const Inputs& in) { return triu(in[0], 1); }, {any({2, 3, 4}, 84)}},
       {"tril", [](const Inputs& in) { return tril(in[0], -1); }, {any({2, 3, 4}, 85)}},
+      {"swiglu", [](const Inputs& in) { return swiglu(in[0], in[1]); }, {any({3, 4}, 86), any({4}, 87)}},
+      {"rope", [](const Inputs& in) { return rope(in[0], {.theta = 500.0, .offset = 3}); }, {any({2, 5, 8}, 88)}},
+      {"rope columns", [](const Inputs& in) { return rope({in[0], 4, 8}, 2); }, {any({2, 5, 16}, 89)}},
   };
   // clang-format on
   for (const Case& c : cases) {

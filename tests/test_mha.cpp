@@ -5,6 +5,7 @@
 #include "helpers.hpp"
 
 #include <limits>
+#include <numbers>
 
 #include "xgrad/nn/nn.hpp"
 
@@ -386,6 +387,40 @@ BOOST_AUTO_TEST_CASE(transformer_encoder_layer) {
     const Tensor x = randn64({2, 4, 8}, 23, false);
     BOOST_CHECK(layer(x).to_vector() == layer(x).to_vector());
   }
+}
+
+BOOST_AUTO_TEST_CASE(transformer_layer_with_gelu_tanh_applies_the_tanh_formula) {
+  // GPT-2's "gelu_new", PyTorch's approximate="tanh", written out from plain ops.
+  const auto gelu_tanh = [](const Tensor& h) {
+    return 0.5 * h * (1.0 + tanh(std::sqrt(2.0 / std::numbers::pi) * (h + 0.044715 * h * h * h)));
+  };
+  nn::TransformerEncoderLayerOptions o;
+  o.d_model = 8;
+  o.nhead = 2;
+  o.dim_feedforward = 16;
+  o.dropout = 0.0;
+  o.norm_first = true;
+  o.activation = nn::Activation::gelu_tanh;
+  nn::TransformerEncoderLayer layer(o);
+  layer.to(DType::float64);
+  layer.eval();
+  BOOST_CHECK(layer.extra_repr().find("gelu_tanh") != std::string::npos);
+  const Tensor x = randn64({2, 4, 8}, 24, false);
+  const Tensor n1 = layer.norm1->forward(x);
+  const Tensor h = x + layer.self_attn->forward(n1, n1, n1);
+  const Tensor expected = h + layer.linear2->forward(gelu_tanh(layer.linear1->forward(layer.norm2->forward(h))));
+  check_close(layer(x).to_vector(), expected.to_vector(), 1e-12);
+  // Not the exact GELU: the same weights with Activation::gelu compute another function.
+  o.activation = nn::Activation::gelu;
+  nn::TransformerEncoderLayer exact(o);
+  exact.to(DType::float64);
+  exact.load_state_dict(layer.state_dict());
+  exact.eval();
+  const auto a = layer(x).to_vector(), b = exact(x).to_vector();
+  double largest = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) largest = std::max(largest, std::abs(a[i] - b[i]));
+  BOOST_CHECK_MESSAGE(largest > 1e-6, "gelu_tanh and gelu agree to " << largest);
+  check_module_gradients(layer, [&](const Inputs& in) { return layer(in[0]); }, {randn64({2, 4, 8}, 25)});
 }
 
 BOOST_AUTO_TEST_CASE(attention_weights_returned_by_the_module_carry_a_gradient) {

@@ -63,6 +63,25 @@ Tensor silu(const Tensor& x) {
       });
 }
 
+Tensor swiglu(const Tensor& gate, const Tensor& up) {
+  // With s = sigmoid(gate): d/dgate = up s (1 + gate (1 - s)), d/dup = gate s = silu(gate).
+  return binary_op(
+      "swiglu", gate, up,
+      [](const auto& a, const auto& b) {
+        using T = value_t<decltype(a)>;
+        return a / (T(1) + xt::exp(-a)) * b;
+      },
+      [](const auto& g, const auto& a, const auto& b, const auto&) {
+        using T = value_t<decltype(g)>;
+        const xt::xarray<T> s = T(1) / (T(1) + xt::exp(-a));
+        return xt::xarray<T>(g * b * s * (T(1) + a * (T(1) - s)));
+      },
+      [](const auto& g, const auto& a, const auto&, const auto&) {
+        using T = value_t<decltype(g)>;
+        return g * (a / (T(1) + xt::exp(-a)));
+      });
+}
+
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   XGRAD_CHECK(beta > 0.0 && std::isfinite(beta), "softplus", "beta ", beta, " must be finite and > 0");
   XGRAD_CHECK(!std::isnan(threshold), "softplus", "threshold must not be NaN");
