@@ -189,6 +189,11 @@ struct AttentionOptions {
   // then is a map of that size materialised. A loss through them backpropagates into q
   // and k (attention supervision, entropy penalties).
   bool need_weights = false;
+  // Grouped-query attention in scaled_dot_product_attention (PyTorch's enable_gqa): axis
+  // -3 of q holds Hq heads and that of k and v Hkv heads, Hkv dividing Hq; query head h
+  // reads k/v head h / (Hq / Hkv), in place. multi_head_attention ignores it: it takes
+  // kv_heads instead.
+  bool enable_gqa = false;
 };
 
 struct AttentionOutput {
@@ -201,6 +206,7 @@ struct AttentionOutput {
 // Lq + Lk, not Lq * Lk: backward recomputes the probabilities from each row's saved
 // logsumexp. A query row whose keys are all masked (by `mask`, causality or an additive
 // -inf) outputs zeros and passes zero gradient, never NaN. Parallel over the leading axes.
+// With options.enable_gqa, k and v may have fewer heads than q (see AttentionOptions).
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionOptions& options = {});
 
@@ -219,6 +225,12 @@ struct Columns {
 // [N, heads, Lq, Lk]. Gradients flow into each tensor's columns.
 AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
                                      bool batch_first, const AttentionOptions& options = {});
+// Grouped-query attention (Llama's, as Hugging Face's repeat_kv): k and v hold kv_heads
+// heads, kv_heads dividing heads, and query head h reads k/v head h / (heads / kv_heads),
+// in place (never repeated into a copy); their gradients sum over each head's queries.
+// kv_heads == heads is the overload above; kv_heads == 1 is multi-query attention.
+AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
+                                     std::size_t kv_heads, bool batch_first, const AttentionOptions& options = {});
 
 // ---- rotary position embedding (ops/rope.cpp) ----
 struct RopeOptions {

@@ -331,22 +331,24 @@ BOOST_AUTO_TEST_CASE(autocast_rounds_only_inside_the_guard) {
 
 namespace {
 
-// Attention in float64 on given float32 tensors [B, L, d]: the probabilities and the output.
+// Attention in float64 on given float32 tensors, q [B, Lq, d], k and v [B / group, Lk, d]
+// (entry b reading k and v's entry b / group): the probabilities and the output.
 struct Attended {
   std::vector<double> probs, out;  // [B, Lq, Lk], [B, Lq, dv]
 };
 
 Attended attend64(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                  std::size_t batches, std::size_t lq, std::size_t lk, std::size_t d) {
+                  std::size_t batches, std::size_t group, std::size_t lq, std::size_t lk, std::size_t d) {
   Attended a{std::vector<double>(batches * lq * lk), std::vector<double>(batches * lq * d)};
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (std::size_t b = 0; b < batches; ++b)
     for (std::size_t i = 0; i < lq; ++i) {
+      const std::size_t e = b / group;
       double* p = a.probs.data() + (b * lq + i) * lk;
       double top = -INFINITY, total = 0;
       for (std::size_t j = 0; j < lk; ++j) {
         double s = 0;
-        for (std::size_t c = 0; c < d; ++c) s += q[(b * lq + i) * d + c] * k[(b * lk + j) * d + c];
+        for (std::size_t c = 0; c < d; ++c) s += q[(b * lq + i) * d + c] * k[(e * lk + j) * d + c];
         p[j] = s * scale;
         top = std::max(top, p[j]);
       }
@@ -354,35 +356,78 @@ Attended attend64(const std::vector<double>& q, const std::vector<double>& k, co
       for (std::size_t j = 0; j < lk; ++j) p[j] /= total;
       for (std::size_t c = 0; c < d; ++c) {
         double o = 0;
-        for (std::size_t j = 0; j < lk; ++j) o += p[j] * v[(b * lk + j) * d + c];
+        for (std::size_t j = 0; j < lk; ++j) o += p[j] * v[(e * lk + j) * d + c];
         a.out[(b * lq + i) * d + c] = o;
       }
     }
   return a;
 }
 
-}  // namespace
+// Attention's results in bf16 {out, dq, dk, dv} (shapes as attend64's, the output's
+// gradient g) against float64 on the unrounded inputs, within the bounds of the test
+// below. Rounding q and k moves each score s = scale q.k by at most delta = (2 u16 +
+// u16^2) scale sum |q_c k_c|, so each probability by a factor within e^(+-2 delta_max) of
+// its row; the probabilities are rounded (u16) before P V, v too (u16), and the float32
+// sums add (terms + 2) u32. So |out - exact| <= ((1 + u16)^2 e^(2 delta_max) - 1 +
+// (lk + 2) u32) sum_j p_j |v_j|. dV_j = sum_(i, b of the group) p_bij dO_bi has the same
+// structure, with dO's rounding in place of v's, group x lq terms, and every
+// probability moved by at most the group's largest delta.
+void check_attention_within_bounds(const std::vector<std::vector<double>>& bf16, const std::vector<double>& qv,
+                                   const std::vector<double>& kv, const std::vector<double>& vv,
+                                   const std::vector<double>& g, std::size_t batches, std::size_t group, std::size_t lq,
+                                   std::size_t lk, std::size_t d) {
+  const Attended exact = attend64(qv, kv, vv, batches, group, lq, lk, d);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d)), term = 2 * kU16 + kU16 * kU16;
+  const auto factor = [](double delta, std::size_t terms) {
+    return (1 + kU16) * (1 + kU16) * std::exp(2 * delta) - 1 + static_cast<double>(terms + 2) * kU32;
+  };
+  std::vector<double> row_delta(batches * lq, 0.0);  // the largest score move of each query row
+  for (std::size_t b = 0; b < batches; ++b)
+    for (std::size_t i = 0; i < lq; ++i)
+      for (std::size_t j = 0; j < lk; ++j) {
+        double magnitude = 0;
+        for (std::size_t c = 0; c < d; ++c)
+          magnitude += std::abs(qv[(b * lq + i) * d + c] * kv[(b / group * lk + j) * d + c]);
+        row_delta[b * lq + i] = std::max(row_delta[b * lq + i], term * scale * magnitude);
+      }
+  for (std::size_t b = 0; b < batches; ++b)
+    for (std::size_t i = 0; i < lq; ++i)
+      for (std::size_t c = 0; c < d; ++c) {
+        double magnitude = 0;
+        for (std::size_t j = 0; j < lk; ++j)
+          magnitude += exact.probs[(b * lq + i) * lk + j] * std::abs(vv[(b / group * lk + j) * d + c]);
+        const std::size_t at = (b * lq + i) * d + c;
+        BOOST_TEST(std::abs(bf16[0][at] - exact.out[at]) <= factor(row_delta[b * lq + i], lk) * magnitude,
+                   "out " << at);
+      }
+  for (std::size_t e = 0; e < batches / group; ++e) {
+    const auto rows = row_delta.begin() + static_cast<std::ptrdiff_t>(e * group * lq);
+    const double group_delta = *std::max_element(rows, rows + static_cast<std::ptrdiff_t>(group * lq));
+    for (std::size_t j = 0; j < lk; ++j)
+      for (std::size_t c = 0; c < d; ++c) {
+        double dv = 0, magnitude = 0;
+        for (std::size_t b = e * group; b < (e + 1) * group; ++b)
+          for (std::size_t i = 0; i < lq; ++i) {
+            const double p = exact.probs[(b * lq + i) * lk + j], dout = g[(b * lq + i) * d + c];
+            dv += p * dout;
+            magnitude += p * std::abs(dout);
+          }
+        const std::size_t at = (e * lk + j) * d + c;
+        BOOST_TEST(std::abs(bf16[3][at] - dv) <= factor(group_delta, group * lq) * magnitude, "dv " << at);
+      }
+  }
+}
 
-// Attention's block products in bf16. Forward, against float64 on the unrounded inputs:
-// rounding q and k moves each score s = scale q.k by at most delta = (2 u16 + u16^2) scale
-// sum |q_c k_c|, so each probability by a factor within e^(+-2 delta_max) of its row; the
-// probabilities are rounded (u16) before P V, v too (u16), and the float32 sums add
-// (lk + 2) u32. So |out - exact| <= ((1 + u16)^2 e^(2 delta_max) - 1 + (lk + 2) u32)
-// sum_j p_j |v_j|. Backward runs in bf16 too (its dV has the forward's structure and
-// bound, with dO for v); every gradient gives the same bits on any thread count.
-BOOST_AUTO_TEST_CASE(autocast_attention_blocks_within_the_format_bounds) {
-  const std::size_t batches = 3, lq = 150, lk = 140, d = 16;  // more than one 128-block each way
-  Generator gen(31);
-  Tensor q = Tensor::randn({batches, lq, d}, gen).requires_grad_();
-  Tensor k = Tensor::randn({batches, lk, d}, gen).requires_grad_();
-  Tensor v = Tensor::randn({batches, lk, d}, gen).requires_grad_();
-  const Tensor seed = Tensor::randn({batches, lq, d}, gen);
+// Attention under autocast, {out, dq, dk, dv} in the given precision on 1 thread, after
+// checking that 3 threads give the same bits and that bf16 differs from float32.
+std::vector<std::vector<double>> autocast_attention(Tensor& q, Tensor& k, Tensor& v, const Tensor& seed,
+                                                    const AttentionOptions& options) {
   const auto run = [&](Precision precision) {
     q.zero_grad(), k.zero_grad(), v.zero_grad();
     Tensor out;
     {
       const AutocastGuard autocast(precision);
-      out = scaled_dot_product_attention(q, k, v).output;
+      out = scaled_dot_product_attention(q, k, v, options).output;
     }
     out.backward(seed);
     return std::vector<std::vector<double>>{out.to_vector(), q.grad().to_vector(), k.grad().to_vector(),
@@ -396,42 +441,38 @@ BOOST_AUTO_TEST_CASE(autocast_attention_blocks_within_the_format_bounds) {
   set_num_threads(threads);
   const auto f32 = run(Precision::float32);
   for (std::size_t i = 0; i < 4; ++i) BOOST_TEST((bf16[i] != f32[i]), "bf16 result " << i << " is float32's");
+  return bf16;
+}
 
-  const std::vector<double> qv = q.to_vector(), kv = k.to_vector(), vv = v.to_vector(), g = seed.to_vector();
-  const Attended exact = attend64(qv, kv, vv, batches, lq, lk, d);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d)), term = 2 * kU16 + kU16 * kU16;
-  for (std::size_t b = 0; b < batches; ++b) {
-    std::vector<double> row_delta(lq, 0.0);  // the largest score move of each query row
-    for (std::size_t i = 0; i < lq; ++i)
-      for (std::size_t j = 0; j < lk; ++j) {
-        double magnitude = 0;
-        for (std::size_t c = 0; c < d; ++c) magnitude += std::abs(qv[(b * lq + i) * d + c] * kv[(b * lk + j) * d + c]);
-        row_delta[i] = std::max(row_delta[i], term * scale * magnitude);
-      }
-    const double entry_delta = *std::max_element(row_delta.begin(), row_delta.end());
-    const auto factor = [](double delta, std::size_t terms) {
-      return (1 + kU16) * (1 + kU16) * std::exp(2 * delta) - 1 + static_cast<double>(terms + 2) * kU32;
-    };
-    for (std::size_t i = 0; i < lq; ++i)
-      for (std::size_t c = 0; c < d; ++c) {
-        double magnitude = 0;
-        for (std::size_t j = 0; j < lk; ++j)
-          magnitude += exact.probs[(b * lq + i) * lk + j] * std::abs(vv[(b * lk + j) * d + c]);
-        const std::size_t at = (b * lq + i) * d + c;
-        BOOST_TEST(std::abs(bf16[0][at] - exact.out[at]) <= factor(row_delta[i], lk) * magnitude, "out " << at);
-      }
-    // dV_j = sum_i p_ij dO_i: the same bound, with dO's rounding in place of v's and every
-    // row's probabilities moved by at most the entry's largest delta.
-    for (std::size_t j = 0; j < lk; ++j)
-      for (std::size_t c = 0; c < d; ++c) {
-        double dv = 0, magnitude = 0;
-        for (std::size_t i = 0; i < lq; ++i) {
-          const double p = exact.probs[(b * lq + i) * lk + j], dout = g[(b * lq + i) * d + c];
-          dv += p * dout;
-          magnitude += p * std::abs(dout);
-        }
-        const std::size_t at = (b * lk + j) * d + c;
-        BOOST_TEST(std::abs(bf16[3][at] - dv) <= factor(entry_delta, lq) * magnitude, "dv " << at);
-      }
-  }
+}  // namespace
+
+// Attention's block products in bf16: output and dV within the bounds derived from the
+// format (check_attention_within_bounds); backward runs in bf16 too, and every result
+// gives the same bits on any thread count.
+BOOST_AUTO_TEST_CASE(autocast_attention_blocks_within_the_format_bounds) {
+  const std::size_t batches = 3, lq = 150, lk = 140, d = 16;  // more than one 128-block each way
+  Generator gen(31);
+  Tensor q = Tensor::randn({batches, lq, d}, gen).requires_grad_();
+  Tensor k = Tensor::randn({batches, lk, d}, gen).requires_grad_();
+  Tensor v = Tensor::randn({batches, lk, d}, gen).requires_grad_();
+  const Tensor seed = Tensor::randn({batches, lq, d}, gen);
+  const auto bf16 = autocast_attention(q, k, v, seed, {});
+  check_attention_within_bounds(bf16, q.to_vector(), k.to_vector(), v.to_vector(), seed.to_vector(), batches, 1, lq, lk,
+                                d);
+}
+
+// Grouped-query attention in bf16: 4 query heads on 2 K/V heads, read in place; dV sums
+// both query heads of its group (the bound over group x lq terms).
+BOOST_AUTO_TEST_CASE(autocast_grouped_query_attention_within_the_format_bounds) {
+  const std::size_t n = 2, heads = 4, kv_heads = 2, lq = 150, lk = 140, d = 16;
+  Generator gen(32);
+  Tensor q = Tensor::randn({n, heads, lq, d}, gen).requires_grad_();
+  Tensor k = Tensor::randn({n, kv_heads, lk, d}, gen).requires_grad_();
+  Tensor v = Tensor::randn({n, kv_heads, lk, d}, gen).requires_grad_();
+  const Tensor seed = Tensor::randn({n, heads, lq, d}, gen);
+  AttentionOptions options;
+  options.enable_gqa = true;
+  const auto bf16 = autocast_attention(q, k, v, seed, options);
+  check_attention_within_bounds(bf16, q.to_vector(), k.to_vector(), v.to_vector(), seed.to_vector(), n * heads,
+                                heads / kv_heads, lq, lk, d);
 }

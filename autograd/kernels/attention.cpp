@@ -163,28 +163,34 @@ Operand<T> block_operand(const AttentionProblem<T>& p, const T* block, std::size
   return {block, nullptr, std::max<std::size_t>(1, cols)};
 }
 
-// An entry's Q, K and K^T, as every block of scores reads them.
+// An entry's K and K^T, as every block of scores reads them (in backward, made once for
+// all the query heads of a K/V head).
 template <class T>
-struct ScoreOperands {
-  OperandCopy<T> q_copy, k_copy, kt_copy;
-  Operand<T> q, k, kt;
+struct KeyOperands {
+  OperandCopy<T> k_copy, kt_copy;
+  Operand<T> k, kt;
 
-  ScoreOperands(const AttentionProblem<T>& p, std::size_t b)
-      : q(entry_operand(p, p.q + p.q_rows.at(b, 0), p.q_rows.stride, p.lq, p.dk, q_copy)),
-        k(entry_operand(p, p.k + p.k_rows.at(b, 0), p.k_rows.stride, p.lk, p.dk, k_copy)),
+  KeyOperands(const AttentionProblem<T>& p, std::size_t b)
+      : k(entry_operand(p, p.k + p.k_rows.at(b, 0), p.k_rows.stride, p.lk, p.dk, k_copy)),
         kt(entry_transpose(k, p.lk, p.dk, kt_copy)) {}
-  ScoreOperands(const ScoreOperands&) = delete;  // the operands may point into the copies
-  ScoreOperands& operator=(const ScoreOperands&) = delete;
+  KeyOperands(const KeyOperands&) = delete;  // the operands may point into the copies
+  KeyOperands& operator=(const KeyOperands&) = delete;
 };
+
+// An entry's Q, as every block of scores reads it.
+template <class T>
+Operand<T> query_operand(const AttentionProblem<T>& p, std::size_t b, OperandCopy<T>& copy) {
+  return entry_operand(p, p.q + p.q_rows.at(b, 0), p.q_rows.stride, p.lq, p.dk, copy);
+}
 
 // scores[r][c] = scale * q[i0 + r] . k[j0 + c] + bias, or -inf where masked (by the
 // keep mask, causality, or an additive -inf). The product is one small GEMM, run on the
 // calling thread (a product inside a parallel_for body is never split again).
 template <class T>
 void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq, std::size_t j0,
-                    std::size_t bk, const ScoreOperands<T>& operands, ScoreBlock<T>& block) {
+                    std::size_t bk, const Operand<T>& q, const KeyOperands<T>& keys, ScoreBlock<T>& block) {
   T* s = block.scores.data();
-  block_gemm(false, false, bq, bk, p.dk, p.scale, operands.q.at(i0, 0), operands.kt.at(0, j0), T(0), s, bk);
+  block_gemm(false, false, bq, bk, p.dk, p.scale, q.at(i0, 0), keys.kt.at(0, j0), T(0), s, bk);
   const T minus_inf = -std::numeric_limits<T>::infinity();
   if (!p.keep.data && !p.bias.data) {  // at most causal: hide each row's future keys in one fill
     if (p.causal)
@@ -209,7 +215,9 @@ void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0,
 template <class T>
 void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
   ScoreBlock<T> block(p);
-  const ScoreOperands<T> operands(p, b);
+  OperandCopy<T> q_copy;
+  const Operand<T> q = query_operand(p, b, q_copy);
+  const KeyOperands<T> keys(p, b);
   OperandCopy<T> v_copy;
   const Operand<T> v = entry_operand(p, p.v + p.v_rows.at(b, 0), p.v_rows.stride, p.lk, p.dv, v_copy);
   const auto rounded_block = rounded_block_space(p, block.scores.size());
@@ -223,7 +231,7 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
     std::fill(acc.begin(), acc.end(), T(0));
     for (std::size_t j0 = 0; j0 < key_end(p, i0, bq); j0 += key_block(p)) {
       const std::size_t bk = std::min(key_block(p), p.lk - j0);
-      compute_scores(p, b, i0, bq, j0, bk, operands, block);
+      compute_scores(p, b, i0, bq, j0, bk, q, keys, block);
       // Online softmax: each row's new maximum, and the factor exp(old - new) that rescales
       // what was summed under the old one, every row's in one vector pass.
       for (std::size_t r = 0; r < bq; ++r) {
@@ -263,9 +271,24 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
   }
 }
 
+// What backward reads of a K/V head: K, K^T and V^T, made once for its query heads.
 template <class T>
-void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, const T* lse, const T* dout, T* dq, T* dk,
-                  T* dv) {
+struct KeyValueOperands {
+  KeyOperands<T> keys;
+  OperandCopy<T> v_copy, vt_copy;
+  Operand<T> values_t;
+
+  KeyValueOperands(const AttentionProblem<T>& p, std::size_t b)
+      : keys(p, b),
+        values_t(entry_transpose(entry_operand(p, p.v + p.v_rows.at(b, 0), p.v_rows.stride, p.lk, p.dv, v_copy), p.lk,
+                                 p.dv, vt_copy)) {}
+};
+
+// Entry b's gradients: dq written; dk and dv written too, or added to when `add_to_kv`
+// (a later query head of the same K/V head).
+template <class T>
+void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOperands<T>& kv, bool add_to_kv,
+                  const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   ScoreBlock<T> block(p);
   std::vector<T> dropped(p.dropout_p > 0 ? block.scores.size() : 0), dp(block.scores.size());
   const std::size_t g_ld = p.out_rows.stride;
@@ -274,15 +297,13 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
   T* dq_b = dq + p.dq_rows.at(b, 0);
   T* dk_b = dk + p.dk_rows.at(b, 0);
   T* dv_b = dv + p.dv_rows.at(b, 0);
-  const ScoreOperands<T> operands(p, b);
-  OperandCopy<T> v_copy, vt_copy, g_copy;
-  const Operand<T> q = operands.q, k = operands.k;
-  const Operand<T> values_t = entry_transpose(
-      entry_operand(p, p.v + p.v_rows.at(b, 0), p.v_rows.stride, p.lk, p.dv, v_copy), p.lk, p.dv, vt_copy);
+  OperandCopy<T> q_copy, g_copy;
+  const Operand<T> q = query_operand(p, b, q_copy), k = kv.keys.k, values_t = kv.values_t;
   const Operand<T> dout_rows = entry_operand(p, g, g_ld, p.lq, p.dv, g_copy);
   const auto rounded_block = rounded_block_space(p, block.scores.size());  // P, then dS, in bf16
   // Each gradient block is written (beta = 0) by its first product and added to after;
-  // rows no product reaches (no keys at all, or keys no query sees) are zeroed.
+  // rows no product reaches (no keys at all, or keys no query sees) are zeroed. dK and
+  // dV of a later query head of the group are only added to.
   if (p.lk == 0)
     for (std::size_t i = 0; i < p.lq; ++i) std::fill_n(dq_b + i * dq_ld, p.dk, T(0));
   // D_i = dout_i . out_i equals sum_j P_ij dP_ij, dropout included.
@@ -291,12 +312,12 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
 
   for (std::size_t j0 = 0; j0 < p.lk; j0 += key_block(p)) {
     const std::size_t bk = std::min(key_block(p), p.lk - j0);
-    T key_beta = 0;  // for dK and dV of this key block: 0 until its first product
+    T key_beta = add_to_kv ? T(1) : T(0);  // for this key block's dK and dV: 0 until its first product
     for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
       const std::size_t bq = std::min(kBlockQ, p.lq - i0);
       if (p.causal && j0 >= i0 + bq) continue;     // the whole block is in the future
       const T query_beta = j0 == 0 ? T(0) : T(1);  // for dQ: key block 0 is never in the future
-      compute_scores(p, b, i0, bq, j0, bk, operands, block);
+      compute_scores(p, b, i0, bq, j0, bk, q, kv.keys, block);
       T* prob = block.scores.data();
       for (std::size_t r = 0; r < bq; ++r)  // P = exp(S - lse): 0 where masked or the row is
         exp_shifted_inplace(prob + r * bk, bk, lse[b * p.lq + i0 + r]);
@@ -336,17 +357,29 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const T* out, con
   }
 }
 
+// The backward of K/V head `group` (entries group * p.group, ...): its query heads in
+// order on this thread, so that dK and dV sum them in one order on any thread count.
+template <class T>
+void backward_group(const AttentionProblem<T>& p, std::size_t group, const T* out, const T* lse, const T* dout, T* dq,
+                    T* dk, T* dv) {
+  const std::size_t first = group * p.group;
+  const KeyValueOperands<T> kv(p, first);
+  for (std::size_t b = first; b < first + p.group; ++b) backward_one(p, b, kv, b != first, out, lse, dout, dq, dk, dv);
+}
+
 template <class T>
 void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* weights) {
   ScoreBlock<T> block(p);
-  const ScoreOperands<T> operands(p, b);
+  OperandCopy<T> q_copy;
+  const Operand<T> q = query_operand(p, b, q_copy);
+  const KeyOperands<T> keys(p, b);
   T* w = weights + b * p.lq * p.lk;
   std::fill(w, w + p.lq * p.lk, T(0));
   for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
     const std::size_t bq = std::min(kBlockQ, p.lq - i0);
     for (std::size_t j0 = 0; j0 < key_end(p, i0, bq); j0 += key_block(p)) {
       const std::size_t bk = std::min(key_block(p), p.lk - j0);
-      compute_scores(p, b, i0, bq, j0, bk, operands, block);
+      compute_scores(p, b, i0, bq, j0, bk, q, keys, block);
       for (std::size_t r = 0; r < bq; ++r) {
         const T row_lse = lse[b * p.lq + i0 + r];
         if (std::isinf(row_lse)) continue;
@@ -358,10 +391,10 @@ void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* w
   }
 }
 
-// Entry b's share of attention_weights_backward.
+// Entry b's share of attention_weights_backward, given its K as the products read it.
 template <class T>
-void weights_backward_one(const AttentionProblem<T>& p, std::size_t b, const T* probs, const T* dweights, T* dq,
-                          T* dk) {
+void weights_backward_one(const AttentionProblem<T>& p, std::size_t b, const Operand<T>& k, const T* probs,
+                          const T* dweights, T* dq, T* dk) {
   const std::size_t lq = p.lq, lk = p.lk;
   const T* prob = probs + b * lq * lk;
   const T* dw = dweights + b * lq * lk;
@@ -377,23 +410,30 @@ void weights_backward_one(const AttentionProblem<T>& p, std::size_t b, const T* 
     for (std::size_t j = 0; j < lk; ++j) row[j] = prob[i * lk + j] * (row[j] - d) * p.scale;
   }
   // dq += dS K, dk += dS^T Q, at the entry's rows.
-  OperandCopy<T> q_copy, k_copy;
+  OperandCopy<T> q_copy;
   const auto rounded_ds = rounded_block_space(p, ds.size());
   const Operand<T> ds_operand = block_operand(p, ds.data(), lq, lk, rounded_ds.get());
-  block_gemm(false, false, lq, p.dk, lk, T(1), ds_operand,
-             entry_operand(p, p.k + p.k_rows.at(b, 0), p.k_rows.stride, lk, p.dk, k_copy), T(1),
-             dq + p.dq_rows.at(b, 0), p.dq_rows.stride);
-  block_gemm(true, false, lk, p.dk, lq, T(1), ds_operand,
-             entry_operand(p, p.q + p.q_rows.at(b, 0), p.q_rows.stride, lq, p.dk, q_copy), T(1),
-             dk + p.dk_rows.at(b, 0), p.dk_rows.stride);
+  block_gemm(false, false, lq, p.dk, lk, T(1), ds_operand, k, T(1), dq + p.dq_rows.at(b, 0), p.dq_rows.stride);
+  block_gemm(true, false, lk, p.dk, lq, T(1), ds_operand, query_operand(p, b, q_copy), T(1), dk + p.dk_rows.at(b, 0),
+             p.dk_rows.stride);
+}
+
+// attention_weights_backward for K/V head `group`: its query heads in order, K made once.
+template <class T>
+void weights_backward_group(const AttentionProblem<T>& p, std::size_t group, const T* probs, const T* dweights, T* dq,
+                            T* dk) {
+  const std::size_t first = group * p.group;
+  OperandCopy<T> k_copy;
+  const Operand<T> k = entry_operand(p, p.k + p.k_rows.at(first, 0), p.k_rows.stride, p.lk, p.dk, k_copy);
+  for (std::size_t b = first; b < first + p.group; ++b) weights_backward_one(p, b, k, probs, dweights, dq, dk);
 }
 
 }  // namespace
 
-BatchRows BatchRows::dense(std::size_t batches, std::size_t rows, std::size_t width) {
+BatchRows BatchRows::dense(std::size_t batches, std::size_t rows, std::size_t width, std::size_t group) {
   BatchRows r;
   r.stride = width;
-  for (std::size_t b = 0; b < batches; ++b) r.offset.push_back(b * rows * width);
+  for (std::size_t b = 0; b < batches; ++b) r.offset.push_back(b / group * rows * width);
   return r;
 }
 
@@ -408,9 +448,12 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
   parallel_for(p.batches, work_of(p), [&](std::size_t b) { forward_one(p, b, out, lse); });
 }
 
+// Parallel over K/V heads, never over the query heads sharing one: their dK and dV are
+// summed on one thread, in order.
 template <class T>
 void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
-  parallel_for(p.batches, 2 * work_of(p), [&](std::size_t b) { backward_one(p, b, out, lse, dout, dq, dk, dv); });
+  parallel_for(p.batches / p.group, 2 * work_of(p) * static_cast<double>(p.group),
+               [&](std::size_t g) { backward_group(p, g, out, lse, dout, dq, dk, dv); });
 }
 
 template <class T>
@@ -420,7 +463,8 @@ void attention_weights(const AttentionProblem<T>& p, const T* lse, T* weights) {
 
 template <class T>
 void attention_weights_backward(const AttentionProblem<T>& p, const T* probs, const T* dweights, T* dq, T* dk) {
-  parallel_for(p.batches, work_of(p), [&](std::size_t b) { weights_backward_one(p, b, probs, dweights, dq, dk); });
+  parallel_for(p.batches / p.group, work_of(p) * static_cast<double>(p.group),
+               [&](std::size_t g) { weights_backward_group(p, g, probs, dweights, dq, dk); });
 }
 
 #define XGRAD_INSTANTIATE(T)                                                                                 \

@@ -32,8 +32,8 @@ struct BatchRows {
   std::size_t stride = 0;
 
   std::size_t at(std::size_t b, std::size_t i) const { return offset[b] + i * stride; }
-  // Entry b is the dense [rows, width] block b of a contiguous array.
-  static BatchRows dense(std::size_t batches, std::size_t rows, std::size_t width);
+  // Entry b is the dense [rows, width] block b / group of a contiguous array.
+  static BatchRows dense(std::size_t batches, std::size_t rows, std::size_t width, std::size_t group = 1);
 };
 
 template <class T>
@@ -52,6 +52,10 @@ struct AttentionProblem {
   double dropout_p = 0;            // on the probabilities, inverted scaling
   std::uint64_t dropout_seed = 0;  // the mask is a hash of (seed, b, i, j)
   bool bf16 = false;               // float32 only: block products on bfloat16 operands (autocast)
+  // Grouped-query attention: each run of `group` consecutive entries (the query heads of
+  // one K/V head) reads the same k and v rows and has its dk and dv at the same rows.
+  // Backward runs a group's entries in order on one thread, each adding its share.
+  std::size_t group = 1;
 };
 
 // out (at out_rows) and lse [batches, lq]. A row with every key masked gets zeros and
@@ -59,8 +63,9 @@ struct AttentionProblem {
 template <class T>
 void attention_forward(const AttentionProblem<T>& p, T* out, T* lse);
 
-// Gradients at dq_rows, dk_rows, dv_rows, all written (not accumulated): the entries'
-// rows must not overlap. dout is laid out as out.
+// Gradients at dq_rows, dk_rows, dv_rows, all written (not accumulated): the rows of
+// different entries (of different groups, for dk and dv) must not overlap. dout is laid
+// out as out.
 template <class T>
 void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
 
@@ -69,8 +74,9 @@ template <class T>
 void attention_weights(const AttentionProblem<T>& p, const T* lse, T* weights);
 
 // Given the gradient of those weights, adds its share into dq and dk (at dq_rows and
-// dk_rows; entries' rows must not overlap). probs are the probabilities before dropout
-// ([batches, lq, lk], attention_weights with dropout_p = 0); masks and bias get none.
+// dk_rows, which must not overlap as for attention_backward). probs are the probabilities
+// before dropout ([batches, lq, lk], attention_weights with dropout_p = 0); masks and bias
+// get none.
 template <class T>
 void attention_weights_backward(const AttentionProblem<T>& p, const T* probs, const T* dweights, T* dq, T* dk);
 

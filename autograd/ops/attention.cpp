@@ -57,6 +57,13 @@ Shape with_matrix(Shape batch, std::size_t rows, std::size_t cols) {
   return batch;
 }
 
+// The batch of k's and v's gradients before broadcast axes are summed: one entry per K/V
+// head, the batch's last axis (query heads) divided by the group.
+Shape kv_batch(Shape batch, std::size_t group) {
+  if (group > 1) batch.back() /= group;
+  return batch;
+}
+
 // Where one problem's operands and results live. The input gradients go to `grad_rows`
 // inside buffers shaped like the inputs (when they can be written in place), or to dense
 // full-batch arrays that are then summed over broadcast axes.
@@ -65,6 +72,7 @@ struct Layout {
   std::size_t lq = 0, lk = 0, dk = 0, dv = 0;
   kernels::BatchRows q_rows, k_rows, v_rows, out_rows;
   Shape out_shape;
+  std::size_t group = 1;        // query heads per K/V head (grouped-query attention)
   bool grads_in_place = false;  // q, k, v rows never repeat: write gradients where they are read
   struct Range {
     std::size_t begin = 0, width = 0;
@@ -115,9 +123,9 @@ Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernel
                      const Shape out_shape = to_shape(ctx.output().shape());
                      const Shape full(out_shape.begin(), out_shape.end() - 2);
                      xt::xarray<T> dq = zeros_array<T>(ctx.op(), with_matrix(full, p.lq, p.dk));
-                     xt::xarray<T> dk = zeros_array<T>(ctx.op(), with_matrix(full, p.lk, p.dk));
+                     xt::xarray<T> dk = zeros_array<T>(ctx.op(), with_matrix(kv_batch(full, p.group), p.lk, p.dk));
                      p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
-                     p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
+                     p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk, p.group);
                      kernels::attention_weights_backward(p, before, ctx.grad().data(), dq.data(), dk.data());
                      ctx.accumulate(0, unbroadcast<T>(ctx.op(), std::move(dq), to_shape(ctx.input(0).shape())));
                      ctx.accumulate(1, unbroadcast<T>(ctx.op(), std::move(dk), to_shape(ctx.input(1).shape())));
@@ -189,15 +197,16 @@ void attention_backward(BackwardContext<T>& ctx, const SavedAttention<T>& saved)
     for (std::size_t b = 0; b < buffers.size(); ++b) ctx.accumulate(shared.owner[b], std::move(buffers[b]));
     return;
   }
-  // Gradients at the full batch shape, then summed over any broadcast axis.
+  // Gradients at the full batch shape (k's and v's with one entry per K/V head: the
+  // kernel sums each head's queries), then summed over any broadcast axis.
   const Shape out_shape = to_shape(ctx.output().shape());
-  const Shape full(out_shape.begin(), out_shape.end() - 2);
+  const Shape full(out_shape.begin(), out_shape.end() - 2), kv_full = kv_batch(full, p.group);
   xt::xarray<T> dq = new_array<T>(ctx.op(), with_matrix(full, p.lq, p.dk));
-  xt::xarray<T> dk = new_array<T>(ctx.op(), with_matrix(full, p.lk, p.dk));
-  xt::xarray<T> dv = new_array<T>(ctx.op(), with_matrix(full, p.lk, p.dv));
+  xt::xarray<T> dk = new_array<T>(ctx.op(), with_matrix(kv_full, p.lk, p.dk));
+  xt::xarray<T> dv = new_array<T>(ctx.op(), with_matrix(kv_full, p.lk, p.dv));
   p.dq_rows = kernels::BatchRows::dense(p.batches, p.lq, p.dk);
-  p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk);
-  p.dv_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dv);
+  p.dk_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dk, p.group);
+  p.dv_rows = kernels::BatchRows::dense(p.batches, p.lk, p.dv, p.group);
   kernels::attention_backward(p, ctx.output().data(), saved.lse.data(), ctx.grad().data(), dq.data(), dk.data(),
                               dv.data());
   ctx.accumulate(0, unbroadcast<T>(ctx.op(), std::move(dq), to_shape(ctx.input(0).shape())));
@@ -246,6 +255,7 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     p.batches = numel(batch);
     p.lq = lq, p.lk = lk, p.dk = layout.dk, p.dv = layout.dv;
     p.q_rows = layout.q_rows, p.k_rows = layout.k_rows, p.v_rows = layout.v_rows, p.out_rows = layout.out_rows;
+    p.group = layout.group;
     if (keep) p.keep = mask_view(keep->data(), keep_layout, batch);
     if (bias) p.bias = mask_view(bias->data(), bias_layout, batch);
     p.causal = options.is_causal;
@@ -284,13 +294,28 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   XGRAD_CHECK(ks.back() == l.dk, kOp, "q and k widths differ: ", describe());
   XGRAD_CHECK(vs[vs.size() - 2] == l.lk, kOp, "k and v lengths differ: ", describe());
   XGRAD_CHECK(l.dk != 0, kOp, "the query/key width is 0: ", describe());
-  // The batch: q's, k's, v's and the masks' leading axes broadcast together.
   const auto batch_of = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
+  // Grouped-query attention: k and v count Hkv heads on axis -3 where q counts Hq. They
+  // broadcast as if they had Hq heads, head h standing for their head h / group.
+  Shape k_batch = batch_of(ks), v_batch = batch_of(vs);
+  if (options.enable_gqa) {
+    XGRAD_CHECK(qs.size() >= 3 && ks.size() >= 3 && vs.size() >= 3, kOp,
+                "enable_gqa needs a head axis, q, k and v [..., H, L, d]; got ", describe());
+    const std::size_t hq = qs[qs.size() - 3], hkv = ks[ks.size() - 3];
+    XGRAD_CHECK(vs[vs.size() - 3] == hkv, kOp, "k and v head counts differ: ", describe());
+    XGRAD_CHECK(hkv != 0 && hq % hkv == 0, kOp, "k and v heads (", hkv, ") must divide q's heads (", hq,
+                "): ", describe());
+    if (hq > hkv) {
+      l.group = hq / hkv;
+      k_batch.back() = v_batch.back() = hq;
+    }
+  }
+  // The batch: q's, k's, v's and the masks' leading axes broadcast together.
   const auto mask_batch = [&](const Tensor& m, const char* what) {
     return m.defined() ? mask_layout(what, m, l.lq, l.lk).batch : Shape{};
   };
   try {
-    l.batch = broadcast_shapes(kOp, broadcast_shapes(kOp, batch_of(qs), batch_of(ks)), batch_of(vs));
+    l.batch = broadcast_shapes(kOp, broadcast_shapes(kOp, batch_of(qs), k_batch), v_batch);
     l.batch = broadcast_shapes(kOp, l.batch, mask_batch(options.mask, "mask"));
     l.batch = broadcast_shapes(kOp, l.batch, mask_batch(options.additive_mask, "additive_mask"));
   } catch (const Error& e) {
@@ -299,13 +324,21 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
          (options.mask.defined() ? ", mask " + shape_str(options.mask.shape()) : ""),
          (options.additive_mask.defined() ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
   }
-  const auto rows = [&](const Shape& s, std::size_t length, std::size_t width) {
+  // Rows of each batch entry; k's and v's heads each serve `group` consecutive entries.
+  const auto rows = [&](const Shape& s, std::size_t length, std::size_t width, std::size_t group) {
+    Shape source = batch_of(s), batch = l.batch;
+    if (group > 1) {  // the batch's heads split as [Hkv, group], along which k and v do not vary
+      batch.back() /= group;
+      batch.push_back(group);
+      source.push_back(1);
+    }
     kernels::BatchRows r;
-    r.offset = batch_offsets(batch_of(s), l.batch, length * width);
+    r.offset = batch_offsets(source, batch, length * width);
     r.stride = width;
     return r;
   };
-  l.q_rows = rows(qs, l.lq, l.dk), l.k_rows = rows(ks, l.lk, l.dk), l.v_rows = rows(vs, l.lk, l.dv);
+  l.q_rows = rows(qs, l.lq, l.dk, 1), l.k_rows = rows(ks, l.lk, l.dk, l.group);
+  l.v_rows = rows(vs, l.lk, l.dv, l.group);
   l.out_rows = kernels::BatchRows::dense(numel(l.batch), l.lq, l.dv);
   l.out_shape = with_matrix(l.batch, l.lq, l.dv);
   return attend(q, k, v, l, options, describe());
@@ -313,6 +346,11 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 
 AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
                                      bool batch_first, const AttentionOptions& options) {
+  return multi_head_attention(q, k, v, heads, heads, batch_first, options);
+}
+
+AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
+                                     std::size_t kv_heads, bool batch_first, const AttentionOptions& options) {
   const std::array<const Columns*, 3> operands = {&q, &k, &v};
   for (const Columns* c : operands) check_defined(kOp, c->tensor);
   const auto describe = [&] {
@@ -321,16 +359,18 @@ AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const C
     for (std::size_t i = 0; i < 3; ++i)
       s += str(i ? ", " : "", names[i], " ", operands[i]->tensor.shape(), " columns [", operands[i]->begin, ", +",
                operands[i]->width, ")");
-    return s + str(", heads ", heads);
+    return s + str(", heads ", heads) + (kv_heads != heads ? str(", kv_heads ", kv_heads) : "");
   };
   XGRAD_CHECK(heads != 0, kOp, "heads must be positive: ", describe());
+  XGRAD_CHECK(kv_heads != 0 && heads % kv_heads == 0, kOp, "kv_heads must be positive and divide heads: ", describe());
+  // q splits into `heads` equal parts, k and v into `kv_heads`.
   std::array<std::size_t, 3> widths{};
   for (std::size_t i = 0; i < 3; ++i) {
     const Shape& s = operands[i]->tensor.shape();
     XGRAD_CHECK(s.size() == 3, kOp, "q, k and v must be ", (batch_first ? "[N, L, C]" : "[L, N, C]"), ": ", describe());
     widths[i] = operands[i]->width ? operands[i]->width : s[2] - std::min(s[2], operands[i]->begin);
     XGRAD_CHECK(operands[i]->begin <= s[2] && widths[i] <= s[2] - operands[i]->begin && widths[i] != 0 &&
-                    widths[i] % heads == 0,
+                    widths[i] % (i == 0 ? heads : kv_heads) == 0,
                 kOp, "column ranges must lie inside the tensors and split into equal heads: ", describe());
   }
   const Shape &qs = q.tensor.shape(), &ks = k.tensor.shape(), &vs = v.tensor.shape();
@@ -341,21 +381,25 @@ AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const C
               "batch or key length disagree: ", describe());
   Layout l;
   l.batch = {n, heads};
-  l.lq = length(qs), l.lk = length(ks), l.dk = widths[0] / heads, l.dv = widths[2] / heads;
-  XGRAD_CHECK(widths[1] == widths[0], kOp, "q and k widths differ: ", describe());
-  // Head h of batch entry n: rows of the [N, L, C] (or [L, N, C]) tensor, its columns.
-  const auto rows = [&](std::size_t columns, std::size_t length, std::size_t begin, std::size_t head_width) {
+  l.lq = length(qs), l.lk = length(ks), l.dk = widths[0] / heads, l.dv = widths[2] / kv_heads;
+  l.group = heads / kv_heads;
+  XGRAD_CHECK(widths[1] / kv_heads == l.dk, kOp,
+              "q and k widths differ per head (k must be kv_heads x q's width / heads): ", describe());
+  // Head h of batch entry n: rows of the [N, L, C] (or [L, N, C]) tensor, its columns;
+  // with group > 1, k's and v's head h / group.
+  const auto rows = [&](std::size_t columns, std::size_t length, std::size_t begin, std::size_t head_width,
+                        std::size_t group) {
     kernels::BatchRows r;
     r.stride = batch_first ? columns : n * columns;
     for (std::size_t b = 0; b < n; ++b)
       for (std::size_t h = 0; h < heads; ++h)
-        r.offset.push_back((batch_first ? b * length * columns : b * columns) + begin + h * head_width);
+        r.offset.push_back((batch_first ? b * length * columns : b * columns) + begin + h / group * head_width);
     return r;
   };
-  l.q_rows = rows(qs[2], l.lq, q.begin, l.dk);
-  l.k_rows = rows(ks[2], l.lk, k.begin, l.dk);
-  l.v_rows = rows(vs[2], l.lk, v.begin, l.dv);
-  l.out_rows = rows(heads * l.dv, l.lq, 0, l.dv);
+  l.q_rows = rows(qs[2], l.lq, q.begin, l.dk, 1);
+  l.k_rows = rows(ks[2], l.lk, k.begin, l.dk, l.group);
+  l.v_rows = rows(vs[2], l.lk, v.begin, l.dv, l.group);
+  l.out_rows = rows(heads * l.dv, l.lq, 0, l.dv, 1);
   l.out_shape = batch_first ? Shape{n, l.lq, heads * l.dv} : Shape{l.lq, n, heads * l.dv};
   l.grads_in_place = true;
   for (std::size_t i = 0; i < 3; ++i) l.columns[i] = {operands[i]->begin, widths[i]};
