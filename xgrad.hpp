@@ -2,7 +2,7 @@
 // The whole public API of xgrad: #include <xgrad/xgrad.hpp>.
 //   tensors and ops (autograd), gradcheck, random generators, custom ops, the thread pool
 //   and BLAS report, layers and modules (nn), checkpoints, optimizers and schedules (optim),
-//   tokenizers (text).
+//   tokenizers (text), GPT-2 and Llama with Hugging Face's files (models).
 // xtensor interop stays apart (<xgrad/autograd/xtensor.hpp>): it pulls in xtensor.
 
 #include "xgrad/autograd/blas.hpp"
@@ -17,6 +17,7 @@
 #include "xgrad/autograd/state.hpp"
 #include "xgrad/autograd/tensor.hpp"
 #include "xgrad/autograd/version.hpp"
+#include "xgrad/models/models.hpp"
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/optim/optim.hpp"
 #include "xgrad/text/text.hpp"

@@ -1,0 +1,52 @@
+#include "xgrad/models/causal_lm.hpp"
+
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/models/gpt2.hpp"
+#include "xgrad/models/llama.hpp"
+
+namespace xgrad::models {
+
+namespace {
+
+// The columns of a range as a tensor of their own.
+Tensor materialize(const Columns& c) {
+  const std::size_t width = c.width ? c.width : c.tensor.shape().back() - c.begin;
+  if (c.begin == 0 && width == c.tensor.shape().back()) return c.tensor;
+  return slice(c.tensor, 2, c.begin, c.begin + width);
+}
+
+}  // namespace
+
+std::unique_ptr<CausalLM> make_model(const ModelConfig& config) {
+  if (const auto* gpt2 = std::get_if<GPT2Config>(&config)) return std::make_unique<GPT2LMHeadModel>(*gpt2);
+  return std::make_unique<LlamaForCausalLM>(std::get<LlamaConfig>(config));
+}
+
+Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
+                             std::size_t kv_heads, double dropout, KVCache::Layer* cache) {
+  AttentionOptions options;
+  options.dropout_p = dropout;
+  if (!cache) {
+    options.is_causal = true;
+    return multi_head_attention(q, k, v, heads, kv_heads, /*batch_first=*/true, options).output;
+  }
+  const std::size_t earlier = cache->keys.defined() ? cache->keys.shape()[1] : 0;
+  cache->keys = earlier ? concat({cache->keys, materialize(k)}, 1) : materialize(k);
+  cache->values = earlier ? concat({cache->values, materialize(v)}, 1) : materialize(v);
+  const std::size_t T = q.tensor.shape()[1], S = earlier + T;
+  if (earlier == 0) {
+    options.is_causal = true;
+  } else if (T > 1) {  // query i (position earlier + i) sees keys j <= earlier + i
+    std::vector<double> allowed(T * S);
+    for (std::size_t i = 0; i < T; ++i)
+      for (std::size_t j = 0; j <= earlier + i; ++j) allowed[i * S + j] = 1;
+    options.mask = Tensor::from_vector(allowed, {T, S});
+  }
+  return multi_head_attention(q, {cache->keys}, {cache->values}, heads, kv_heads, /*batch_first=*/true, options)
+      .output;
+}
+
+// TODO(recompute): the nn recomputation wrapper lands with its branch.
+Tensor recomputed(nn::Module& block, const Tensor& x) { return block.forward(x); }
+
+}  // namespace xgrad::models

@@ -1,0 +1,81 @@
+#pragma once
+// CausalLM: what training, generation and the Hugging Face files need of a causal
+// language model, whatever its family. GPT2LMHeadModel and LlamaForCausalLM are two.
+//
+//   forward(tokens)          [N, T] token ids -> logits [N, T, vocab], every position
+//                            seeing those before it
+//   forward(tokens, cache)   the same for tokens that continue the cached ones: each block
+//                            appends their keys and values, so generation feeds each new
+//                            token once (inference only: no gradient flows through a cache)
+//
+// Parameter names are Hugging Face's ("transformer.h.0.attn.c_attn.weight",
+// "model.layers.0.self_attn.q_proj.weight"). hf_state_dict() gives the tensors as that
+// family's files lay them out, where that differs from xgrad's (GPT-2's Conv1D weights are
+// [in, out]; xgrad's Linear is [out, in]).
+
+#include <memory>
+#include <vector>
+
+#include "xgrad/autograd/ops.hpp"
+#include "xgrad/models/config.hpp"
+#include "xgrad/nn/module.hpp"
+
+namespace xgrad::models {
+
+// Every block's keys and values for the positions seen so far.
+struct KVCache {
+  struct Layer {
+    Tensor keys, values;  // [N, length, kv width]; undefined before the first token
+  };
+  std::vector<Layer> layers;
+  std::size_t length = 0;  // positions cached
+};
+
+class CausalLM : public nn::Module {
+ public:
+  virtual Tensor forward(const Indices& tokens, KVCache* cache = nullptr) = 0;
+  using nn::Module::forward;
+
+  virtual ModelConfig config() const = 0;
+  virtual std::size_t vocab_size() const = 0;
+  // The longest context the model takes (GPT-2: its position table; Llama: the
+  // max_position_embeddings it was trained to).
+  virtual std::size_t max_positions() const = 0;
+
+  // The tensors under Hugging Face's names, in its files' layouts (copies where the
+  // layout differs, else the parameters themselves).
+  virtual StateDict hf_state_dict() const { return state_dict(); }
+  // Loads tensors in that layout; names and shapes were checked against hf_state_dict().
+  virtual void load_hf_state_dict(const StateDict& tensors) { load_state_dict(tensors); }
+  // Names a family's files may hold besides hf_state_dict()'s that loading skips (GPT-2's
+  // causal-mask buffers "attn.bias", Llama's "rotary_emb.inv_freq").
+  virtual bool ignored_on_load(const std::string& name) const = 0;
+  // The prefix of the base model's names ("transformer.", "model."): files saved from the
+  // base model alone (GPT2Model) lack it.
+  virtual std::string base_prefix() const = 0;
+
+  // Recomputes each block's forward during backward instead of keeping its activations
+  // (the same gradients, less memory).
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+
+ protected:
+  bool recompute_ = false;
+};
+
+// A model of the config's family, initialized as Hugging Face initializes it (weights
+// N(0, initializer_range); GPT-2's projections into the residual stream
+// N(0, initializer_range / sqrt(2 n_layer)); biases 0, norms 1), drawn from the
+// process-wide generator (xgrad::manual_seed).
+std::unique_ptr<CausalLM> make_model(const ModelConfig& config);
+
+// Causal self-attention over q, k and v (column ranges, as multi_head_attention reads
+// them; k and v with kv_heads heads). With a cache layer, k and v are appended to it and
+// the queries (positions cached length ...) attend to every cached key up to their own.
+Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
+                             std::size_t kv_heads, double dropout, KVCache::Layer* cache);
+
+// block(x), with the block's activations recomputed during backward rather than kept.
+Tensor recomputed(nn::Module& block, const Tensor& x);
+
+}  // namespace xgrad::models

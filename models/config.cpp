@@ -1,0 +1,242 @@
+#include "xgrad/models/config.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
+
+namespace xgrad::models {
+
+namespace {
+
+using json = nlohmann::json;
+
+// One config.json being read: typed access to its fields, with errors naming the file
+// and the field.
+class Fields {
+ public:
+  Fields(const json& object, std::string source) : object_(object), source_(std::move(source)) {}
+
+  // A required size; absent, null, negative or not an integer is an error.
+  std::size_t size(const char* name) const {
+    XGRAD_CHECK(has(name), source_, "field \"", name, "\" is missing");
+    return size_or(name, 0);
+  }
+  std::size_t size_or(const char* name, std::size_t fallback) const {
+    if (!has(name)) return fallback;
+    const json& value = object_.at(name);
+    XGRAD_CHECK(value.is_number_integer() && value.get<std::int64_t>() >= 0, source_, "field \"", name,
+                "\" must be a non-negative integer, not ", value.dump());
+    return value.get<std::size_t>();
+  }
+  double number_or(const char* name, double fallback) const {
+    if (!has(name)) return fallback;
+    const json& value = object_.at(name);
+    XGRAD_CHECK(value.is_number() && std::isfinite(value.get<double>()), source_, "field \"", name,
+                "\" must be a finite number, not ", value.dump());
+    return value.get<double>();
+  }
+  bool flag_or(const char* name, bool fallback) const {
+    if (!has(name)) return fallback;
+    const json& value = object_.at(name);
+    XGRAD_CHECK(value.is_boolean(), source_, "field \"", name, "\" must be true or false, not ", value.dump());
+    return value.get<bool>();
+  }
+  std::string text_or(const char* name, const std::string& fallback) const {
+    if (!has(name)) return fallback;
+    const json& value = object_.at(name);
+    XGRAD_CHECK(value.is_string(), source_, "field \"", name, "\" must be a string, not ", value.dump());
+    return value.get<std::string>();
+  }
+  // A field naming a feature xgrad does not implement: absent, null or `off` only.
+  void unsupported_unless(const char* name, const json& off, const char* why) const {
+    if (!has(name) || object_.at(name) == off) return;
+    fail(source_, "field \"", name, "\" is ", object_.at(name).dump(), ": ", why);
+  }
+  bool has(const char* name) const { return object_.contains(name) && !object_.at(name).is_null(); }
+  const std::string& source() const { return source_; }
+
+ private:
+  const json& object_;
+  std::string source_;
+};
+
+GPT2Config parse_gpt2(const Fields& f) {
+  GPT2Config c;
+  c.vocab_size = f.size("vocab_size");
+  c.n_positions = f.size("n_positions");
+  c.n_embd = f.size("n_embd");
+  c.n_layer = f.size("n_layer");
+  c.n_head = f.size("n_head");
+  c.n_inner = f.size_or("n_inner", 0);
+  c.layer_norm_epsilon = f.number_or("layer_norm_epsilon", c.layer_norm_epsilon);
+  c.activation_function = f.text_or("activation_function", c.activation_function);
+  c.embd_pdrop = f.number_or("embd_pdrop", c.embd_pdrop);
+  c.attn_pdrop = f.number_or("attn_pdrop", c.attn_pdrop);
+  c.resid_pdrop = f.number_or("resid_pdrop", c.resid_pdrop);
+  c.initializer_range = f.number_or("initializer_range", c.initializer_range);
+  c.tie_word_embeddings = f.flag_or("tie_word_embeddings", c.tie_word_embeddings);
+  f.unsupported_unless("scale_attn_weights", true, "xgrad scales attention by 1 / sqrt(head width), as GPT-2 does");
+  f.unsupported_unless("scale_attn_by_inverse_layer_idx", false, "xgrad does not scale attention by layer");
+  f.unsupported_unless("add_cross_attention", false, "xgrad's GPT2 is decoder-only");
+  return c;
+}
+
+LlamaConfig parse_llama(const Fields& f) {
+  LlamaConfig c;
+  c.vocab_size = f.size("vocab_size");
+  c.hidden_size = f.size("hidden_size");
+  c.intermediate_size = f.size("intermediate_size");
+  c.num_hidden_layers = f.size("num_hidden_layers");
+  c.num_attention_heads = f.size("num_attention_heads");
+  c.num_key_value_heads = f.size_or("num_key_value_heads", 0);
+  c.max_position_embeddings = f.size_or("max_position_embeddings", c.max_position_embeddings);
+  c.rms_norm_eps = f.number_or("rms_norm_eps", c.rms_norm_eps);
+  c.rope_theta = f.number_or("rope_theta", c.rope_theta);
+  c.attention_dropout = f.number_or("attention_dropout", c.attention_dropout);
+  c.initializer_range = f.number_or("initializer_range", c.initializer_range);
+  c.tie_word_embeddings = f.flag_or("tie_word_embeddings", c.tie_word_embeddings);
+  const std::string act = f.text_or("hidden_act", "silu");
+  XGRAD_CHECK(act == "silu", f.source(), "field \"hidden_act\" is \"", act, "\": Llama's MLP is SwiGLU (\"silu\")");
+  f.unsupported_unless("rope_scaling", nullptr, "xgrad implements plain RoPE only");
+  f.unsupported_unless("attention_bias", false, "xgrad's Llama has no attention biases");
+  f.unsupported_unless("mlp_bias", false, "xgrad's Llama has no MLP biases");
+  f.unsupported_unless("pretraining_tp", 1, "tensor-parallel slicing is not implemented");
+  if (f.has("head_dim") && c.num_attention_heads > 0) {
+    const std::size_t head_dim = f.size_or("head_dim", 0);
+    XGRAD_CHECK(head_dim * c.num_attention_heads == c.hidden_size, f.source(), "field \"head_dim\" is ", head_dim,
+                ": xgrad needs hidden_size / num_attention_heads = ", c.hidden_size, " / ", c.num_attention_heads);
+  }
+  return c;
+}
+
+void check_dropout(double p, const char* name, const std::string& source) {
+  XGRAD_CHECK(p >= 0.0 && p < 1.0, source, "field \"", name, "\" is ", p, ": dropout must be in [0, 1)");
+}
+
+void check_positive(std::size_t value, const char* name, const std::string& source) {
+  XGRAD_CHECK(value > 0, source, "field \"", name, "\" must be positive");
+}
+
+}  // namespace
+
+std::string model_type(const ModelConfig& config) {
+  return std::holds_alternative<GPT2Config>(config) ? "gpt2" : "llama";
+}
+
+void check_config(const ModelConfig& config, const std::string& source) {
+  if (const auto* g = std::get_if<GPT2Config>(&config)) {
+    check_positive(g->vocab_size, "vocab_size", source);
+    check_positive(g->n_positions, "n_positions", source);
+    check_positive(g->n_embd, "n_embd", source);
+    check_positive(g->n_layer, "n_layer", source);
+    check_positive(g->n_head, "n_head", source);
+    XGRAD_CHECK(g->n_embd % g->n_head == 0, source, "field \"n_head\" is ", g->n_head, ", which does not divide n_embd ",
+                g->n_embd);
+    XGRAD_CHECK(g->layer_norm_epsilon > 0, source, "field \"layer_norm_epsilon\" must be positive");
+    XGRAD_CHECK(g->activation_function == "gelu_new" || g->activation_function == "gelu_pytorch_tanh" ||
+                    g->activation_function == "gelu" || g->activation_function == "relu",
+                source, "field \"activation_function\" is \"", g->activation_function,
+                "\": xgrad's GPT2 has gelu_new, gelu_pytorch_tanh, gelu and relu");
+    check_dropout(g->embd_pdrop, "embd_pdrop", source);
+    check_dropout(g->attn_pdrop, "attn_pdrop", source);
+    check_dropout(g->resid_pdrop, "resid_pdrop", source);
+    return;
+  }
+  const auto& l = std::get<LlamaConfig>(config);
+  check_positive(l.vocab_size, "vocab_size", source);
+  check_positive(l.hidden_size, "hidden_size", source);
+  check_positive(l.intermediate_size, "intermediate_size", source);
+  check_positive(l.num_hidden_layers, "num_hidden_layers", source);
+  check_positive(l.num_attention_heads, "num_attention_heads", source);
+  check_positive(l.max_position_embeddings, "max_position_embeddings", source);
+  XGRAD_CHECK(l.hidden_size % l.num_attention_heads == 0, source, "field \"num_attention_heads\" is ",
+              l.num_attention_heads, ", which does not divide hidden_size ", l.hidden_size);
+  XGRAD_CHECK(l.head_dim() % 2 == 0, source, "the head width hidden_size / num_attention_heads = ", l.head_dim(),
+              " must be even for RoPE");
+  XGRAD_CHECK(l.num_attention_heads % l.kv_heads() == 0, source, "field \"num_key_value_heads\" is ", l.kv_heads(),
+              ", which does not divide num_attention_heads ", l.num_attention_heads);
+  XGRAD_CHECK(l.rms_norm_eps > 0, source, "field \"rms_norm_eps\" must be positive");
+  XGRAD_CHECK(l.rope_theta > 0, source, "field \"rope_theta\" must be positive");
+  check_dropout(l.attention_dropout, "attention_dropout", source);
+}
+
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
+  json object;
+  try {
+    object = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    fail(source, "not JSON (", e.what(), ")");
+  }
+  XGRAD_CHECK(object.is_object(), source, "must hold a JSON object");
+  const Fields fields(object, source);
+  XGRAD_CHECK(fields.has("model_type"), source, "field \"model_type\" is missing (\"gpt2\" or \"llama\")");
+  const std::string type = fields.text_or("model_type", "");
+  ModelConfig config;
+  if (type == "gpt2")
+    config = parse_gpt2(fields);
+  else if (type == "llama")
+    config = parse_llama(fields);
+  else
+    fail(source, "field \"model_type\" is \"", type, "\": xgrad has \"gpt2\" and \"llama\"");
+  check_config(config, source);
+  return config;
+}
+
+ModelConfig read_model_config(const std::string& path) {
+  const std::string source = "model config '" + path + "'";
+  return parse_model_config(read_regular_file(path, source), source);
+}
+
+std::string model_config_json(const ModelConfig& config) {
+  json out;
+  if (const auto* g = std::get_if<GPT2Config>(&config)) {
+    out = {{"model_type", "gpt2"},
+           {"architectures", {"GPT2LMHeadModel"}},
+           {"vocab_size", g->vocab_size},
+           {"n_positions", g->n_positions},
+           {"n_ctx", g->n_positions},
+           {"n_embd", g->n_embd},
+           {"n_layer", g->n_layer},
+           {"n_head", g->n_head},
+           {"n_inner", g->n_inner ? json(g->n_inner) : json(nullptr)},
+           {"layer_norm_epsilon", g->layer_norm_epsilon},
+           {"activation_function", g->activation_function},
+           {"embd_pdrop", g->embd_pdrop},
+           {"attn_pdrop", g->attn_pdrop},
+           {"resid_pdrop", g->resid_pdrop},
+           {"initializer_range", g->initializer_range},
+           {"tie_word_embeddings", g->tie_word_embeddings},
+           {"scale_attn_weights", true},
+           {"use_cache", true}};
+  } else {
+    const auto& l = std::get<LlamaConfig>(config);
+    out = {{"model_type", "llama"},
+           {"architectures", {"LlamaForCausalLM"}},
+           {"vocab_size", l.vocab_size},
+           {"hidden_size", l.hidden_size},
+           {"intermediate_size", l.intermediate_size},
+           {"num_hidden_layers", l.num_hidden_layers},
+           {"num_attention_heads", l.num_attention_heads},
+           {"num_key_value_heads", l.kv_heads()},
+           {"head_dim", l.head_dim()},
+           {"max_position_embeddings", l.max_position_embeddings},
+           {"rms_norm_eps", l.rms_norm_eps},
+           {"rope_theta", l.rope_theta},
+           {"rope_scaling", nullptr},
+           {"attention_dropout", l.attention_dropout},
+           {"attention_bias", false},
+           {"mlp_bias", false},
+           {"hidden_act", "silu"},
+           {"initializer_range", l.initializer_range},
+           {"tie_word_embeddings", l.tie_word_embeddings},
+           {"use_cache", true}};
+  }
+  out["torch_dtype"] = "float32";
+  return out.dump(2) + "\n";
+}
+
+}  // namespace xgrad::models

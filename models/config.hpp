@@ -1,0 +1,72 @@
+#pragma once
+// The configs of the published model families, field for field as Hugging Face's
+// config.json names them, so that a config.json reads into one and one writes back out
+// as a file Hugging Face reads.
+//
+// Reading: the fields that fix the tensors' shapes are required (GPT-2: vocab_size,
+// n_positions, n_embd, n_layer, n_head; Llama: vocab_size, hidden_size,
+// intermediate_size, num_hidden_layers, num_attention_heads); the others take Hugging
+// Face's defaults when absent, and fields xgrad does not use ("transformers_version",
+// "bos_token_id", ...) are ignored. A field of the wrong type, a value out of range or a
+// feature xgrad does not implement (rope_scaling, attention biases on Llama, ...) is an
+// Error naming the file and the field.
+
+#include <cstddef>
+#include <string>
+#include <variant>
+
+namespace xgrad::models {
+
+// GPT2Config (transformers' GPT2Config).
+struct GPT2Config {
+  std::size_t vocab_size = 50257;
+  std::size_t n_positions = 1024;  // the longest context (the learned position table's rows)
+  std::size_t n_embd = 768;
+  std::size_t n_layer = 12;
+  std::size_t n_head = 12;
+  std::size_t n_inner = 0;  // the MLP's width; 0 (null in the file): 4 * n_embd
+  double layer_norm_epsilon = 1e-5;
+  // "gelu_new" (GELU's tanh form, GPT-2's own), "gelu" (exact) or "relu".
+  std::string activation_function = "gelu_new";
+  double embd_pdrop = 0.1, attn_pdrop = 0.1, resid_pdrop = 0.1;  // dropout, in training
+  double initializer_range = 0.02;
+  bool tie_word_embeddings = true;  // the output head is wte's weight
+
+  std::size_t inner() const { return n_inner ? n_inner : 4 * n_embd; }
+};
+
+// LlamaConfig (transformers' LlamaConfig).
+struct LlamaConfig {
+  std::size_t vocab_size = 32000;
+  std::size_t hidden_size = 4096;
+  std::size_t intermediate_size = 11008;
+  std::size_t num_hidden_layers = 32;
+  std::size_t num_attention_heads = 32;
+  std::size_t num_key_value_heads = 0;  // 0 (absent): num_attention_heads, no grouping
+  std::size_t max_position_embeddings = 2048;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  double attention_dropout = 0.0;
+  double initializer_range = 0.02;
+  bool tie_word_embeddings = false;
+
+  std::size_t kv_heads() const { return num_key_value_heads ? num_key_value_heads : num_attention_heads; }
+  std::size_t head_dim() const { return hidden_size / num_attention_heads; }
+};
+
+using ModelConfig = std::variant<GPT2Config, LlamaConfig>;
+
+// "gpt2" or "llama": config.json's model_type.
+std::string model_type(const ModelConfig& config);
+
+// Parses config.json's text; `source` names the file in errors. The result is checked.
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source);
+ModelConfig read_model_config(const std::string& path);
+// config.json's text, with model_type, architectures and every field above.
+std::string model_config_json(const ModelConfig& config);
+
+// Errors for sizes a model cannot be built with (a zero width, heads not dividing the
+// width, an odd head width under RoPE, ...); `source` starts the message.
+void check_config(const ModelConfig& config, const std::string& source);
+
+}  // namespace xgrad::models

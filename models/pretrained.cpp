@@ -1,0 +1,181 @@
+#include "xgrad/models/pretrained.hpp"
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
+#include "xgrad/nn/checkpoint.hpp"
+
+namespace xgrad::models {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+std::string in_dir(const std::string& dir) { return "model directory '" + dir + "'"; }
+
+// The tensors of a sharded checkpoint: every shard the index names, each tensor found in
+// the shard the index gives for it.
+StateDict read_sharded(const fs::path& dir, const fs::path& index_path) {
+  const std::string source = "model index '" + index_path.string() + "'";
+  json index;
+  try {
+    index = json::parse(read_regular_file(index_path.string(), source));
+  } catch (const json::parse_error& e) {
+    fail(source, "not JSON (", e.what(), ")");
+  }
+  XGRAD_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), source,
+              "field \"weight_map\" is missing or not an object");
+  std::map<std::string, std::set<std::string>> names_by_shard;
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    XGRAD_CHECK(file.is_string(), source, "field \"weight_map\": \"", name, "\" maps to ", file.dump(),
+                ", not a file name");
+    const std::string shard = file.get<std::string>();
+    XGRAD_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard != "." && shard != "..", source,
+                "field \"weight_map\": \"", name, "\" names \"", shard, "\", which is not a file in the directory");
+    names_by_shard[shard].insert(name);
+  }
+  StateDict tensors;
+  for (const auto& [shard, names] : names_by_shard) {
+    const fs::path path = dir / shard;
+    XGRAD_CHECK(fs::exists(path), source, "names shard \"", shard, "\", which is not in ", dir.string());
+    nn::SafetensorsContents contents = nn::read_safetensors(path.string());
+    for (const std::string& name : names) {
+      const auto found = contents.tensors.find(name);
+      XGRAD_CHECK(found != contents.tensors.end(), source, "puts \"", name, "\" in shard \"", shard,
+                  "\", which does not hold it");
+      tensors[name] = found->second;
+    }
+    for (const auto& named : contents.tensors)
+      XGRAD_CHECK(names.count(named.first), source, "shard \"", shard, "\" holds \"", named.first,
+                  "\", which the index does not list for it");
+  }
+  return tensors;
+}
+
+StateDict read_tensors(const std::string& dir) {
+  const fs::path index = fs::path(dir) / kIndexFile, single = fs::path(dir) / kSingleFile;
+  if (fs::exists(index)) return read_sharded(dir, index);
+  XGRAD_CHECK(fs::exists(single), in_dir(dir), "holds neither ", kSingleFile, " nor ", kIndexFile);
+  return nn::read_safetensors(single.string()).tensors;
+}
+
+// The file's tensors under the model's names, checked against what the model expects.
+StateDict match_tensors(const CausalLM& model, StateDict file, const std::string& source) {
+  const StateDict expected = model.hf_state_dict();
+  StateDict matched;
+  std::vector<std::string> extra, missing, mismatched;
+  for (auto& [file_name, tensor] : file) {
+    std::string name = file_name;
+    if (!expected.count(name) && expected.count(model.base_prefix() + name)) name = model.base_prefix() + name;
+    if (model.ignored_on_load(name)) continue;
+    const auto want = expected.find(name);
+    if (want == expected.end()) {
+      extra.push_back(file_name);
+    } else if (want->second.shape() != tensor.shape()) {
+      mismatched.push_back(str(name, " is ", tensor.shape(), " in the file, ", want->second.shape(), " in the model"));
+    } else {
+      matched[name] = tensor;
+    }
+  }
+  for (const auto& named : expected)
+    if (!matched.count(named.first) && std::find_if(mismatched.begin(), mismatched.end(), [&](const std::string& m) {
+                                         return m.starts_with(named.first + " is ");
+                                       }) == mismatched.end())
+      missing.push_back(named.first);
+  XGRAD_CHECK(mismatched.empty(), source, "shapes differ from the config's: ", listed(mismatched, "; "));
+  XGRAD_CHECK(missing.empty(), source, "tensors missing: ", listed(missing));
+  XGRAD_CHECK(extra.empty(), source, "tensors the ", model.type_name(), " does not have: ", listed(extra));
+  return matched;
+}
+
+// The model's files in a directory: what an earlier save left.
+std::vector<fs::path> model_files(const fs::path& dir) {
+  std::vector<fs::path> found;
+  if (!fs::is_directory(dir)) return found;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "config.json" || (name.starts_with("model") && name.ends_with(".safetensors")) || name == kIndexFile)
+      found.push_back(entry.path());
+  }
+  return found;
+}
+
+// Shard names in order, each with the names it holds: greedy in name order.
+std::vector<std::vector<std::string>> plan_shards(const StateDict& tensors, std::size_t max_bytes) {
+  std::vector<std::vector<std::string>> shards(1);
+  std::size_t bytes = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const std::size_t size = tensor.numel() * (tensor.dtype() == DType::float64 ? 8 : 4);
+    if (max_bytes && bytes > 0 && bytes + size > max_bytes) shards.emplace_back(), bytes = 0;
+    shards.back().push_back(name);
+    bytes += size;
+  }
+  return shards;
+}
+
+std::string shard_name(std::size_t i, std::size_t n) {
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+  return name;
+}
+
+}  // namespace
+
+std::unique_ptr<CausalLM> load_pretrained(const std::string& dir, DType dtype) {
+  XGRAD_CHECK(fs::is_directory(dir), in_dir(dir), "is not a directory");
+  const ModelConfig config = read_model_config((fs::path(dir) / "config.json").string());
+  std::unique_ptr<CausalLM> model = make_model(config);
+  model->to(dtype);
+  model->load_hf_state_dict(match_tensors(*model, read_tensors(dir), in_dir(dir)));
+  return model;
+}
+
+void save_pretrained(const CausalLM& model, const std::string& dir, const SaveOptions& options) {
+  const std::string source = "save_pretrained '" + dir + "'";
+  const StateDict tensors = model.hf_state_dict();
+  for (const auto& named : tensors)
+    XGRAD_CHECK(named.first.find(".lora_") == std::string::npos, source, "the model has LoRA adapters (",
+                named.first, "): merge them (nn::merge_lora) or save them apart (nn::save_adapter)");
+  const std::vector<fs::path> old_files = model_files(dir);
+  XGRAD_CHECK(old_files.empty() || options.overwrite, source, "already holds a model (",
+              old_files.front().filename().string(), "); choose another directory");
+  fs::create_directories(dir);
+  const nn::Metadata metadata{{"format", "pt"}};
+  const auto shards = plan_shards(tensors, options.max_shard_bytes);
+  std::set<fs::path> written;
+  if (shards.size() == 1) {
+    nn::write_safetensors((fs::path(dir) / kSingleFile).string(), tensors, metadata);
+    written.insert(fs::path(dir) / kSingleFile);
+  } else {
+    json weight_map = json::object();
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      StateDict part;
+      for (const std::string& name : shards[i]) {
+        part[name] = tensors.at(name);
+        weight_map[name] = shard_name(i, shards.size());
+        total += part[name].numel() * (part[name].dtype() == DType::float64 ? 8 : 4);
+      }
+      nn::write_safetensors((fs::path(dir) / shard_name(i, shards.size())).string(), part, metadata);
+      written.insert(fs::path(dir) / shard_name(i, shards.size()));
+    }
+    const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    write_file_atomically((fs::path(dir) / kIndexFile).string(), index.dump(2) + "\n", source);
+    written.insert(fs::path(dir) / kIndexFile);
+  }
+  write_file_atomically((fs::path(dir) / "config.json").string(), model_config_json(model.config()), source);
+  written.insert(fs::path(dir) / "config.json");
+  for (const fs::path& old : old_files)  // a shard layout the new save does not use
+    if (!written.count(old)) fs::remove(old);
+}
+
+}  // namespace xgrad::models

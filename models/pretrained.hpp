@@ -1,0 +1,43 @@
+#pragma once
+// Hugging Face model directories, read and written as transformers' from_pretrained and
+// save_pretrained do:
+//
+//   config.json                          the family and its sizes (models/config.hpp)
+//   model.safetensors                    every tensor under its Hugging Face name, or,
+//   model-00001-of-0000N.safetensors     for a sharded checkpoint, the tensors split over
+//   model.safetensors.index.json         N files, {"metadata": {"total_size": bytes},
+//                                         "weight_map": {name: file}}
+//
+// Reading takes F32, F64, F16 and BF16 tensors and converts them to the model's dtype;
+// names saved from the base model alone ("h.0.attn.c_attn.weight" for
+// "transformer.h.0...") are found, and the buffers a family's files may carry are
+// skipped (CausalLM::ignored_on_load). Every other mismatch is an Error naming the file:
+// a missing or extra tensor (named), a shape that differs (both shapes), an index naming
+// a shard that is not there.
+//
+//   auto model = models::load_pretrained("gpt2-small/");
+//   models::save_pretrained(*model, "out/", {.max_shard_bytes = 2'000'000'000});
+
+#include <memory>
+#include <string>
+
+#include "xgrad/models/causal_lm.hpp"
+
+namespace xgrad::models {
+
+std::unique_ptr<CausalLM> load_pretrained(const std::string& dir, DType dtype = DType::float32);
+
+struct SaveOptions {
+  // Shards of at most this many bytes of tensor data each (one tensor larger than that
+  // gets a shard of its own); 0: one model.safetensors.
+  std::size_t max_shard_bytes = 0;
+  // A directory that already holds a model (config.json or model*.safetensors) is an
+  // Error unless this is set; then its old shards are removed.
+  bool overwrite = false;
+};
+// Writes the model's tensors in its dtype (float32 for training runs). Each file appears
+// whole or not at all; config.json is written last. A model with LoRA adapters attached
+// is refused: merge them first (nn::merge_lora) or save them apart.
+void save_pretrained(const CausalLM& model, const std::string& dir, const SaveOptions& options = {});
+
+}  // namespace xgrad::models
