@@ -17,7 +17,7 @@ Tensor materialize(const Columns& c) {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> make_model(const ModelConfig& config) {
+std::unique_ptr<PretrainedModel> make_model(const ModelConfig& config) {
   if (const auto* gpt2 = std::get_if<GPT2Config>(&config)) return std::make_unique<GPT2LMHeadModel>(*gpt2);
   return std::make_unique<LlamaForCausalLM>(std::get<LlamaConfig>(config));
 }
@@ -42,8 +42,7 @@ Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& 
       for (std::size_t j = 0; j <= earlier + i; ++j) allowed[i * S + j] = 1;
     options.mask = Tensor::from_vector(allowed, {T, S});
   }
-  return multi_head_attention(q, {cache->keys}, {cache->values}, heads, kv_heads, /*batch_first=*/true, options)
-      .output;
+  return multi_head_attention(q, {cache->keys}, {cache->values}, heads, kv_heads, /*batch_first=*/true, options).output;
 }
 
 // TODO(recompute): the nn recomputation wrapper lands with its branch.

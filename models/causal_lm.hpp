@@ -1,6 +1,7 @@
 #pragma once
-// CausalLM: what training, generation and the Hugging Face files need of a causal
-// language model, whatever its family. GPT2LMHeadModel and LlamaForCausalLM are two.
+// CausalLM: what training and generation need of a causal language model, whatever its
+// family; PretrainedModel adds what Hugging Face's files need. GPT2LMHeadModel and
+// LlamaForCausalLM are two (xgrad-train's own character-level GPT is a CausalLM only).
 //
 //   forward(tokens)          [N, T] token ids -> logits [N, T, vocab], every position
 //                            seeing those before it
@@ -36,11 +37,24 @@ class CausalLM : public nn::Module {
   virtual Tensor forward(const Indices& tokens, KVCache* cache = nullptr) = 0;
   using nn::Module::forward;
 
-  virtual ModelConfig config() const = 0;
   virtual std::size_t vocab_size() const = 0;
   // The longest context the model takes (GPT-2: its position table; Llama: the
   // max_position_embeddings it was trained to).
   virtual std::size_t max_positions() const = 0;
+
+  // Recomputes each block's forward during backward instead of keeping its activations
+  // (the same gradients, less memory).
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+
+ protected:
+  bool recompute_ = false;
+};
+
+// A model of a published family: a config.json's fields, and Hugging Face's files.
+class PretrainedModel : public CausalLM {
+ public:
+  virtual ModelConfig config() const = 0;
 
   // The tensors under Hugging Face's names, in its files' layouts (copies where the
   // layout differs, else the parameters themselves).
@@ -53,21 +67,13 @@ class CausalLM : public nn::Module {
   // The prefix of the base model's names ("transformer.", "model."): files saved from the
   // base model alone (GPT2Model) lack it.
   virtual std::string base_prefix() const = 0;
-
-  // Recomputes each block's forward during backward instead of keeping its activations
-  // (the same gradients, less memory).
-  void set_recompute(bool on) { recompute_ = on; }
-  bool recompute() const { return recompute_; }
-
- protected:
-  bool recompute_ = false;
 };
 
 // A model of the config's family, initialized as Hugging Face initializes it (weights
 // N(0, initializer_range); GPT-2's projections into the residual stream
 // N(0, initializer_range / sqrt(2 n_layer)); biases 0, norms 1), drawn from the
 // process-wide generator (xgrad::manual_seed).
-std::unique_ptr<CausalLM> make_model(const ModelConfig& config);
+std::unique_ptr<PretrainedModel> make_model(const ModelConfig& config);
 
 // Causal self-attention over q, k and v (column ranges, as multi_head_attention reads
 // them; k and v with kv_heads heads). With a cache layer, k and v are appended to it and

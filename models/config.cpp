@@ -134,8 +134,8 @@ void check_config(const ModelConfig& config, const std::string& source) {
     check_positive(g->n_embd, "n_embd", source);
     check_positive(g->n_layer, "n_layer", source);
     check_positive(g->n_head, "n_head", source);
-    XGRAD_CHECK(g->n_embd % g->n_head == 0, source, "field \"n_head\" is ", g->n_head, ", which does not divide n_embd ",
-                g->n_embd);
+    XGRAD_CHECK(g->n_embd % g->n_head == 0, source, "field \"n_head\" is ", g->n_head,
+                ", which does not divide n_embd ", g->n_embd);
     XGRAD_CHECK(g->layer_norm_epsilon > 0, source, "field \"layer_norm_epsilon\" must be positive");
     XGRAD_CHECK(g->activation_function == "gelu_new" || g->activation_function == "gelu_pytorch_tanh" ||
                     g->activation_function == "gelu" || g->activation_function == "relu",

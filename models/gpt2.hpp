@@ -78,7 +78,7 @@ class GPT2Model : public nn::Module {
   GPT2Config config_;
 };
 
-class GPT2LMHeadModel : public CausalLM {
+class GPT2LMHeadModel : public PretrainedModel {
  public:
   explicit GPT2LMHeadModel(const GPT2Config& config);
   Tensor forward(const Indices& tokens, KVCache* cache = nullptr) override;

@@ -15,9 +15,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c) : config_(c) {
 
 Tensor LlamaAttention::forward(const Tensor& x, KVCache::Layer* cache) {
   // The new rows' positions start after the cached ones.
-  const RopeOptions positions{.theta = config_.rope_theta, .offset = cache && cache->keys.defined()
-                                                                         ? cache->keys.shape()[1]
-                                                                         : 0};
+  const RopeOptions positions{.theta = config_.rope_theta,
+                              .offset = cache && cache->keys.defined() ? cache->keys.shape()[1] : 0};
   const Tensor q = rope({q_proj->forward(x)}, config_.num_attention_heads, positions);
   const Tensor k = rope({k_proj->forward(x)}, config_.kv_heads(), positions);
   const double p = is_training() ? config_.attention_dropout : 0.0;
@@ -60,10 +59,10 @@ LlamaDecoderLayer& LlamaModel::layer(std::size_t i) const { return dynamic_cast<
 Tensor LlamaModel::forward(const Indices& tokens, KVCache* cache, bool recompute) {
   tokens.check("Llama");
   const std::size_t cached = cache ? cache->length : 0;
-  XGRAD_CHECK(tokens.shape.size() == 2 && tokens.shape[1] > 0 &&
-                  cached + tokens.shape[1] <= config_.max_position_embeddings,
-              "Llama", "tokens ", tokens.shape, " must be [N, T] with 0 < T <= max_position_embeddings ",
-              config_.max_position_embeddings, " - cached positions ", cached);
+  XGRAD_CHECK(
+      tokens.shape.size() == 2 && tokens.shape[1] > 0 && cached + tokens.shape[1] <= config_.max_position_embeddings,
+      "Llama", "tokens ", tokens.shape, " must be [N, T] with 0 < T <= max_position_embeddings ",
+      config_.max_position_embeddings, " - cached positions ", cached);
   Tensor x = embed_tokens->forward(tokens);
   if (cache) cache->layers.resize(config_.num_hidden_layers);
   for (std::size_t i = 0; i < config_.num_hidden_layers; ++i) {

@@ -71,7 +71,7 @@ class LlamaModel : public nn::Module {
   LlamaConfig config_;
 };
 
-class LlamaForCausalLM : public CausalLM {
+class LlamaForCausalLM : public PretrainedModel {
  public:
   explicit LlamaForCausalLM(const LlamaConfig& config);
   Tensor forward(const Indices& tokens, KVCache* cache = nullptr) override;

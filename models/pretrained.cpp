@@ -69,7 +69,7 @@ StateDict read_tensors(const std::string& dir) {
 }
 
 // The file's tensors under the model's names, checked against what the model expects.
-StateDict match_tensors(const CausalLM& model, StateDict file, const std::string& source) {
+StateDict match_tensors(const PretrainedModel& model, StateDict file, const std::string& source) {
   const StateDict expected = model.hf_state_dict();
   StateDict matched;
   std::vector<std::string> extra, missing, mismatched;
@@ -130,21 +130,21 @@ std::string shard_name(std::size_t i, std::size_t n) {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> load_pretrained(const std::string& dir, DType dtype) {
+std::unique_ptr<PretrainedModel> load_pretrained(const std::string& dir, DType dtype) {
   XGRAD_CHECK(fs::is_directory(dir), in_dir(dir), "is not a directory");
   const ModelConfig config = read_model_config((fs::path(dir) / "config.json").string());
-  std::unique_ptr<CausalLM> model = make_model(config);
+  std::unique_ptr<PretrainedModel> model = make_model(config);
   model->to(dtype);
   model->load_hf_state_dict(match_tensors(*model, read_tensors(dir), in_dir(dir)));
   return model;
 }
 
-void save_pretrained(const CausalLM& model, const std::string& dir, const SaveOptions& options) {
+void save_pretrained(const PretrainedModel& model, const std::string& dir, const SaveOptions& options) {
   const std::string source = "save_pretrained '" + dir + "'";
   const StateDict tensors = model.hf_state_dict();
   for (const auto& named : tensors)
-    XGRAD_CHECK(named.first.find(".lora_") == std::string::npos, source, "the model has LoRA adapters (",
-                named.first, "): merge them (nn::merge_lora) or save them apart (nn::save_adapter)");
+    XGRAD_CHECK(named.first.find(".lora_") == std::string::npos, source, "the model has LoRA adapters (", named.first,
+                "): merge them (nn::merge_lora) or save them apart (nn::save_adapter)");
   const std::vector<fs::path> old_files = model_files(dir);
   XGRAD_CHECK(old_files.empty() || options.overwrite, source, "already holds a model (",
               old_files.front().filename().string(), "); choose another directory");

@@ -11,7 +11,7 @@
 // Reading takes F32, F64, F16 and BF16 tensors and converts them to the model's dtype;
 // names saved from the base model alone ("h.0.attn.c_attn.weight" for
 // "transformer.h.0...") are found, and the buffers a family's files may carry are
-// skipped (CausalLM::ignored_on_load). Every other mismatch is an Error naming the file:
+// skipped (PretrainedModel::ignored_on_load). Every other mismatch is an Error naming the file:
 // a missing or extra tensor (named), a shape that differs (both shapes), an index naming
 // a shard that is not there.
 //
@@ -25,7 +25,7 @@
 
 namespace xgrad::models {
 
-std::unique_ptr<CausalLM> load_pretrained(const std::string& dir, DType dtype = DType::float32);
+std::unique_ptr<PretrainedModel> load_pretrained(const std::string& dir, DType dtype = DType::float32);
 
 struct SaveOptions {
   // Shards of at most this many bytes of tensor data each (one tensor larger than that
@@ -38,6 +38,6 @@ struct SaveOptions {
 // Writes the model's tensors in its dtype (float32 for training runs). Each file appears
 // whole or not at all; config.json is written last. A model with LoRA adapters attached
 // is refused: merge them first (nn::merge_lora) or save them apart.
-void save_pretrained(const CausalLM& model, const std::string& dir, const SaveOptions& options = {});
+void save_pretrained(const PretrainedModel& model, const std::string& dir, const SaveOptions& options = {});
 
 }  // namespace xgrad::models

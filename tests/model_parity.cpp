@@ -45,8 +45,8 @@ int forward(const std::string& dir, const std::string& tokens_path, const std::s
   const Indices tokens = read_ids(batch, "tokens", tokens_path), targets = read_ids(batch, "targets", tokens_path);
   const Tensor logits = model->forward(tokens);
   const std::size_t V = model->vocab_size();
-  const Tensor loss = cross_entropy(reshape(logits, {-1, static_cast<std::int64_t>(V)}),
-                                    Indices(targets.values, {targets.numel()}));
+  const Tensor loss =
+      cross_entropy(reshape(logits, {-1, static_cast<std::int64_t>(V)}), Indices(targets.values, {targets.numel()}));
   loss.backward();
   StateDict results{{"logits", logits.detach()}, {"loss", loss.detach()}};
   // The gradients in the files' layout: the same turn hf_state_dict() gives the weights.

@@ -19,6 +19,7 @@ struct Config {
   int seq_len = 0, vocab = 0;                      // lm: the text's distinct bytes, or the tokenizer's
   int d_model = 0, heads = 0, layers = 0, ff = 0;  // ff 0: 4 * d_model
   std::string positions;
+  std::string model;  // lm: gpt (xgrad's own) | gpt2 | llama (Hugging Face's families)
   // How it learns (a resumed checkpoint must agree on these too).
   double dropout = 0;
   int batch = 0;
@@ -30,6 +31,9 @@ struct Config {
   double clip = 0;
   std::uint64_t seed = 0;
   std::string precision;  // the matrix products' operands: float32 | bf16 (float32 sums)
+  int lora = 0;           // gpt2, llama: LoRA adapters of this rank on a frozen model (0: off)
+  double lora_alpha = 0, lora_dropout = 0;
+  std::string lora_targets;  // PEFT's target_modules: names, comma-separated
   // How this run goes (carried on by a resume unless given again).
   int steps = 0;
   int accum_steps = 0;  // micro-batches per step in each process (gradient accumulation)
@@ -45,6 +49,9 @@ struct Config {
   int threads = 0;          // 0: every core (under mpirun: the cores of the machine / its ranks)
   double comm_timeout = 0;  // seconds a rank waits for the others in one communication
   std::string save, resume, init_from, metrics, attention_png, plot;
+  std::string model_config;  // gpt2, llama: a Hugging Face config.json giving the sizes
+  std::string save_hf;       // gpt2, llama: a Hugging Face directory written at the end
+  bool recompute = false;    // lm: recompute each block's forward in backward
   std::string profile;    // --profile PATH: PATH.json, PATH.png and the table
   int profile_steps = 0;  // steps profiled, after kProfileWarmupSteps
   bool eval_only = false;
@@ -53,6 +60,7 @@ struct Config {
   bool allow_nonfinite = false;  // keep going after a NaN or infinite loss
 
   bool language_model() const { return task == "lm"; }
+  bool published_model() const { return model == "gpt2" || model == "llama"; }
   // Products of flags in 64 bits: int flags near their limit must not wrap.
   std::int64_t micro_batches() const { return std::int64_t{ranks} * accum_steps; }  // per step, over the whole job
   std::int64_t ff_width() const { return ff > 0 ? ff : std::int64_t{4} * d_model; }

@@ -6,6 +6,7 @@
 
 #include "config.hpp"
 #include "flags.hpp"
+#include "language_model.hpp"
 
 namespace tools {
 
@@ -67,6 +68,15 @@ Rows model_rows() {
           .recorded_as<std::int64_t>(
               "", [](const Config& c) { return c.ff_width(); }, read_width),
       choice(&Config::positions, "positions", {"learned", "sinusoidal"}).model().fallback("learned"),
+      choice(&Config::model, "model", {"gpt", "gpt2", "llama"})
+          .help("lm: gpt is xgrad's character-level GPT (nanoGPT's layout); gpt2 and llama are the published "
+                "families under Hugging Face's names, sized by ",
+                &Config::model_config, " or by ", &Config::init_from, " DIR (a Hugging Face directory), else by ",
+                &Config::layers, ", ", &Config::heads, ", ", &Config::d_model, " and ", &Config::seq_len)
+          .model()
+          .fallback("gpt")
+          .absent_means("gpt")  // written before the published families
+          .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm has model families"),
   };
 }
 
@@ -131,6 +141,34 @@ Rows learning_rows() {
           .learning()
           .fallback("float32")
           .absent_means("float32"),  // written before --precision existed
+      whole(&Config::lora, "lora")
+          .help("train LoRA adapters of this rank on the frozen model (0: train every weight)")
+          .at_least(0)
+          .at_most(65536)
+          .learning()
+          .fallback(0)
+          .absent_means("0")
+          .unused_unless(&Config::model, {"gpt2", "llama"}, "LoRA adapts the published families"),
+      real(&Config::lora_alpha, "lora-alpha")
+          .help("LoRA's alpha: the adapters' output is scaled by alpha / rank")
+          .above(0)
+          .learning()
+          .fallback([](const Config& c) { return 2.0 * std::max(1, c.lora); }, "2 x ", &Config::lora)
+          .unused_when(&Config::lora, {"0"}, "give ", &Config::lora, " RANK too"),
+      real(&Config::lora_dropout, "lora-dropout")
+          .help("dropout on the adapters' input, in training")
+          .at_least(0)
+          .below(1)
+          .learning()
+          .fallback(0.0)
+          .unused_when(&Config::lora, {"0"}, "give ", &Config::lora, " RANK too"),
+      text(&Config::lora_targets, "lora-targets")
+          .help("the Linear layers adapted, as PEFT's target_modules: names, comma-separated, each matching a layer "
+                "whose path ends with it")
+          .learning()
+          .fallback([](const Config& c) { return std::string(c.model == "gpt2" ? "c_attn" : "q_proj,v_proj"); },
+                    "PEFT's: c_attn for gpt2, q_proj,v_proj for llama")
+          .unused_when(&Config::lora, {"0"}, "give ", &Config::lora, " RANK too"),
   };
 }
 
@@ -227,7 +265,21 @@ Rows local_rows() {
                 &Config::task, ")")
           .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
       path(&Config::resume, "resume").help("continue this checkpoint's run exactly"),
-      path(&Config::init_from, "init-from").help("start from this checkpoint's weights with new learning settings"),
+      path(&Config::init_from, "init-from")
+          .help("start from this checkpoint's weights with new learning settings; gpt2, llama: or from a Hugging Face "
+                "directory (config.json and model.safetensors, or shards with their index)"),
+      path(&Config::model_config, "model-config")
+          .help("gpt2, llama: a Hugging Face config.json giving the model's sizes")
+          .unused_unless(&Config::model, {"gpt2", "llama"}, "only gpt2 and llama read a config.json"),
+      path(&Config::save_hf, "save-hf")
+          .help("gpt2, llama: write the trained model as a Hugging Face directory here at the end (with ",
+                &Config::lora, ": the adapters, as PEFT's adapter_model.safetensors and adapter_config.json)")
+          .unused_unless(&Config::model, {"gpt2", "llama"}, "only gpt2 and llama have Hugging Face's layout")
+          .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
+      toggle(&Config::recompute, "recompute")
+          .help("lm: recompute each block's forward during backward instead of keeping its activations (the same "
+                "gradients, less memory, about a third more time)")
+          .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm has blocks to recompute"),
       toggle(&Config::eval_only, "eval-only")
           .help("with ", &Config::resume, " or ", &Config::init_from, ": evaluate the weights, print, and stop"),
       path(&Config::metrics, "metrics")
@@ -278,6 +330,15 @@ bool parse_command_line(int argc, char** argv, Config& config, Given& given) {
   return !settings_of<Config>().parse(argc, argv, config, given).has_value();
 }
 
-void check_task_flags(const Config& config, const Given& given) { settings_of<Config>().refuse_unused(config, given); }
+void check_task_flags(const Config& config, const Given& given) {
+  settings_of<Config>().refuse_unused(config, given);
+  // A published model read from a config.json has its sizes there.
+  if (!config.published_model() || (config.model_config.empty() && !is_hf_directory(config.init_from))) return;
+  const Flag source = config.model_config.empty() ? flag(&Config::init_from) : flag(&Config::model_config);
+  for (const Flag& size : {flag(&Config::layers), flag(&Config::heads), flag(&Config::d_model), flag(&Config::ff)})
+    if (given.count(size.name()))
+      throw SettingError(size,
+                         xgrad::str(" does nothing here: the model's sizes come from ", source, "'s config.json"));
+}
 
 }  // namespace tools

@@ -22,31 +22,21 @@ GPTBlock::GPTBlock(std::size_t d_model, std::size_t heads) : heads(heads) {
 
 Tensor GPTBlock::forward(const Tensor& x) { return forward(x, nullptr); }
 
-Tensor GPTBlock::forward(const Tensor& x, Tensor* cached_keys_values) {
-  const std::size_t C = x.shape().back(), T = x.shape()[1];
+Tensor GPTBlock::forward(const Tensor& x, models::KVCache::Layer* cache) {
+  const std::size_t C = x.shape().back();
   const Tensor qkv = c_attn->forward(ln_1->forward(x));  // [N, T, 3C]: q, k, v side by side
-  AttentionOptions options;
-  options.need_weights = keep_attention;
-  Columns keys{qkv, C, C}, values{qkv, 2 * C, C};
-  if (cached_keys_values) {
-    Tensor& cache = *cached_keys_values;
-    const Tensor fresh = slice(qkv, 2, C, 3 * C);
-    cache = cache.defined() ? concat({cache, fresh}, 1) : fresh;
-    keys = {cache, 0, C}, values = {cache, C, C};
-  }
-  const std::size_t S = keys.tensor.shape()[1], earlier = S - T;
-  if (earlier == 0) {
+  Tensor attended;
+  if (keep_attention) {  // the map kept for drawing: the whole sequence at once, no cache
+    AttentionOptions options;
+    options.need_weights = true;
     options.is_causal = true;
-  } else if (T > 1) {  // query i (position earlier + i) sees keys j <= earlier + i
-    std::vector<double> allowed(T * S);
-    for (std::size_t i = 0; i < T; ++i)
-      for (std::size_t j = 0; j <= earlier + i; ++j) allowed[i * S + j] = 1;
-    options.mask = Tensor::from_vector(allowed, {T, S});
+    const AttentionOutput out = multi_head_attention({qkv, 0, C}, {qkv, C, C}, {qkv, 2 * C, C}, heads, true, options);
+    last_attention = out.weights;
+    attended = out.output;
+  } else {
+    attended = models::causal_self_attention({qkv, 0, C}, {qkv, C, C}, {qkv, 2 * C, C}, heads, heads, 0.0, cache);
   }
-  const AttentionOutput attended =
-      multi_head_attention({qkv, 0, C}, keys, values, heads, /*batch_first=*/true, options);
-  if (keep_attention) last_attention = attended.weights;
-  const Tensor y = x + c_proj->forward(attended.output);
+  const Tensor y = x + c_proj->forward(attended);
   return y + mlp_proj->forward(gelu(c_fc->forward(ln_2->forward(y))));
 }
 
@@ -69,11 +59,7 @@ GPT::GPT(const GPTOptions& o) : options(o) {
   }
 }
 
-Tensor GPT::forward(const Indices& tokens) { return forward(tokens, nullptr); }
-
-Tensor GPT::forward(const Indices& tokens, KVCache& cache) { return forward(tokens, &cache); }
-
-Tensor GPT::forward(const Indices& tokens, KVCache* cache) {
+Tensor GPT::forward(const Indices& tokens, models::KVCache* cache) {
   tokens.check("GPT");
   const std::size_t cached = cache ? cache->length : 0;
   XGRAD_CHECK(tokens.shape.size() == 2 && cached + tokens.shape[1] <= options.block, "GPT", "tokens ", tokens.shape,
@@ -82,8 +68,11 @@ Tensor GPT::forward(const Indices& tokens, KVCache* cache) {
   std::vector<std::int64_t> positions(T);
   for (std::size_t t = 0; t < T; ++t) positions[t] = static_cast<std::int64_t>(cached + t);
   Tensor x = wte->forward(tokens) + wpe->forward(Indices(positions, {T}));  // [N, T, C] + [T, C]
-  if (cache) cache->keys_values.resize(options.layers);
-  for (std::size_t i = 0; i < options.layers; ++i) x = block(i).forward(x, cache ? &cache->keys_values[i] : nullptr);
+  if (cache) cache->layers.resize(options.layers);
+  for (std::size_t i = 0; i < options.layers; ++i) {
+    GPTBlock& b = block(i);
+    x = cache ? b.forward(x, &cache->layers[i]) : recompute_ ? models::recomputed(b, x) : b.forward(x);
+  }
   if (cache) cache->length += T;
   return matmul(ln_f->forward(x), wte->weight, /*transpose_a=*/false, /*transpose_b=*/true);  // tied head
 }
@@ -124,26 +113,25 @@ std::size_t window_start(std::size_t context_length, std::size_t block) {
   return (context_length - block + jump - 1) / jump * jump;  // the first multiple of jump that fits
 }
 
-std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> context, std::size_t count,
+std::vector<std::int64_t> generate(models::CausalLM& model, std::vector<std::int64_t> context, std::size_t count,
                                    const SampleOptions& o, Generator& gen,
                                    const std::function<void(std::int64_t)>& each) {
   XGRAD_CHECK(!context.empty(), "generate", "needs at least one token of context");
   XGRAD_CHECK(o.temperature >= 0.0 && std::isfinite(o.temperature), "generate", "temperature ", o.temperature,
               " must be finite and >= 0");
-  const std::size_t vocab = model.options.vocab, block = model.options.block;
+  const std::size_t vocab = model.vocab_size(), block = model.max_positions();
   for (const std::int64_t t : context)
     XGRAD_CHECK(t >= 0 && static_cast<std::size_t>(t) < vocab, "generate", "token ", t,
                 " is outside the vocabulary of ", vocab);
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  KVCache cache;
+  models::KVCache cache;
   std::size_t cache_start = 0;  // the context position of the cache's first entry
-  const auto feed = [&](std::size_t begin, std::size_t end, KVCache* into) {
+  const auto feed = [&](std::size_t begin, std::size_t end, models::KVCache* into) {
     const std::vector<std::int64_t> tokens(context.begin() + static_cast<std::ptrdiff_t>(begin),
                                            context.begin() + static_cast<std::ptrdiff_t>(end));
-    const Tensor logits = into ? model.forward(Indices(tokens, {1, end - begin}), *into)
-                               : model.forward(Indices(tokens, {1, end - begin}));
+    const Tensor logits = model.forward(Indices(tokens, {1, end - begin}), into);
     const std::vector<double> all = logits.to_vector();
     return std::vector<double>(all.end() - static_cast<std::ptrdiff_t>(vocab), all.end());
   };
@@ -153,7 +141,7 @@ std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> context
     if (!o.use_cache) {
       logits = feed(start, context.size(), nullptr);
     } else {
-      if (start != cache_start) cache = KVCache(), cache_start = start;  // the window moved: rebuild
+      if (start != cache_start) cache = models::KVCache(), cache_start = start;  // the window moved: rebuild
       logits = feed(cache_start + cache.length, context.size(), &cache);
     }
     context.push_back(pick(std::move(logits), o, gen));
@@ -165,8 +153,8 @@ std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> context
 
 std::vector<optim::ParamGroup> decay_groups(const nn::Module& model, double weight_decay) {
   optim::ParamGroup decayed{{}, {{"weight_decay", weight_decay}}}, not_decayed{{}, {{"weight_decay", 0.0}}};
-  for (auto& named : model.named_parameters())
-    (named.second.dim() >= 2 ? decayed : not_decayed).parameters.push_back(named);
+  for (auto& named : model.named_parameters())  // frozen weights (under LoRA) are not trained
+    if (named.second.requires_grad()) (named.second.dim() >= 2 ? decayed : not_decayed).parameters.push_back(named);
   return {decayed, not_decayed};
 }
 

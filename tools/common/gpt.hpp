@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "xgrad/autograd/random.hpp"
+#include "xgrad/models/causal_lm.hpp"
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/optim/optimizer.hpp"
 
@@ -25,10 +26,9 @@ class GPTBlock : public xgrad::nn::Module {
  public:
   GPTBlock(std::size_t d_model, std::size_t heads);
   xgrad::Tensor forward(const xgrad::Tensor& x) override;  // [N, T, C] -> [N, T, C], causal
-  // With a cache of the earlier positions' keys and values ([N, T0, 2C], keys then
-  // values; undefined for none yet): x holds the next positions, whose keys and values are
-  // appended. nullptr: no cache.
-  xgrad::Tensor forward(const xgrad::Tensor& x, xgrad::Tensor* cached_keys_values);
+  // With the earlier positions' keys and values cached: x holds the next positions, whose
+  // keys and values are appended. nullptr: no cache.
+  xgrad::Tensor forward(const xgrad::Tensor& x, xgrad::models::KVCache::Layer* cache);
 
   std::size_t heads;
   bool keep_attention = false;  // keep each forward's map [N, heads, T, T] in last_attention
@@ -37,30 +37,20 @@ class GPTBlock : public xgrad::nn::Module {
   std::shared_ptr<xgrad::nn::Linear> c_attn, c_proj, c_fc, mlp_proj;
 };
 
-// Every block's keys and values for the positions seen so far, so that generation feeds
-// only the new tokens: each one then costs work proportional to the context, not its
-// square. For inference (no gradient flows through it).
-struct KVCache {
-  std::vector<xgrad::Tensor> keys_values;  // per block: [N, length, 2C]
-  std::size_t length = 0;
-};
-
-class GPT : public xgrad::nn::Module {
+// A causal language model (models/causal_lm.hpp): [N, T] (T <= block) -> logits
+// [N, T, vocab]; with a cache, the tokens continue the cached ones.
+class GPT : public xgrad::models::CausalLM {
  public:
   explicit GPT(const GPTOptions& options);
-  xgrad::Tensor forward(const xgrad::Indices& tokens);  // [N, T] (T <= block) -> logits [N, T, vocab]
-  // tokens continue the cached ones (positions cache.length ...; cache.length + T <= block)
-  // and are added to the cache.
-  xgrad::Tensor forward(const xgrad::Indices& tokens, KVCache& cache);
+  xgrad::Tensor forward(const xgrad::Indices& tokens, xgrad::models::KVCache* cache = nullptr) override;
+  std::size_t vocab_size() const override { return options.vocab; }
+  std::size_t max_positions() const override { return options.block; }
   GPTBlock& block(std::size_t i) const;
 
   GPTOptions options;
   std::shared_ptr<xgrad::nn::Embedding> wte, wpe;
   std::shared_ptr<xgrad::nn::Sequential> h;
   std::shared_ptr<xgrad::nn::LayerNorm> ln_f;
-
- private:
-  xgrad::Tensor forward(const xgrad::Indices& tokens, KVCache* cache);
 };
 
 // Continues `context` (token ids, not empty) by `count` tokens, each drawn from the
@@ -77,7 +67,7 @@ struct SampleOptions {
 };
 std::size_t window_start(std::size_t context_length, std::size_t block);
 // `each`, when given, sees every new token as it is drawn.
-std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> context, std::size_t count,
+std::vector<std::int64_t> generate(xgrad::models::CausalLM& model, std::vector<std::int64_t> context, std::size_t count,
                                    const SampleOptions& options, xgrad::Generator& gen,
                                    const std::function<void(std::int64_t)>& each = {});
 

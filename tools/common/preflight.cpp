@@ -134,6 +134,28 @@ void check_save_target(const Config& c) {
                                 flag(&Config::task), " ", c.task, ": remove it or choose another name)"));
 }
 
+// --save-hf: a folder that holds no model yet (one may be there from an earlier run: never
+// replaced), made at the end, so its nearest existing folder must take new files.
+void check_hf_target(const Config& c) {
+  if (c.save_hf.empty()) return;
+  const Flag save_hf = flag(&Config::save_hf);
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(c.save_hf, error)) {
+    if (!fs::is_directory(c.save_hf, error))
+      throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": is a file, not a folder"));
+    for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json", "adapter_config.json",
+                             "adapter_model.safetensors"})
+      if (fs::exists(fs::path(c.save_hf) / name, error))
+        throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": already holds ", name,
+                                    " (refusing to replace a model: remove it or choose another folder)"));
+  }
+  fs::path existing = fs::absolute(c.save_hf, error);
+  while (!existing.empty() && !fs::exists(existing, error)) existing = existing.parent_path();
+  if (!fs::is_directory(existing, error) || ::access(existing.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": cannot write in ", existing.string()));
+}
+
 // Whether the file at `path` begins with one of `openings`.
 bool opens_with(const std::string& path, std::initializer_list<std::string_view> openings) {
   std::ifstream in(path, std::ios::binary);
@@ -190,6 +212,7 @@ void check_outputs(const Config& c) {
                                     " are the same file; each output needs its own"));
   }
   check_save_target(c);
+  check_hf_target(c);
   check_existing_kind(metrics, c.metrics, {"{\"step\": ", "{\"final\": "}, "a metrics file of xgrad-train");
   check_existing_kind(plot, c.plot, {kPngSignature}, "a PNG");
   check_existing_kind(attention_png, c.attention_png, {kPngSignature}, "a PNG");

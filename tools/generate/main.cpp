@@ -18,6 +18,7 @@
 #include "finite.hpp"
 #include "flags.hpp"
 #include "gpt.hpp"
+#include "language_model.hpp"
 #include "text.hpp"
 #include "tokenizer_files.hpp"
 #include "xgrad/autograd/parallel.hpp"
@@ -146,9 +147,26 @@ ModelTokens read_tokens(const nn::SafetensorsContents& contents, const tools::Co
   return tokens;
 }
 
+// A published model's config must describe the tensors the checkpoint holds before the
+// model is built, as check_settings_fit_tensors does for xgrad's GPT.
+void check_config_fits_tensors(const nn::SafetensorsContents& contents, const models::ModelConfig& config,
+                               const std::string& path) {
+  const auto expected = [&] {
+    if (const auto* g = std::get_if<models::GPT2Config>(&config))
+      return std::pair<std::string, Shape>{"transformer.wte.weight", {g->vocab_size, g->n_embd}};
+    const auto& l = std::get<models::LlamaConfig>(config);
+    return std::pair<std::string, Shape>{"model.embed_tokens.weight", {l.vocab_size, l.hidden_size}};
+  }();
+  const auto it = contents.tensors.find(expected.first);
+  if (it == contents.tensors.end() || it->second.shape() != expected.second)
+    throw tools::UsageError(str(flag(&GenerateOptions::checkpoint), " ", path, ": its ", tools::kModelConfigKey,
+                                " calls for ", expected.first, " of ", shape_str(expected.second), ", but it holds ",
+                                it == contents.tensors.end() ? "none" : shape_str(it->second.shape())));
+}
+
 // The model a checkpoint of `xgrad-train --task lm` describes, with its weights, and its
 // tokens.
-std::unique_ptr<tools::GPT> load_model(const std::string& path, ModelTokens& tokens) {
+std::unique_ptr<models::CausalLM> load_model(const std::string& path, ModelTokens& tokens) {
   const std::string source = str(flag(&GenerateOptions::checkpoint), " ", path);
   tools::check_input_exists(flag(&GenerateOptions::checkpoint).dashed(), path);
   const nn::SafetensorsContents contents = nn::read_safetensors(path);
@@ -163,13 +181,15 @@ std::unique_ptr<tools::GPT> load_model(const std::string& path, ModelTokens& tok
                                 ", not a language model (train one with xgrad-train ", flag(&Config::task), " lm)"));
   tools::validate_read(c, contents.metadata, {}, source);  // as xgrad-train checks its flags
   tokens = read_tokens(contents, c, source);
-  check_settings_fit_tensors(contents, c, path);
-  const auto size = [](int v) { return static_cast<std::size_t>(v); };
-  auto model = std::make_unique<tools::GPT>(tools::GPTOptions{.vocab = size(c.vocab),
-                                                              .block = size(c.seq_len),
-                                                              .layers = size(c.layers),
-                                                              .heads = size(c.heads),
-                                                              .d_model = size(c.d_model)});
+  std::unique_ptr<models::CausalLM> model;
+  if (c.published_model()) {
+    const models::ModelConfig config = tools::recorded_model_config(contents.metadata, source);
+    check_config_fits_tensors(contents, config, path);
+    model = tools::make_language_model(c, static_cast<std::size_t>(c.vocab), &contents.metadata);
+  } else {
+    check_settings_fit_tensors(contents, c, path);
+    model = tools::make_language_model(c, static_cast<std::size_t>(c.vocab), nullptr);
+  }
   nn::load(contents, *model, nullptr, path);
   if (const std::optional<std::string> bad = tools::first_nonfinite(*model))
     throw tools::UsageError(str(source, ": the tensor ", *bad, " holds NaN or infinite values"));
@@ -186,7 +206,7 @@ int run(int argc, char** argv) {
   if (o.threads > 0) set_num_threads(o.threads);
 
   ModelTokens tokens;
-  std::unique_ptr<tools::GPT> model = load_model(o.checkpoint, tokens);
+  std::unique_ptr<models::CausalLM> model = load_model(o.checkpoint, tokens);
   if (!tools::settings_of<GenerateOptions>().was_given(given, &GenerateOptions::prompt))
     o.prompt = tokens.default_prompt();
   std::vector<std::int64_t> prompt;

@@ -7,9 +7,11 @@
 
 #include "display.hpp"
 #include "gpt.hpp"
+#include "language_model.hpp"
 #include "tasks.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/ops.hpp"
+#include "xgrad/models/pretrained.hpp"
 
 namespace tools {
 
@@ -22,14 +24,12 @@ const SampleOptions kSampling{.temperature = 0.8, .top_k = 200};  // nanoGPT's s
 
 class LanguageWorkload : public Workload {
  public:
-  LanguageWorkload(const Config& c, std::shared_ptr<const LanguageData> data)
+  LanguageWorkload(const Config& c, std::shared_ptr<const LanguageData> data, const Metadata* checkpoint)
       : config_(c),
         data_(std::move(data)),
-        model_({.vocab = data_->vocabulary_size(),
-                .block = static_cast<std::size_t>(c.seq_len),
-                .layers = static_cast<std::size_t>(c.layers),
-                .heads = static_cast<std::size_t>(c.heads),
-                .d_model = static_cast<std::size_t>(c.d_model)}) {}
+        model_config_(language_model_config(c, data_->vocabulary_size(), checkpoint)),
+        model_ptr_(make_language_model(c, data_->vocabulary_size(), checkpoint)),
+        model_(*model_ptr_) {}
 
   nn::Module& model() override { return model_; }
 
@@ -66,7 +66,12 @@ class LanguageWorkload : public Workload {
     NoGradGuard no_grad;
     model_.eval();
     const Batch first = data_->evaluation_batches(Split::validation, config_.seed, 1, 1).front();
-    GPTBlock& last = model_.block(model_.options.layers - 1);
+    auto* gpt = dynamic_cast<GPT*>(&model_);
+    if (!gpt) {
+      os << flag(&Config::attention_png) << ": only " << flag(&Config::model) << " gpt keeps its attention maps\n";
+      return;
+    }
+    GPTBlock& last = gpt->block(gpt->options.layers - 1);
     last.keep_attention = true;
     model_.forward(first.inputs);
     const Tensor maps = squeeze(last.last_attention, 0);  // [H, T, T]
@@ -81,7 +86,21 @@ class LanguageWorkload : public Workload {
     os << "wrote the attention maps to " << png << "\n";
   }
 
-  void add_metadata(Metadata& metadata) const override { data_->add_metadata(metadata); }
+  void export_model(std::ostream& os) override {
+    if (config_.save_hf.empty()) return;
+    const auto& published = dynamic_cast<const models::PretrainedModel&>(model_);
+    try {
+      models::save_pretrained(published, config_.save_hf);
+    } catch (const Error& e) {
+      throw UsageError(str(flag(&Config::save_hf), ": ", e.what()));
+    }
+    if (!config_.quiet) os << "wrote the model as a Hugging Face directory to " << config_.save_hf << "\n";
+  }
+
+  void add_metadata(Metadata& metadata) const override {
+    data_->add_metadata(metadata);
+    if (model_config_) metadata[kModelConfigKey] = models::model_config_json(*model_config_);
+  }
 
  private:
   // A split's evaluation batches, made once: the same windows at every evaluation.
@@ -121,14 +140,17 @@ class LanguageWorkload : public Workload {
 
   Config config_;
   std::shared_ptr<const LanguageData> data_;
-  GPT model_;
+  std::optional<models::ModelConfig> model_config_;  // a published model's (gpt2, llama)
+  std::unique_ptr<models::CausalLM> model_ptr_;
+  models::CausalLM& model_;
   std::optional<Windows> train_windows_, validation_windows_;
 };
 
 }  // namespace
 
-std::unique_ptr<Workload> make_language_workload(const Config& config, std::shared_ptr<const LanguageData> data) {
-  return std::make_unique<LanguageWorkload>(config, std::move(data));
+std::unique_ptr<Workload> make_language_workload(const Config& config, std::shared_ptr<const LanguageData> data,
+                                                 const Metadata* checkpoint) {
+  return std::make_unique<LanguageWorkload>(config, std::move(data), checkpoint);
 }
 
 }  // namespace tools

@@ -12,6 +12,7 @@
 
 #include "cli.hpp"
 #include "config.hpp"
+#include "language_model.hpp"
 #include "preflight.hpp"
 #include "signals.hpp"
 #include "trainer.hpp"
@@ -32,6 +33,14 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
   c.ranks = communicator.size();
   Given given;
   if (!parse_command_line(argc, argv, c, given)) return nullptr;  // --help or --version
+  // A Hugging Face directory says which family it holds (and the defaults made from it
+  // follow: --lora-targets).
+  if (is_hf_directory(c.init_from) && !given.count(flag(&Config::model).name())) {
+    c.model = hf_model_type(c.init_from);
+    Given kept = given;
+    kept.insert(flag(&Config::model).name());
+    settings_of<Config>().apply_defaults(c, kept);
+  }
   const Start start = read_start(c);
   try {
     if (start.flag && start.resume) {
@@ -71,8 +80,11 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
               << "; products in " << c.precision
               << (c.precision == "bf16" ? str(" (", bf16_summary(), ")") : std::string()) << std::endl;
   manual_seed(c.seed);
-  return std::make_unique<Trainer>(c, communicator,
-                                   c.language_model() ? make_language_workload(c, data) : make_toy_workload(c), start);
+  return std::make_unique<Trainer>(
+      c, communicator,
+      c.language_model() ? make_language_workload(c, data, start.flag ? &start.contents.metadata : nullptr)
+                         : make_toy_workload(c),
+      start);
 }
 
 // Under mpirun the ranks first agree that every one of them could set up: a bad flag or

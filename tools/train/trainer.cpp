@@ -13,6 +13,7 @@
 #include "finite.hpp"
 #include "gpt.hpp"
 #include "json.hpp"
+#include "language_model.hpp"
 #include "plot.hpp"
 #include "report.hpp"
 #include "signals.hpp"
@@ -59,7 +60,8 @@ bool meets_target(const Evaluation& e, const Config& c) {
 
 Start read_start(const Config& c) {
   Start start;
-  if (c.resume.empty() && c.init_from.empty()) return start;
+  // A Hugging Face directory is no checkpoint: the run starts fresh from its weights.
+  if (c.resume.empty() && (c.init_from.empty() || is_hf_directory(c.init_from))) return start;
   start.resume = !c.resume.empty();
   start.flag = start.resume ? flag(&Config::resume) : flag(&Config::init_from);
   start.path = start.resume ? c.resume : c.init_from;
@@ -278,6 +280,7 @@ int Trainer::run() {
   profile_->end_run(live_);
   live_.clear();
   if (was_interrupted()) return stop_on_signal();
+  if (communicator_.is_root()) workload_->export_model(std::cout);
   return finish(step_);
 }
 

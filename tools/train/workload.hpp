@@ -37,12 +37,17 @@ class Workload {
   // The last layer's attention on one input: printed (when small enough to read) and
   // drawn to `png` unless it is empty.
   virtual void show_attention(std::ostream& os, const std::string& png) = 0;
+  // At the end of a run that was not interrupted, on rank 0: the exports asked for
+  // (lm: --save-hf's Hugging Face directory).
+  virtual void export_model(std::ostream& os) { (void)os; }
   // Checkpoint entries beyond the settings (lm: the vocabulary).
   virtual void add_metadata(Metadata& metadata) const { (void)metadata; }
 };
 
 // The workloads, their models initialised from the process-wide generator.
 std::unique_ptr<Workload> make_toy_workload(const Config& config);
-std::unique_ptr<Workload> make_language_workload(const Config& config, std::shared_ptr<const LanguageData> data);
+// `checkpoint`: the metadata of the checkpoint the run starts from (--resume, --init-from).
+std::unique_ptr<Workload> make_language_workload(const Config& config, std::shared_ptr<const LanguageData> data,
+                                                const Metadata* checkpoint);
 
 }  // namespace tools
