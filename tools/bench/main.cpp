@@ -2,6 +2,7 @@
 // timed the same way, printed as the same JSON line (plus model_gflop and gflops).
 //
 //   xgrad-bench --config tiny|medium|long|xlong|lm|sgemm|overhead
+//   xgrad-bench --config gpt2|encoder-124m [--batch 4] [--seq-len 64] [--recompute]  (GPT-2 124M's shape)
 //   xgrad-bench --config CONFIG --profile PATH [--profile-steps 3]   (after the timed steps:
 //                                  PATH.json, PATH.png, the table on stderr)
 //   mpirun -np 2 xgrad-bench --config allreduce --threads 1 [--threads N] [--steps N]
@@ -33,6 +34,8 @@
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/distributed/reducer.hpp"
+#include "xgrad/models/gpt2.hpp"
+#include "xgrad/models/gpt2.hpp"
 #include "xgrad/nn/profiler.hpp"
 #include "xgrad/optim/optim.hpp"
 
@@ -48,6 +51,8 @@ struct BenchConfig {
 struct BenchOptions {
   std::string config;
   int threads = 0, steps = 0, warmup = 0;
+  int batch = 0, seq_len = 0;  // gpt2, encoder-124m
+  bool recompute = false;      // gpt2
   std::string precision;
   std::string profile;  // empty: none
   int profile_steps = 0;
@@ -61,19 +66,28 @@ tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
       Text::of("one benchmark configuration, printed as one JSON line"),
       {
           choice(&BenchOptions::config, "config",
-                 {"tiny", "medium", "long", "xlong", "lm", "sgemm", "overhead", "allreduce"})
-              .help("allreduce runs under mpirun")
+                 {"tiny", "medium", "long", "xlong", "lm", "gpt2", "encoder-124m", "sgemm", "overhead", "allreduce"})
+              .help("allreduce runs under mpirun; gpt2 is Hugging Face's GPT-2 124M (12 layers, 12 heads, 768 wide, "
+                    "vocabulary 50,257), encoder-124m the same shape from xgrad's encoder layers")
               .fallback("tiny"),
           bind(&BenchOptions::threads, flags::threads()).help("threads for kernels and BLAS").at_least(1).fallback(2),
           bind(&BenchOptions::steps, flags::steps()).help("timed steps (0: about 3 s)").at_least(0).fallback(0),
           bind(&BenchOptions::warmup, flags::warmup()).help("untimed steps first").fallback(3),
           bind(&BenchOptions::precision, flags::precision()).fallback("float32"),
+          bind(&BenchOptions::batch, flags::batch())
+              .fallback(4)
+              .unused_unless(&BenchOptions::config, {"gpt2", "encoder-124m"}, "the other shapes are fixed"),
+          bind(&BenchOptions::seq_len, flags::seq_len())
+              .fallback(64)
+              .unused_unless(&BenchOptions::config, {"gpt2", "encoder-124m"}, "the other shapes are fixed"),
+          bind(&BenchOptions::recompute, flags::recompute())
+              .unused_unless(&BenchOptions::config, {"gpt2"}, "only gpt2 recomputes its blocks"),
           bind(&BenchOptions::profile, flags::profile())
               .help("after the timed steps, profile ", flags::profile_steps,
                     " more: write PATH.json (a Chrome trace) and PATH.png (a timeline of one step), print the table on "
                     "stderr")
               .unused_when(&BenchOptions::config, {"sgemm", "overhead", "allreduce"},
-                           "it profiles a model's training step: tiny, medium, long, xlong or lm"),
+                           "it profiles a model's training step: tiny, medium, long, xlong, lm, gpt2 or encoder-124m"),
           bind(&BenchOptions::profile_steps, flags::profile_steps())
               .fallback(3)
               .unused_without(&BenchOptions::profile, "give ", &BenchOptions::profile, " PATH too"),
@@ -174,6 +188,12 @@ int time_steps(const std::string& name, const BenchConfig& c, int threads, int s
   const auto t = Clock::now();
   for (int i = 0; i < steps; ++i) loss = step();
   const double ms = seconds_since(t) / steps * 1e3;
+  // One more step, recorded: the activations and gradients alive at once at its peak
+  // (the weights and the optimizer's state, made before, not counted).
+  Profiler recorded;
+  step();
+  recorded.stop();
+  const double step_peak_mb = static_cast<double>(recorded.peak_bytes()) / (1 << 20);
   const double gflop = model_gflop(c);
   tools::JsonLine line{{"config", name},
                        {"batch", c.batch},
@@ -186,6 +206,7 @@ int time_steps(const std::string& name, const BenchConfig& c, int threads, int s
                        {"steps", steps},
                        {"ms_per_step", tools::decimals(ms, 3)},
                        {"peak_rss_mb", tools::decimals(peak_rss_mb(), 1)},
+                       {"step_peak_mb", tools::decimals(step_peak_mb, 1)},
                        {"final_loss", tools::decimals(loss, 5)},
                        {"impl", str("xgrad-", version())},
                        {"model_gflop", tools::decimals(gflop, 4)},
@@ -239,6 +260,31 @@ int run_lm(int threads, int steps, int warmup, Precision precision, const Profil
         adamw, precision, [&] { return cross_entropy(model.forward(inputs), targets); }, &clipped);
   };
   return time_steps("lm", c, threads, steps, warmup, precision, profile, step);
+}
+
+// One training step of Hugging Face's GPT-2 124M (models::GPT2LMHeadModel, tied head,
+// GELU's tanh form, dropout off), as `lm` trains: AdamW on nanoGPT's decay groups, the
+// gradient norm clipped to 1. Random tokens, each window's next token the target.
+int run_gpt2(const BenchOptions& o, Precision precision, const ProfileRequest& profile) {
+  const BenchConfig c{static_cast<std::size_t>(o.batch), static_cast<std::size_t>(o.seq_len), 768, 12, 12, 50257};
+  manual_seed(0);
+  models::GPT2Config config;
+  config.embd_pdrop = config.attn_pdrop = config.resid_pdrop = 0.0;
+  models::GPT2LMHeadModel model(config);
+  model.set_recompute(o.recompute);
+  optim::AdamW adamw(tools::decay_groups(model, 0.1), {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95});
+  Generator gen(0);
+  std::vector<std::int64_t> x(c.batch * c.seq_len + 1);
+  for (auto& t : x) t = static_cast<std::int64_t>(gen.below(c.vocab));
+  const Indices inputs(std::vector<std::int64_t>(x.begin(), x.end() - 1), {c.batch, c.seq_len}),
+      targets(std::vector<std::int64_t>(x.begin() + 1, x.end()), {c.batch, c.seq_len});
+  const std::vector<Tensor> clipped = model.parameters();
+  const auto step = [&] {
+    return training_step(
+        adamw, precision, [&] { return cross_entropy(model.forward(inputs), targets); }, &clipped);
+  };
+  return time_steps(o.recompute ? "gpt2-recompute" : "gpt2", c, o.threads, o.steps, o.warmup, precision, profile,
+                    step);
 }
 
 // Gradients of `bytes` (float32) in parameters of 256 KiB, for timing the reducer alone:
@@ -413,8 +459,9 @@ int run_overhead(int threads, int steps) {
 
 // Runs the configuration; every error (a bad flag, a failed write) is one line on stderr
 // and exit status 2.
-int run(const std::string& config, int threads, int steps, int warmup, Precision precision,
-        const ProfileRequest& profile) {
+int run(const BenchOptions& o, Precision precision, const ProfileRequest& profile) {
+  const std::string& config = o.config;
+  const int threads = o.threads, steps = o.steps, warmup = o.warmup;
   set_num_threads(threads);
   if (config == "allreduce") {
     const distributed::Communicator world;
@@ -423,6 +470,11 @@ int run(const std::string& config, int threads, int steps, int warmup, Precision
   if (config == "sgemm") return run_sgemm(threads, steps, precision);
   if (config == "overhead") return run_overhead(threads, steps);
   if (config == "lm") return run_lm(threads, steps, warmup, precision, profile);
+  if (config == "gpt2") return run_gpt2(o, precision, profile);
+  if (config == "encoder-124m") {
+    const BenchConfig c{static_cast<std::size_t>(o.batch), static_cast<std::size_t>(o.seq_len), 768, 12, 12, 50257};
+    return run_model(config, c, threads, steps, warmup, precision, profile);
+  }
   return run_model(config, kConfigs.at(config), threads, steps, warmup, precision, profile);
 }
 
@@ -442,7 +494,6 @@ int main(int argc, char** argv) {
       tools::check_output_file(flag(&BenchOptions::profile), tools::profile_timeline_path(o.profile),
                                {tools::kPngSignature}, "a PNG");
     }
-    return run(o.config, o.threads, o.steps, o.warmup, o.precision == "bf16" ? Precision::bfloat16 : Precision::float32,
-               {o.profile, o.profile_steps});
+    return run(o, o.precision == "bf16" ? Precision::bfloat16 : Precision::float32, {o.profile, o.profile_steps});
   });
 }

@@ -276,9 +276,7 @@ Rows local_rows() {
                 &Config::lora, ": the adapters, as PEFT's adapter_model.safetensors and adapter_config.json)")
           .unused_unless(&Config::model, {"gpt2", "llama"}, "only gpt2 and llama have Hugging Face's layout")
           .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
-      toggle(&Config::recompute, "recompute")
-          .help("lm: recompute each block's forward during backward instead of keeping its activations (the same "
-                "gradients, less memory, about a third more time)")
+      bind(&Config::recompute, flags::recompute())
           .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm has blocks to recompute"),
       toggle(&Config::eval_only, "eval-only")
           .help("with ", &Config::resume, " or ", &Config::init_from, ": evaluate the weights, print, and stop"),

@@ -80,6 +80,14 @@ const Declaration& dropout() {
   return declared;
 }
 
+const Declaration& recompute() {
+  static const Declaration declared =
+      Declaration("recompute", Shape::toggle)
+          .help("recompute each block's forward during backward instead of keeping its activations (the same "
+                "gradients, less memory, about a third more time)");
+  return declared;
+}
+
 const Declaration& batch() {
   static const Declaration declared = Declaration("batch", Shape::whole).help("sequences per step").at_least(1);
   return declared;

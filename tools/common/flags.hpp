@@ -23,6 +23,7 @@ const Declaration& layers();
 const Declaration& ff();
 const Declaration& dropout();
 const Declaration& batch();
+const Declaration& recompute();
 const Declaration& steps();
 const Declaration& warmup();
 // Text and its tokens.
