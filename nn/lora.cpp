@@ -67,11 +67,11 @@ std::vector<NamedLinear> targeted_linears(Module& root, const LoRAConfig& config
     try {
       pattern = std::regex(config.target_regex);
     } catch (const std::regex_error& e) {
-      fail(op, "target_modules regex '", config.target_regex, "' is not a valid regular expression (", e.what(), ")");
+      fail(op, "target regex '", config.target_regex, "' is not a valid regular expression (", e.what(), ")");
     }
     for (const NamedLinear& l : linears)
       if (std::regex_match(l.path, pattern)) targets.push_back(l);
-    XGRAD_CHECK(!targets.empty(), op, "target_modules regex '", config.target_regex, "' matches no Linear's path");
+    XGRAD_CHECK(!targets.empty(), op, "target regex '", config.target_regex, "' matches no Linear's path");
     return targets;
   }
   for (const std::string& name : config.target_modules) {
