@@ -22,11 +22,63 @@ void Linear::reset_parameters(Generator& gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) {
+  Tensor y = linear(x, weight, bias);
+  if (!has_lora()) return y;
+  const Tensor adapter_input = dropout(x, lora_.dropout, is_training(), default_generator());
+  return y + lora_B->forward(lora_A->forward(adapter_input)) * lora_scaling();
+}
+
+void Linear::add_lora(const LoRAOptions& options) {
+  XGRAD_CHECK(!has_lora(), "Linear.add_lora", "the layer (", extra_repr(), ") already has a LoRA adapter");
+  XGRAD_CHECK(options.rank >= 1, "Linear.add_lora", "rank must be at least 1, got ", options.rank);
+  XGRAD_CHECK(std::isfinite(options.alpha) && options.alpha > 0, "Linear.add_lora", "alpha must be positive, got ",
+              options.alpha);
+  XGRAD_CHECK(options.dropout >= 0.0 && options.dropout < 1.0, "Linear.add_lora", "dropout ", options.dropout,
+              " is outside [0, 1)");
+  // A starts as a Linear's own weight would; B at zeros, so the adapter adds nothing yet.
+  auto a = std::make_shared<Linear>(in_features, options.rank, /*bias=*/false);
+  auto b = std::make_shared<Linear>(options.rank, out_features, /*bias=*/false);
+  init::zeros_(b->weight);
+  a->to(weight.dtype());
+  b->to(weight.dtype());
+  a->train(is_training());
+  b->train(is_training());
+  lora_A = register_module("lora_A", a);
+  lora_B = register_module("lora_B", b);
+  lora_ = options;
+  weight.requires_grad_(false);
+  if (bias.defined()) bias.requires_grad_(false);
+}
+
+void Linear::merge_lora() {
+  XGRAD_CHECK(has_lora(), "Linear.merge_lora", "the layer (", extra_repr(), ") has no LoRA adapter");
+  {
+    NoGradGuard no_grad;
+    weight.set_data(weight + matmul(lora_B->weight, lora_A->weight) * lora_scaling());
+  }
+  remove_module("lora_A");
+  remove_module("lora_B");
+  lora_A.reset();
+  lora_B.reset();
+}
+
+const LoRAOptions& Linear::lora_options() const {
+  XGRAD_CHECK(has_lora(), "Linear.lora_options", "the layer (", extra_repr(), ") has no LoRA adapter");
+  return lora_;
+}
+
+double Linear::lora_scaling() const {
+  const LoRAOptions& options = lora_options();
+  const double rank = static_cast<double>(options.rank);
+  return options.alpha / (options.rslora ? std::sqrt(rank) : rank);
+}
 
 std::string Linear::extra_repr() const {
-  return str("in_features=", in_features, ", out_features=", out_features,
-             ", bias=", bias.defined() ? "true" : "false");
+  std::string text =
+      str("in_features=", in_features, ", out_features=", out_features, ", bias=", bias.defined() ? "true" : "false");
+  if (has_lora()) text += str(", lora_rank=", lora_.rank, ", lora_alpha=", lora_.alpha);
+  return text;
 }
 
 }  // namespace xgrad::nn

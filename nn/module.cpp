@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ostream>
 #include <sstream>
@@ -62,6 +63,12 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   check_new_name(name);
   XGRAD_CHECK(module, type_name(), "submodule '", name, "' is null");
   children_.emplace_back(name, std::move(module));
+}
+
+void Module::remove_module(const std::string& name) {
+  const auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+  XGRAD_CHECK(it != children_.end(), type_name(), "has no submodule '", name, "' to remove");
+  children_.erase(it);
 }
 
 template <class F>

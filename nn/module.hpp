@@ -81,6 +81,9 @@ class Module : public Stateful {
     add_child(name, module);
     return module;
   }
+  // Unregisters the submodule `name` (a layer taking an adapter off); an Error when
+  // there is none by that name.
+  void remove_module(const std::string& name);
 
  private:
   struct Buffer {

@@ -8,6 +8,7 @@
 #include "xgrad/nn/gradcheck.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/linear.hpp"
+#include "xgrad/nn/lora.hpp"
 #include "xgrad/nn/loss.hpp"
 #include "xgrad/nn/module.hpp"
 #include "xgrad/nn/normalization.hpp"

@@ -29,7 +29,8 @@ std::shared_ptr<MultiHeadAttention> attention(const TransformerLayerOptions& o) 
 // linear2(dropout(activation(linear1(x)))), the block both layers end with.
 Tensor feed_forward(Linear& linear1, Dropout& dropout, Linear& linear2, Activation activation, const Tensor& x) {
   // relu fused into linear1's op, unless linear1 is a subclass with a forward of its own
-  if (activation == Activation::relu && typeid(linear1) == typeid(Linear))
+  // or carries a LoRA adapter
+  if (activation == Activation::relu && typeid(linear1) == typeid(Linear) && !linear1.has_lora())
     return linear2.forward(dropout.forward(linear_relu(x, linear1.weight, linear1.bias)));
   const Tensor hidden = linear1.forward(x);
   const Tensor active =
