@@ -61,11 +61,12 @@ StateDict read_sharded(const fs::path& dir, const fs::path& index_path) {
   return tensors;
 }
 
-StateDict read_tensors(const std::string& dir) {
+// The directory's tensors, and what errors about them name: the one file, or the index.
+std::pair<StateDict, std::string> read_tensors(const std::string& dir) {
   const fs::path index = fs::path(dir) / kIndexFile, single = fs::path(dir) / kSingleFile;
-  if (fs::exists(index)) return read_sharded(dir, index);
+  if (fs::exists(index)) return {read_sharded(dir, index), "model index '" + index.string() + "'"};
   XGRAD_CHECK(fs::exists(single), in_dir(dir), "holds neither ", kSingleFile, " nor ", kIndexFile);
-  return nn::read_safetensors(single.string()).tensors;
+  return {nn::read_safetensors(single.string()).tensors, "model file '" + single.string() + "'"};
 }
 
 // The file's tensors under the model's names, checked against what the model expects.
@@ -91,7 +92,7 @@ StateDict match_tensors(const PretrainedModel& model, StateDict file, const std:
                                          return m.starts_with(named.first + " is ");
                                        }) == mismatched.end())
       missing.push_back(named.first);
-  XGRAD_CHECK(mismatched.empty(), source, "shapes differ from the config's: ", listed(mismatched, "; "));
+  XGRAD_CHECK(mismatched.empty(), source, "shapes differ from those config.json calls for: ", listed(mismatched, "; "));
   XGRAD_CHECK(missing.empty(), source, "tensors missing: ", listed(missing));
   XGRAD_CHECK(extra.empty(), source, "tensors the ", model.type_name(), " does not have: ", listed(extra));
   return matched;
@@ -135,7 +136,8 @@ std::unique_ptr<PretrainedModel> load_pretrained(const std::string& dir, DType d
   const ModelConfig config = read_model_config((fs::path(dir) / "config.json").string());
   std::unique_ptr<PretrainedModel> model = make_model(config);
   model->to(dtype);
-  model->load_hf_state_dict(match_tensors(*model, read_tensors(dir), in_dir(dir)));
+  auto [tensors, source] = read_tensors(dir);
+  model->load_hf_state_dict(match_tensors(*model, std::move(tensors), source));
   return model;
 }
 
