@@ -35,7 +35,6 @@
 #include "xgrad/autograd/version.hpp"
 #include "xgrad/distributed/reducer.hpp"
 #include "xgrad/models/gpt2.hpp"
-#include "xgrad/models/gpt2.hpp"
 #include "xgrad/nn/profiler.hpp"
 #include "xgrad/optim/optim.hpp"
 
@@ -283,8 +282,7 @@ int run_gpt2(const BenchOptions& o, Precision precision, const ProfileRequest& p
     return training_step(
         adamw, precision, [&] { return cross_entropy(model.forward(inputs), targets); }, &clipped);
   };
-  return time_steps(o.recompute ? "gpt2-recompute" : "gpt2", c, o.threads, o.steps, o.warmup, precision, profile,
-                    step);
+  return time_steps(o.recompute ? "gpt2-recompute" : "gpt2", c, o.threads, o.steps, o.warmup, precision, profile, step);
 }
 
 // Gradients of `bytes` (float32) in parameters of 256 KiB, for timing the reducer alone:

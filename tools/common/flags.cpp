@@ -83,8 +83,9 @@ const Declaration& dropout() {
 const Declaration& recompute() {
   static const Declaration declared =
       Declaration("recompute", Shape::toggle)
-          .help("recompute each block's forward during backward instead of keeping its activations (the same "
-                "gradients, less memory, about a third more time)");
+          .help(
+              "recompute each block's forward during backward instead of keeping its activations (the same "
+              "gradients, less memory, about a third more time)");
   return declared;
 }
 

@@ -1,6 +1,7 @@
 #include "language_model.hpp"
 
 #include <filesystem>
+#include <sstream>
 
 #include "cli.hpp"
 #include "gpt.hpp"
@@ -99,6 +100,19 @@ std::optional<models::ModelConfig> language_model_config(const Config& c, std::s
   return config;
 }
 
+nn::LoRAConfig lora_config(const Config& c) {
+  nn::LoRAConfig lora;
+  lora.r = static_cast<std::size_t>(c.lora);
+  lora.lora_alpha = c.lora_alpha;
+  lora.lora_dropout = c.lora_dropout;
+  std::stringstream targets(c.lora_targets);
+  for (std::string name; std::getline(targets, name, ',');)
+    if (!name.empty()) lora.target_modules.push_back(name);
+  lora.fan_in_fan_out = c.model == "gpt2";  // GPT-2's files hold its projections as Conv1D
+  if (is_hf_directory(c.init_from)) lora.base_model_name_or_path = c.init_from;
+  return lora;
+}
+
 std::unique_ptr<models::CausalLM> make_language_model(const Config& c, std::size_t vocab, const Metadata* checkpoint) {
   std::unique_ptr<models::CausalLM> model;
   const std::optional<models::ModelConfig> config = language_model_config(c, vocab, checkpoint);
@@ -119,6 +133,14 @@ std::unique_ptr<models::CausalLM> make_language_model(const Config& c, std::size
     model = models::make_model(*config);
   }
   model->set_recompute(c.recompute);
+  if (c.lora > 0) {
+    if (lora_config(c).target_modules.empty()) throw SettingError(flag(&Config::lora_targets), " names no layer");
+    try {
+      nn::apply_lora(*model, lora_config(c));
+    } catch (const Error& e) {
+      throw SettingError(flag(&Config::lora_targets), str(" ", c.lora_targets, ": ", e.what()));
+    }
+  }
   return model;
 }
 

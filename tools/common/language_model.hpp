@@ -10,6 +10,7 @@
 
 #include "config.hpp"
 #include "xgrad/models/causal_lm.hpp"
+#include "xgrad/nn/lora.hpp"
 
 namespace tools {
 
@@ -32,6 +33,9 @@ std::optional<xgrad::models::ModelConfig> language_model_config(const Config& c,
 // DIR; with LoRA adapters and recomputation as `c` says.
 std::unique_ptr<xgrad::models::CausalLM> make_language_model(const Config& c, std::size_t vocab,
                                                              const Metadata* checkpoint);
+
+// The LoRA adapters --lora and its options ask for (PEFT's LoraConfig).
+xgrad::nn::LoRAConfig lora_config(const Config& c);
 
 // A published model's config as a checkpoint records it; `source` names the checkpoint.
 xgrad::models::ModelConfig recorded_model_config(const Metadata& metadata, const std::string& source);

@@ -172,7 +172,7 @@ std::unique_ptr<models::CausalLM> load_model(const std::string& path, ModelToken
   const nn::SafetensorsContents contents = nn::read_safetensors(path);
   Config c = tools::settings_of<Config>().defaults();
   try {
-    tools::apply_model_metadata(contents.metadata, c, {});
+    tools::apply_metadata(contents.metadata, c, {});  // the learning settings too: --lora adds tensors
   } catch (const tools::UsageError& e) {
     throw tools::UsageError(str(source, ": ", e.what()));
   }

@@ -90,11 +90,16 @@ class LanguageWorkload : public Workload {
     if (config_.save_hf.empty()) return;
     const auto& published = dynamic_cast<const models::PretrainedModel&>(model_);
     try {
-      models::save_pretrained(published, config_.save_hf);
+      if (config_.lora > 0)  // the adapters alone, as PEFT saves them
+        nn::save_adapter(config_.save_hf, published, lora_config(config_));
+      else
+        models::save_pretrained(published, config_.save_hf);
     } catch (const Error& e) {
       throw UsageError(str(flag(&Config::save_hf), ": ", e.what()));
     }
-    if (!config_.quiet) os << "wrote the model as a Hugging Face directory to " << config_.save_hf << "\n";
+    if (!config_.quiet)
+      os << "wrote the " << (config_.lora > 0 ? "LoRA adapters in PEFT's layout" : "model as a Hugging Face directory")
+         << " to " << config_.save_hf << "\n";
   }
 
   void add_metadata(Metadata& metadata) const override {
