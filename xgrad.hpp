@@ -1,8 +1,8 @@
 #pragma once
 // The whole public API of xgrad: #include <xgrad/xgrad.hpp>.
-//   tensors and ops (autograd), gradcheck, random generators, custom ops, the thread pool
-//   and BLAS report, layers and modules (nn), checkpoints, optimizers and schedules (optim),
-//   tokenizers (text), GPT-2 and Llama with Hugging Face's files (models).
+//   tensors and ops (autograd), gradcheck, random generators, custom ops, recomputation,
+//   the thread pool and BLAS report, layers and modules (nn), checkpoints, optimizers and
+//   schedules (optim), tokenizers (text), GPT-2 and Llama with Hugging Face's files (models).
 // xtensor interop stays apart (<xgrad/autograd/xtensor.hpp>): it pulls in xtensor.
 
 #include "xgrad/autograd/blas.hpp"
@@ -14,6 +14,7 @@
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/autograd/random.hpp"
+#include "xgrad/autograd/recompute.hpp"
 #include "xgrad/autograd/state.hpp"
 #include "xgrad/autograd/tensor.hpp"
 #include "xgrad/autograd/version.hpp"

@@ -18,6 +18,8 @@ thread_local bool anomaly_mode = false;
 bool grad_enabled() { return grad_mode; }
 NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
 NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
+EnableGradGuard::EnableGradGuard() : previous_(grad_mode) { grad_mode = true; }
+EnableGradGuard::~EnableGradGuard() { grad_mode = previous_; }
 
 bool anomaly_mode_enabled() { return anomaly_mode; }
 AnomalyModeGuard::AnomalyModeGuard() : previous_(anomaly_mode) { anomaly_mode = true; }
@@ -47,8 +49,9 @@ void accumulate_grad(Node& node, Storage&& grad) {
 
 namespace {
 
-// Nodes reachable from root through inputs that require grad, inputs before users.
-std::vector<NodePtr> topological_order(const NodePtr& root) {
+// Nodes reachable from root through inputs that require grad, inputs before users; the
+// walk stops at (and leaves out) the nodes of `boundary`.
+std::vector<NodePtr> topological_order(const NodePtr& root, const std::unordered_set<const Node*>& boundary) {
   const profile::Scope walk(profile::Kind::engine, "graph walk");
   std::vector<NodePtr> order;
   std::unordered_set<const Node*> visited{root.get()};
@@ -58,7 +61,8 @@ std::vector<NodePtr> topological_order(const NodePtr& root) {
     auto& [node, next_input] = stack.back();
     if (next_input < node->inputs.size()) {
       const NodePtr& input = node->inputs[next_input++];
-      if (!input || !input->requires_grad || !visited.insert(input.get()).second) continue;
+      if (!input || !input->requires_grad || boundary.contains(input.get()) || !visited.insert(input.get()).second)
+        continue;
       XGRAD_CHECK(!input->graph_freed, "backward", "the graph through '", input->op,
                   "' was freed by an earlier backward(); pass retain_graph = true to "
                   "the first call to go through it again");
@@ -141,11 +145,14 @@ void backward_through(Node& node, bool retain_graph) {
   }
 }
 
-void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
-  const std::vector<NodePtr> order = topological_order(root);
+// `seed` gives the root its gradient once the nodes are claimed.
+template <class Seed>
+void run_backward(const NodePtr& root, Seed&& seed, bool retain_graph,
+                  const std::unordered_set<const Node*>& boundary = {}) {
+  const std::vector<NodePtr> order = topological_order(root, boundary);
   const BackwardClaim claim(order);
   const PartialGradients partial(order);
-  accumulate_grad(*root, std::move(seed));
+  seed(*root);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     if ((*it)->is_leaf())
       finish_leaf(*it);
@@ -155,6 +162,12 @@ void run_backward(const NodePtr& root, Storage&& seed, bool retain_graph) {
 }
 
 }  // namespace
+
+void backward_within(const NodePtr& root, std::shared_ptr<Storage> grad,
+                     const std::unordered_set<const Node*>& boundary) {
+  run_backward(
+      root, [&](Node& node) { node.grad = std::move(grad); }, /*retain_graph=*/false, boundary);
+}
 
 void Tensor::backward(bool retain_graph) const {
   XGRAD_CHECK(defined(), "backward", "called on an undefined tensor");
@@ -175,7 +188,8 @@ void Tensor::backward(const Tensor& seed, bool retain_graph) const {
   XGRAD_CHECK(seed.shape() == shape(), "backward", "seed gradient of shape ", seed.shape(),
               " does not match the root's shape ", shape());
   const Tensor typed_seed = seed.dtype() == dtype() ? seed.clone() : seed.detach().to(dtype());
-  run_backward(node_, Storage(*typed_seed.node()->value), retain_graph);
+  run_backward(
+      node_, [&](Node& root) { accumulate_grad(root, Storage(*typed_seed.node()->value)); }, retain_graph);
 }
 
 }  // namespace xgrad

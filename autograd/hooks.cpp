@@ -45,8 +45,17 @@ std::int64_t bytes_of(const Storage& values) {
 
 }  // namespace
 
-void op_recorded(Node& node, const char* op, const std::vector<Tensor>& inputs) {
+namespace {
+thread_local OpObserver* innermost_observer = nullptr;
+}
+
+OpObserver::OpObserver() : outer_(innermost_observer) { innermost_observer = this; }
+OpObserver::~OpObserver() { innermost_observer = outer_; }
+
+void op_recorded(const NodePtr& output, const char* op, const std::vector<Tensor>& inputs) {
+  Node& node = *output;
   if (node.backward) node.record_versions();
+  if (innermost_observer) innermost_observer->recorded(output, inputs);
   if (profile::active()) profile::op_recorded(op, describe_inputs(inputs), bytes_of(*node.value));
   if (anomaly_mode_enabled()) {
     std::vector<NodePtr> input_nodes;

@@ -8,11 +8,13 @@
 //   - the profiler: an event per op's forward and per node's backward (only while a
 //     Profiler records);
 //   - anomaly mode: no NaN or Inf out of an op's forward or backward (only inside an
-//     AnomalyModeGuard).
+//     AnomalyModeGuard);
+//   - an OpObserver: what a function's ops read and made (only while recompute() runs
+//     the function).
 //
-// Off (no recording, no anomaly mode), a forward costs one relaxed load in ForwardScope,
-// one in op_recorded and a thread-local read; a backward the version check, one relaxed
-// load and a thread-local read.
+// Off (no recording, no anomaly mode, no observer), a forward costs one relaxed load in
+// ForwardScope, one in op_recorded and two thread-local reads; a backward the version
+// check, one relaxed load and a thread-local read.
 
 #include <vector>
 
@@ -38,7 +40,22 @@ class ForwardScope {
 
 // An op made `node` (its value set; its inputs and backward set when the graph is kept)
 // from `inputs`.
-void op_recorded(Node& node, const char* op, const std::vector<Tensor>& inputs);
+void op_recorded(const NodePtr& node, const char* op, const std::vector<Tensor>& inputs);
+
+// While alive, sees every op recorded on the thread that made it, graph kept or not (the
+// innermost observer only: an op inside a nested one is its business).
+class OpObserver {
+ public:
+  OpObserver();
+  virtual ~OpObserver();
+  OpObserver(const OpObserver&) = delete;
+  OpObserver& operator=(const OpObserver&) = delete;
+
+  virtual void recorded(const NodePtr& output, const std::vector<Tensor>& inputs) = 0;
+
+ private:
+  OpObserver* outer_;
+};
 
 // Around one node's backward: before_backward() refuses inputs or an output changed in
 // place since the forward; a BackwardEvent is the profiler's event for it;

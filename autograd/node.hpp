@@ -7,6 +7,7 @@
 #include <functional>
 #include <new>
 #include <optional>
+#include <unordered_set>
 #include <variant>
 
 #include <xtensor/xarray.hpp>
@@ -160,5 +161,25 @@ Tensor make_leaf(xt::xarray<T>&& values, bool requires_grad = false) {
 
 // Adds `grad` into node.grad (taking it when there is none yet).
 void accumulate_grad(Node& node, Storage&& grad);
+
+// While alive, ops record a graph whatever grad mode the caller set (torch.enable_grad):
+// recompute() rebuilds a block's graph inside a backward pass.
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// A backward sweep inside another one, over a graph built while the outer pass runs
+// (recompute()'s): from `root`, whose gradient is `grad` (shared, not copied), down to
+// `boundary`, nodes of the outer graph. Those only receive gradients here: the outer
+// pass has claimed them, and runs their backward and their grad-ready hooks later.
+void backward_within(const NodePtr& root, std::shared_ptr<Storage> grad,
+                     const std::unordered_set<const Node*>& boundary);
 
 }  // namespace xgrad

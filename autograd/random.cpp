@@ -7,7 +7,19 @@
 
 namespace xgrad {
 
-double Generator::uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+namespace detail {
+std::atomic<int> generator_recorders{0};
+}
+
+namespace {
+thread_local GeneratorRecorder* innermost_recorder = nullptr;
+}
+
+void Generator::note_draw() {
+  for (GeneratorRecorder* recorder = innermost_recorder; recorder; recorder = recorder->outer_) recorder->note(*this);
+}
+
+double Generator::uniform() { return static_cast<double>(draw() >> 11) * 0x1.0p-53; }
 
 double Generator::uniform(double low, double high) { return low + (high - low) * uniform(); }
 
@@ -23,7 +35,7 @@ std::uint64_t Generator::below(std::uint64_t n) {
   const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);
   std::uint64_t x;
   do {
-    x = engine_();
+    x = draw();
   } while (x >= limit);
   return x % n;
 }
@@ -34,5 +46,23 @@ Generator& default_generator() {
 }
 
 void manual_seed(std::uint64_t seed) { default_generator().seed(seed); }
+
+GeneratorRecorder::GeneratorRecorder() : outer_(innermost_recorder) {
+  innermost_recorder = this;
+  detail::generator_recorders.fetch_add(1, std::memory_order_relaxed);
+}
+
+GeneratorRecorder::~GeneratorRecorder() {
+  innermost_recorder = outer_;
+  detail::generator_recorders.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void GeneratorRecorder::note(Generator& generator) {
+  // A dropout mask draws once per element: the generator just seen is the usual case.
+  if (!starts_.empty() && starts_.back().generator == &generator) return;
+  for (const Start& start : starts_)
+    if (start.generator == &generator) return;
+  starts_.push_back({&generator, generator});
+}
 
 }  // namespace xgrad

@@ -101,7 +101,7 @@ Tensor record_node(NodePtr node, const char* op, const std::vector<Tensor>& inpu
     for (const Tensor& t : inputs) node->inputs.push_back(t.node());
     node->backward = std::forward<Backward>(backward);
   }
-  hooks::op_recorded(*node, op, inputs);
+  hooks::op_recorded(node, op, inputs);
   return Tensor(std::move(node));
 }
 

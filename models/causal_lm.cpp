@@ -45,7 +45,4 @@ Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& 
   return multi_head_attention(q, {cache->keys}, {cache->values}, heads, kv_heads, /*batch_first=*/true, options).output;
 }
 
-// TODO(recompute): the nn recomputation wrapper lands with its branch.
-Tensor recomputed(nn::Module& block, const Tensor& x) { return block.forward(x); }
-
 }  // namespace xgrad::models

@@ -20,6 +20,7 @@
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/models/config.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/nn/recompute.hpp"
 
 namespace xgrad::models {
 
@@ -80,8 +81,5 @@ std::unique_ptr<PretrainedModel> make_model(const ModelConfig& config);
 // the queries (positions cached length ...) attend to every cached key up to their own.
 Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
                              std::size_t kv_heads, double dropout, KVCache::Layer* cache);
-
-// block(x), with the block's activations recomputed during backward rather than kept.
-Tensor recomputed(nn::Module& block, const Tensor& x);
 
 }  // namespace xgrad::models

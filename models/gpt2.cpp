@@ -80,7 +80,7 @@ Tensor GPT2Model::forward(const Indices& tokens, KVCache* cache, bool recompute)
   if (cache) cache->layers.resize(config_.n_layer);
   for (std::size_t i = 0; i < config_.n_layer; ++i) {
     GPT2Block& b = block(i);
-    x = cache ? b.forward(x, &cache->layers[i]) : recompute ? recomputed(b, x) : b.forward(x);
+    x = cache ? b.forward(x, &cache->layers[i]) : recompute ? nn::recompute(b, x) : b.forward(x);
   }
   if (cache) cache->length += T;
   return ln_f->forward(x);

@@ -67,7 +67,7 @@ Tensor LlamaModel::forward(const Indices& tokens, KVCache* cache, bool recompute
   if (cache) cache->layers.resize(config_.num_hidden_layers);
   for (std::size_t i = 0; i < config_.num_hidden_layers; ++i) {
     LlamaDecoderLayer& l = layer(i);
-    x = cache ? l.forward(x, &cache->layers[i]) : recompute ? recomputed(l, x) : l.forward(x);
+    x = cache ? l.forward(x, &cache->layers[i]) : recompute ? nn::recompute(l, x) : l.forward(x);
   }
   if (cache) cache->length += tokens.shape[1];
   return norm->forward(x);

@@ -13,5 +13,6 @@
 #include "xgrad/nn/module.hpp"
 #include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/profiler.hpp"
+#include "xgrad/nn/recompute.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/nn/transformer.hpp"

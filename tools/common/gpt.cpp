@@ -71,7 +71,7 @@ Tensor GPT::forward(const Indices& tokens, models::KVCache* cache) {
   if (cache) cache->layers.resize(options.layers);
   for (std::size_t i = 0; i < options.layers; ++i) {
     GPTBlock& b = block(i);
-    x = cache ? b.forward(x, &cache->layers[i]) : recompute_ ? models::recomputed(b, x) : b.forward(x);
+    x = cache ? b.forward(x, &cache->layers[i]) : recompute_ ? nn::recompute(b, x) : b.forward(x);
   }
   if (cache) cache->length += T;
   return matmul(ln_f->forward(x), wte->weight, /*transpose_a=*/false, /*transpose_b=*/true);  // tied head
