@@ -141,19 +141,19 @@ BOOST_AUTO_TEST_CASE(cached_keys_and_values_give_the_full_forward_logits) {
   NoGradGuard no_grad;
   const std::vector<std::int64_t> ids = {3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0};
   const std::vector<double> whole = model.forward(Indices(ids, {1, ids.size()})).to_vector();
-  tools::KVCache cache;
+  models::KVCache cache;
   std::vector<double> pieces;
   for (const auto& [begin, end] :
        std::vector<std::pair<std::size_t, std::size_t>>{{0, 4}, {4, 5}, {5, 6}, {6, 9}, {9, 11}}) {
     const std::vector<std::int64_t> piece(ids.begin() + static_cast<std::ptrdiff_t>(begin),
                                           ids.begin() + static_cast<std::ptrdiff_t>(end));
-    const std::vector<double> logits = model.forward(Indices(piece, {1, piece.size()}), cache).to_vector();
+    const std::vector<double> logits = model.forward(Indices(piece, {1, piece.size()}), &cache).to_vector();
     pieces.insert(pieces.end(), logits.begin(), logits.end());
     BOOST_CHECK_EQUAL(cache.length, end);
   }
   check_close(pieces, whole, 1e-12);
   // The cache holds at most a block.
-  check_error([&] { model.forward(Indices({1, 2}, {1, 2}), cache); }, {"GPT", "block 12", "cached positions 11"});
+  check_error([&] { model.forward(Indices({1, 2}, {1, 2}), &cache); }, {"GPT", "block 12", "cached positions 11"});
 }
 
 BOOST_AUTO_TEST_CASE(generation_with_the_cache_writes_the_same_text_as_without) {
