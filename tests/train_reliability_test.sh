@@ -71,6 +71,14 @@ table=$(cat <<'TABLE'
 --ff|-2|--ff cannot be negative, got -2
 --dropout|1.5|--dropout must lie in \[0, 1), got 1.5
 --positions|wavy|--positions: wavy not in
+--model|gpt2|--model is not used by --task sort
+--model-config|nowhere.json|--model-config is not used by --model gpt
+--lora|2|--lora is not used by --model gpt
+--lora-alpha|0|--lora-alpha is not used by --lora 0
+--lora-dropout|1|--lora-dropout is not used by --lora 0
+--lora-targets|q_proj|--lora-targets is not used by --lora 0
+--recompute|x|argument was not expected: x
+--save-hf|out-hf|--save-hf is not used by --model gpt
 --batch|0|--batch must be at least 1, got 0
 --steps|-5|--steps must be at least 1, got -5
 --lr|nan|--lr must be a finite number, got nan

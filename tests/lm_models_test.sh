@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The published families end to end (xgrad-train --task lm --model gpt2 | llama): trained on
+# token shards, saved as Hugging Face directories (--save-hf) that the PyTorch reference
+# (reference/hf_models.py) reads with xgrad's logits, started again from them
+# (--init-from DIR), fine-tuned with LoRA (only the adapters change; PEFT's files), resumed
+# bitwise, recomputed bitwise, continued by xgrad-generate; every bad config, directory
+# and flag refused in one line, nothing written.
+#   usage: lm_models_test.sh XGRAD_TRAIN XGRAD_GENERATE XGRAD_TOKENIZE
+set -u
+train=$1 generate=$2 tokenize=$3
+source "$(dirname "$0")/lib.sh"
+cd "$work"
+run() { timeout 120 "$@" >out 2>err; echo $?; }
+
+grammar_text text.txt 3000 3
+grammar_text other.txt 600 4
+"$tokenize" --text text.txt --out shards --vocab-size 300 --threads 1 >/dev/null
+"$tokenize" --text other.txt --tokenizer shards --out other --threads 1 >/dev/null
+shape=(--task lm --seq-len 16 --batch 4 --layers 2 --heads 4 --d-model 32 --threads 1 --eval-batches 2 --quiet
+       --schedule constant)
+
+for family in gpt2 llama; do
+  code=$(run "$train" "${shape[@]}" --model "$family" --data shards --steps 40 --eval-every 20 --lr 3e-3 \
+    --metrics "$family.jsonl" --save "$family.st" --save-hf "$family-hf")
+  check "$family: a run exits 0 (got $code: $(cat err))" test "$code" -eq 0
+  check "$family: the validation loss falls" /usr/bin/python3 -c "
+import json
+lines = [json.loads(l) for l in open('$family.jsonl')][:-1]
+assert lines[-1]['val_loss'] < lines[0]['val_loss'] - 0.1, lines"
+  check "$family: --save-hf wrote config.json and model.safetensors" \
+    test -s "$family-hf/config.json" -a -s "$family-hf/model.safetensors"
+  # The reference reads the directory and computes the logits xgrad's checkpoint gives.
+  check "$family: the reference loads the directory, under Hugging Face's names" /usr/bin/python3 - \
+    "$references" "$family-hf" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import hf_models
+model = hf_models.load_pretrained(sys.argv[2])
+names = set(dict(model.named_parameters()))
+family = json.load(open(sys.argv[2] + "/config.json"))["model_type"]
+assert ("transformer.h.1.attn.c_attn.weight" if family == "gpt2" else "model.layers.1.self_attn.q_proj.weight") in names
+PY
+  # Recomputation changes no bit; resume continues the run bitwise.
+  code=$(run "$train" "${shape[@]}" --model "$family" --data shards --steps 40 --eval-every 20 --lr 3e-3 \
+    --recompute --save "$family-recompute.st")
+  check "$family: --recompute exits 0 (got $code: $(cat err))" test "$code" -eq 0
+  check "$family: --recompute gives bitwise the same weights" same_checkpoint "$family.st" "$family-recompute.st" --tensors
+  "$train" "${shape[@]}" --model "$family" --data shards --steps 20 --eval-every 20 --lr 3e-3 --save "$family-half.st" \
+    >/dev/null 2>&1
+  code=$(run "$train" --resume "$family-half.st" --steps 40 --save "$family-half.st" --quiet)
+  check "$family: resumed to 40 steps exits 0 (got $code: $(cat err))" test "$code" -eq 0
+  check "$family: resumed, bitwise the uninterrupted run" same_checkpoint "$family.st" "$family-half.st" --tensors
+  code=$(run "$generate" --checkpoint "$family.st" --tokens 20 --seed 3)
+  check "$family: xgrad-generate continues it (got $code: $(cat err))" test "$code" -eq 0 -a -s out
+
+  # From the directory, LoRA on other text: only the adapters change.
+  code=$(run "$train" --task lm --init-from "$family-hf" --data other --seq-len 16 --batch 4 --threads 1 \
+    --eval-batches 2 --quiet --steps 20 --eval-every 20 --lora 4 --lr 1e-2 --save "$family-lora.st" \
+    --save-hf "$family-adapter")
+  check "$family: LoRA from the directory exits 0 (got $code: $(cat err))" test "$code" -eq 0
+  check "$family: PEFT's two files written" \
+    test -s "$family-adapter/adapter_config.json" -a -s "$family-adapter/adapter_model.safetensors"
+  check "$family: only the adapters changed, and they did" /usr/bin/python3 - "$references" "$family-lora.st" \
+    "$family.st" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import safetensors_numpy
+tuned, _ = safetensors_numpy.read(sys.argv[2])
+base, _ = safetensors_numpy.read(sys.argv[3])
+adapters = [n for n in tuned if ".lora_" in n and not n.startswith("optimizer.")]
+assert adapters and all(n.endswith((".lora_A.weight", ".lora_B.weight")) for n in adapters), adapters
+assert any(np.any(tuned[n] != 0) for n in adapters if n.endswith("lora_B.weight"))
+for name, value in base.items():
+    if not name.startswith("optimizer."):
+        assert np.array_equal(value, tuned[name]), name
+moments = [n for n in tuned if n.startswith("optimizer.") and n.endswith("exp_avg")]
+assert moments and all(".lora_" in n for n in moments), moments
+PY
+  code=$(run "$generate" --checkpoint "$family-lora.st" --tokens 10 --seed 3)
+  check "$family: xgrad-generate runs the adapted model (got $code: $(cat err))" test "$code" -eq 0
+done
+check "gpt2's adapter config says Conv1D's layout" grep -q '"fan_in_fan_out": true' gpt2-adapter/adapter_config.json
+check "llama's adapters are PEFT's default targets" grep -q '"q_proj"' llama-adapter/adapter_config.json
+
+# Sized by a config.json, GQA included.
+cat >llama-config.json <<'JSON'
+{"model_type": "llama", "vocab_size": 320, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 1,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "rope_theta": 500000.0}
+JSON
+code=$(run "$train" --task lm --model llama --model-config llama-config.json --data shards --seq-len 16 --batch 4 \
+  --threads 1 --eval-batches 2 --quiet --steps 5 --eval-every 5 --save-hf gqa-hf)
+check "--model-config with 2 K/V heads exits 0 (got $code: $(cat err))" test "$code" -eq 0
+check "its directory keeps num_key_value_heads 2" grep -q '"num_key_value_heads": 2' gqa-hf/config.json
+
+# Bad input: one line, exit 2, nothing written.
+sed 's/"hidden_size": 32, //' llama-config.json >no-hidden.json
+sed 's/"num_attention_heads": 4/"num_attention_heads": "four"/' llama-config.json >typed.json
+sed 's/"vocab_size": 320/"vocab_size": 100/' llama-config.json >small-vocab.json
+sed 's/"llama"/"bert"/' llama-config.json >bert.json
+mkdir -p bad-dir && cp gpt2-hf/config.json bad-dir/ && sed 's/"n_embd": 32/"n_embd": 64/' gpt2-hf/config.json >bad-dir/config.json
+cp gpt2-hf/model.safetensors bad-dir/
+common=(--task lm --data shards --seq-len 16 --batch 4 --threads 1 --steps 2 --save nothing.st)
+refused "a config without hidden_size" 'field "hidden_size" is missing' "$train" "${common[@]}" --model llama \
+  --model-config no-hidden.json
+refused "a config with a string for a size" 'field "num_attention_heads" must be a non-negative integer' "$train" \
+  "${common[@]}" --model llama --model-config typed.json
+refused "a vocabulary smaller than the data's" "smaller than the data's vocabulary" "$train" "${common[@]}" \
+  --model llama --model-config small-vocab.json
+refused "an unknown model_type" 'field "model_type" is "bert"' "$train" "${common[@]}" --model llama \
+  --model-config bert.json
+refused "a config of the other family" "describes a llama model, but --model is gpt2" "$train" "${common[@]}" \
+  --model gpt2 --model-config llama-config.json
+refused "a directory whose tensors contradict its config" "transformer.h.0.attn.c_proj.bias is \[32\] in the file, \[64\] in the model" \
+  "$train" "${common[@]}" --init-from bad-dir
+refused "a missing --model-config" "llama-nowhere.json" "$train" "${common[@]}" --model llama \
+  --model-config llama-nowhere.json
+refused "--layers beside a config.json" "--layers does nothing here" "$train" "${common[@]}" --model llama \
+  --model-config llama-config.json --layers 3
+refused "a LoRA target matching nothing" "--lora-targets" "$train" "${common[@]}" --model gpt2 --lora 2 \
+  --lora-targets q_proj
+refused "--lora on xgrad's own GPT" "--lora" "$train" "${common[@]}" --lora 2
+refused "--lora-alpha 0" "--lora-alpha must be positive" "$train" "${common[@]}" --model gpt2 --lora 2 --lora-alpha 0
+refused "--lora-dropout 1" "--lora-dropout must lie in" "$train" "${common[@]}" --model llama --lora 2 \
+  --lora-dropout 1
+refused "--save-hf over a model" "already holds config.json" "$train" "${common[@]}" --model gpt2 --save-hf gpt2-hf
+refused "--model on a toy task" "--model" "$train" --task sort --model gpt2 --steps 2
+check "nothing was written by the refused runs" test ! -e nothing.st
+
+finish
