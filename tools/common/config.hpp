@@ -52,8 +52,8 @@ struct Config {
   std::string model_config;  // gpt2, llama: a Hugging Face config.json giving the sizes
   std::string save_hf;       // gpt2, llama: a Hugging Face directory written at the end
   bool recompute = false;    // lm: recompute each block's forward in backward
-  std::string profile;    // --profile PATH: PATH.json, PATH.png and the table
-  int profile_steps = 0;  // steps profiled, after kProfileWarmupSteps
+  std::string profile;       // --profile PATH: PATH.json, PATH.png and the table
+  int profile_steps = 0;     // steps profiled, after kProfileWarmupSteps
   bool eval_only = false;
   bool quiet = false;
   bool verbose = false;

@@ -48,6 +48,6 @@ class Workload {
 std::unique_ptr<Workload> make_toy_workload(const Config& config);
 // `checkpoint`: the metadata of the checkpoint the run starts from (--resume, --init-from).
 std::unique_ptr<Workload> make_language_workload(const Config& config, std::shared_ptr<const LanguageData> data,
-                                                const Metadata* checkpoint);
+                                                 const Metadata* checkpoint);
 
 }  // namespace tools
