@@ -240,14 +240,16 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
   return time_steps(name, c, threads, steps, warmup, precision, profile, step);
 }
 
-// One step of `xgrad-train --task lm`'s default recipe (nanoGPT's shakespeare_char on
-// CPU): a 4-layer GPT of width 128, 12 windows of 64 tokens over 73 characters, AdamW on
-// nanoGPT's decay groups, the gradient norm clipped to 1.
-int run_lm(int threads, int steps, int warmup, Precision precision, const ProfileRequest& profile) {
-  const BenchConfig c{12, 64, 128, 4, 4, 73};
-  manual_seed(0);
-  tools::GPT model({.vocab = c.vocab, .block = c.seq_len, .layers = c.layers, .heads = c.heads, .d_model = c.d_model});
-  optim::AdamW adamw(tools::decay_groups(model, 0.1), {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99});
+// How many steps time_steps runs, on how many threads.
+struct Timing {
+  int threads, steps, warmup;
+};
+
+// Times next-token training of a causal language model as `xgrad-train --task lm` steps
+// it: one batch of c's shape of random tokens (each window's next token the target),
+// `adamw` as the caller set it up, the gradient norm clipped to 1.
+int time_next_token(const std::string& name, const BenchConfig& c, models::CausalLM& model, optim::AdamW& adamw,
+                    const Timing& timing, Precision precision, const ProfileRequest& profile) {
   Generator gen(0);
   std::vector<std::int64_t> x(c.batch * c.seq_len + 1);
   for (auto& t : x) t = static_cast<std::int64_t>(gen.below(c.vocab));
@@ -258,7 +260,18 @@ int run_lm(int threads, int steps, int warmup, Precision precision, const Profil
     return training_step(
         adamw, precision, [&] { return cross_entropy(model.forward(inputs), targets); }, &clipped);
   };
-  return time_steps("lm", c, threads, steps, warmup, precision, profile, step);
+  return time_steps(name, c, timing.threads, timing.steps, timing.warmup, precision, profile, step);
+}
+
+// One step of `xgrad-train --task lm`'s default recipe (nanoGPT's shakespeare_char on
+// CPU): a 4-layer GPT of width 128, 12 windows of 64 tokens over 73 characters, AdamW on
+// nanoGPT's decay groups, the gradient norm clipped to 1.
+int run_lm(int threads, int steps, int warmup, Precision precision, const ProfileRequest& profile) {
+  const BenchConfig c{12, 64, 128, 4, 4, 73};
+  manual_seed(0);
+  tools::GPT model({.vocab = c.vocab, .block = c.seq_len, .layers = c.layers, .heads = c.heads, .d_model = c.d_model});
+  optim::AdamW adamw(tools::decay_groups(model, 0.1), {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99});
+  return time_next_token("lm", c, model, adamw, {threads, steps, warmup}, precision, profile);
 }
 
 // One training step of Hugging Face's GPT-2 124M (models::GPT2LMHeadModel, tied head,
@@ -272,17 +285,8 @@ int run_gpt2(const BenchOptions& o, Precision precision, const ProfileRequest& p
   models::GPT2LMHeadModel model(config);
   model.set_recompute(o.recompute);
   optim::AdamW adamw(tools::decay_groups(model, 0.1), {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95});
-  Generator gen(0);
-  std::vector<std::int64_t> x(c.batch * c.seq_len + 1);
-  for (auto& t : x) t = static_cast<std::int64_t>(gen.below(c.vocab));
-  const Indices inputs(std::vector<std::int64_t>(x.begin(), x.end() - 1), {c.batch, c.seq_len}),
-      targets(std::vector<std::int64_t>(x.begin() + 1, x.end()), {c.batch, c.seq_len});
-  const std::vector<Tensor> clipped = model.parameters();
-  const auto step = [&] {
-    return training_step(
-        adamw, precision, [&] { return cross_entropy(model.forward(inputs), targets); }, &clipped);
-  };
-  return time_steps(o.recompute ? "gpt2-recompute" : "gpt2", c, o.threads, o.steps, o.warmup, precision, profile, step);
+  return time_next_token(o.recompute ? "gpt2-recompute" : "gpt2", c, model, adamw, {o.threads, o.steps, o.warmup},
+                         precision, profile);
 }
 
 // Gradients of `bytes` (float32) in parameters of 256 KiB, for timing the reducer alone:
