@@ -5,4 +5,6 @@
 #include "xgrad/models/config.hpp"
 #include "xgrad/models/gpt2.hpp"
 #include "xgrad/models/llama.hpp"
+#include "xgrad/models/gguf.hpp"
+#include "xgrad/models/onnx.hpp"
 #include "xgrad/models/pretrained.hpp"

@@ -9,6 +9,7 @@
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/files.hpp"
 #include "xgrad/nn/checkpoint.hpp"
+#include "xgrad/text/vocabulary_files.hpp"
 
 namespace xgrad::models {
 
@@ -173,6 +174,11 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
     const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     write_file_atomically((fs::path(dir) / kIndexFile).string(), index.dump(2) + "\n", source);
     written.insert(fs::path(dir) / kIndexFile);
+  }
+  if (options.tokenizer) {
+    const text::Gpt2Vocabulary files = text::format_gpt2_vocabulary(*options.tokenizer);
+    write_file_atomically((fs::path(dir) / "vocab.json").string(), files.encoder_json, source);
+    write_file_atomically((fs::path(dir) / "merges.txt").string(), files.vocab_bpe, source);
   }
   write_file_atomically((fs::path(dir) / "config.json").string(), model_config_json(model.config()), source);
   written.insert(fs::path(dir) / "config.json");

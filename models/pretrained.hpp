@@ -7,6 +7,9 @@
 //   model-00001-of-0000N.safetensors     for a sharded checkpoint, the tensors split over
 //   model.safetensors.index.json         N files, {"metadata": {"total_size": bytes},
 //                                         "weight_map": {name: file}}
+//   vocab.json, merges.txt               a byte-level BPE tokenizer, as GPT-2's folder holds
+//                                        it (text/vocabulary_files.hpp's encoder.json and
+//                                        vocab.bpe, under these names), when one is given
 //
 // Reading takes F32, F64, F16 and BF16 tensors and converts them to the model's dtype;
 // names saved from the base model alone ("h.0.attn.c_attn.weight" for
@@ -22,6 +25,7 @@
 #include <string>
 
 #include "xgrad/models/causal_lm.hpp"
+#include "xgrad/text/tokenizer.hpp"
 
 namespace xgrad::models {
 
@@ -34,6 +38,8 @@ struct SaveOptions {
   // A directory that already holds a model (config.json or model*.safetensors) is an
   // Error unless this is set; then its old shards are removed.
   bool overwrite = false;
+  // Written beside the model when given (vocab.json and merges.txt).
+  const text::Tokenizer* tokenizer = nullptr;
 };
 // Writes the model's tensors in its dtype (float32 for training runs). Each file appears
 // whole or not at all; config.json is written last. A model with LoRA adapters attached

@@ -147,6 +147,7 @@ class ShardData : public LanguageData {
   }
 
   const char* unit() const override { return "tokens"; }
+  const xgrad::text::Tokenizer* tokenizer() const override { return &tokenizer_.tokenizer; }
   void add_metadata(Metadata& metadata) const override { add_tokenizer_metadata(tokenizer_, metadata); }
   // The shards are mapped: pages of the file cache, shared by the machine's ranks and
   // given back under pressure, not memory of the process.

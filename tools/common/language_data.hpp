@@ -40,6 +40,8 @@ class LanguageData {
   virtual std::string label(std::int64_t token) const = 0;
   // "bytes" or "tokens": what the model predicts, for reports.
   virtual const char* unit() const = 0;
+  // The tokenizer of a model of tokens; nothing for a model of a text's bytes.
+  virtual const xgrad::text::Tokenizer* tokenizer() const { return nullptr; }
   // The checkpoint's entries for it (the vocabulary of bytes, or the tokenizer whole).
   virtual void add_metadata(Metadata& metadata) const = 0;
   // The bytes it keeps in memory (the text; the shards are mapped), for the memory check.

@@ -132,8 +132,17 @@ Trainer::~Trainer() = default;
 
 // The checkpoint's weights (and on --resume its optimizer, schedule and progress).
 void Trainer::load(const Start& start) {
+  // --init-from a checkpoint of the base model with --lora: its adapters start as
+  // apply_lora made them (B = 0: the base's function), the rest comes from the file.
+  nn::SafetensorsContents contents = start.contents;
+  const auto adapter = [](const std::string& name) { return name.find(".lora_") != std::string::npos; };
+  if (!start.resume && c_.lora > 0 &&
+      std::none_of(contents.tensors.begin(), contents.tensors.end(),
+                   [&](const auto& named) { return adapter(named.first); }))
+    for (const auto& [name, tensor] : model_.state_dict())
+      if (adapter(name)) contents.tensors.emplace(name, tensor.clone());
   try {
-    nn::load(start.contents, model_, start.resume ? opt_.get() : nullptr, start.path);
+    nn::load(contents, model_, start.resume ? opt_.get() : nullptr, start.path);
   } catch (const Error& e) {
     throw UsageError(str(*start.flag, ": the checkpoint does not fit this model: ", e.what()));
   }

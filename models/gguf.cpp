@@ -1,0 +1,256 @@
+#include "xgrad/models/gguf.hpp"
+
+#include <filesystem>
+#include <sstream>
+
+#include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
+#include "xgrad/models/detail/gguf_file.hpp"
+#include "xgrad/text/byte_symbols.hpp"
+#include "xgrad/text/vocabulary_files.hpp"
+
+namespace xgrad::models {
+namespace {
+
+constexpr const char* kOp = "save_gguf";
+
+// llama.cpp's names of a file's type (general.file_type: enum llama_ftype).
+std::uint32_t llama_file_type(GgufTensorType type) {
+  switch (type) {
+    case GgufTensorType::f32:
+      return 0;  // LLAMA_FTYPE_ALL_F32
+    case GgufTensorType::f16:
+      return 1;  // LLAMA_FTYPE_MOSTLY_F16
+    case GgufTensorType::q8_0:
+      return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case GgufTensorType::bf16:
+      return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+  }
+  return 0;
+}
+
+gguf::TensorType file_tensor_type(GgufTensorType type) {
+  switch (type) {
+    case GgufTensorType::f32:
+      return gguf::TensorType::f32;
+    case GgufTensorType::f16:
+      return gguf::TensorType::f16;
+    case GgufTensorType::bf16:
+      return gguf::TensorType::bf16;
+    case GgufTensorType::q8_0:
+      return gguf::TensorType::q8_0;
+  }
+  return gguf::TensorType::f32;
+}
+
+std::vector<float> float_values(const Tensor& tensor) {
+  if (tensor.dtype() == DType::float32) return {tensor.data<float>(), tensor.data<float>() + tensor.numel()};
+  const std::vector<double> values = tensor.to_vector();
+  return {values.begin(), values.end()};
+}
+
+// Hugging Face rotates the two halves of each head's columns, llama.cpp adjacent pairs:
+// row i + h * half of a head (h = 0, 1) moves to row 2 i + h, in q_proj's and k_proj's
+// rows, so that llama.cpp's rotation of pairs turns the same values together.
+std::vector<float> pairs_from_halves(const std::vector<float>& weight, std::size_t heads, std::size_t row_length) {
+  const std::size_t head_rows = weight.size() / row_length / heads, half = head_rows / 2;
+  std::vector<float> out(weight.size());
+  for (std::size_t head = 0; head < heads; ++head)
+    for (std::size_t i = 0; i < half; ++i)
+      for (std::size_t h = 0; h < 2; ++h) {
+        const auto from = weight.begin() + static_cast<std::ptrdiff_t>((head * head_rows + h * half + i) * row_length);
+        std::copy(from, from + static_cast<std::ptrdiff_t>(row_length),
+                  out.begin() + static_cast<std::ptrdiff_t>((head * head_rows + 2 * i + h) * row_length));
+      }
+  return out;
+}
+
+// The model's tensors into the file under llama.cpp's names.
+class TensorWriter {
+ public:
+  TensorWriter(gguf::File& file, const StateDict& tensors, GgufTensorType type)
+      : file_(file), tensors_(tensors), type_(type) {}
+
+  // A vector (a norm's gain, a bias): always F32, as llama.cpp's converter keeps them.
+  void vector(const std::string& name, const std::string& from) {
+    const Tensor& tensor = get(from);
+    file_.add_tensor(name, {tensor.numel()}, gguf::TensorType::f32,
+                     gguf::encode_tensor(gguf::TensorType::f32, float_values(tensor), tensor.numel()));
+  }
+  // A matrix [rows, row_length] as xgrad stores it (a Linear's [out, in], an embedding's
+  // [tokens, width]): ggml's dimensions are {row_length, rows}. Under Q8_0, rows that are
+  // not whole blocks are stored in F16 (as llama.cpp's quantizer falls back).
+  void matrix(const std::string& name, const std::string& from, std::size_t rope_heads = 0) {
+    const Tensor& tensor = get(from);
+    const std::size_t rows = tensor.size(0), row_length = tensor.size(1);
+    std::vector<float> values = float_values(tensor);
+    if (rope_heads) values = pairs_from_halves(values, rope_heads, row_length);
+    gguf::TensorType type = file_tensor_type(type_);
+    if (type == gguf::TensorType::q8_0 && row_length % gguf::kQ8Block != 0) type = gguf::TensorType::f16;
+    file_.add_tensor(name, {row_length, rows}, type, gguf::encode_tensor(type, values, row_length));
+  }
+  bool has(const std::string& from) const { return tensors_.contains(from); }
+
+ private:
+  const Tensor& get(const std::string& name) const {
+    const auto found = tensors_.find(name);
+    XGRAD_CHECK(found != tensors_.end(), kOp, "the model has no tensor ", name);
+    return found->second;
+  }
+  gguf::File& file_;
+  const StateDict& tensors_;
+  GgufTensorType type_;
+};
+
+void add_gpt2(gguf::File& file, TensorWriter& write, const GPT2Config& c) {
+  XGRAD_CHECK(c.activation_function == "gelu_new", kOp, "llama.cpp's gpt2 runs GELU's tanh form (gelu_new) only, not ",
+              c.activation_function, " (config.json's activation_function)");
+  file.add("general.architecture", std::string("gpt2"));
+  file.add("gpt2.context_length", static_cast<std::uint32_t>(c.n_positions));
+  file.add("gpt2.embedding_length", static_cast<std::uint32_t>(c.n_embd));
+  file.add("gpt2.feed_forward_length", static_cast<std::uint32_t>(c.inner()));
+  file.add("gpt2.block_count", static_cast<std::uint32_t>(c.n_layer));
+  file.add("gpt2.attention.head_count", static_cast<std::uint32_t>(c.n_head));
+  file.add("gpt2.attention.layer_norm_epsilon", static_cast<float>(c.layer_norm_epsilon));
+
+  write.matrix("token_embd.weight", "transformer.wte.weight");
+  write.matrix("position_embd.weight", "transformer.wpe.weight");
+  for (std::size_t layer = 0; layer < c.n_layer; ++layer) {
+    const std::string to = "blk." + std::to_string(layer) + ".", from = "transformer.h." + std::to_string(layer) + ".";
+    for (const std::string part : {"weight", "bias"}) {
+      write.vector(to + "attn_norm." + part, from + "ln_1." + part);
+      write.vector(to + "ffn_norm." + part, from + "ln_2." + part);
+    }
+    write.vector(to + "attn_qkv.bias", from + "attn.c_attn.bias");
+    write.vector(to + "attn_output.bias", from + "attn.c_proj.bias");
+    write.vector(to + "ffn_up.bias", from + "mlp.c_fc.bias");
+    write.vector(to + "ffn_down.bias", from + "mlp.c_proj.bias");
+    write.matrix(to + "attn_qkv.weight", from + "attn.c_attn.weight");
+    write.matrix(to + "attn_output.weight", from + "attn.c_proj.weight");
+    write.matrix(to + "ffn_up.weight", from + "mlp.c_fc.weight");
+    write.matrix(to + "ffn_down.weight", from + "mlp.c_proj.weight");
+  }
+  write.vector("output_norm.weight", "transformer.ln_f.weight");
+  write.vector("output_norm.bias", "transformer.ln_f.bias");
+  if (!c.tie_word_embeddings) write.matrix("output.weight", "lm_head.weight");  // else llama.cpp reuses token_embd
+}
+
+void add_llama(gguf::File& file, TensorWriter& write, const LlamaConfig& c) {
+  file.add("general.architecture", std::string("llama"));
+  file.add("llama.context_length", static_cast<std::uint32_t>(c.max_position_embeddings));
+  file.add("llama.embedding_length", static_cast<std::uint32_t>(c.hidden_size));
+  file.add("llama.feed_forward_length", static_cast<std::uint32_t>(c.intermediate_size));
+  file.add("llama.block_count", static_cast<std::uint32_t>(c.num_hidden_layers));
+  file.add("llama.attention.head_count", static_cast<std::uint32_t>(c.num_attention_heads));
+  file.add("llama.attention.head_count_kv", static_cast<std::uint32_t>(c.kv_heads()));
+  file.add("llama.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  file.add("llama.rope.freq_base", static_cast<float>(c.rope_theta));
+  file.add("llama.rope.dimension_count", static_cast<std::uint32_t>(c.head_dim()));
+  file.add("llama.vocab_size", static_cast<std::uint32_t>(c.vocab_size));
+
+  write.matrix("token_embd.weight", "model.embed_tokens.weight");
+  for (std::size_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const std::string to = "blk." + std::to_string(layer) + ".", from = "model.layers." + std::to_string(layer) + ".";
+    write.vector(to + "attn_norm.weight", from + "input_layernorm.weight");
+    write.matrix(to + "attn_q.weight", from + "self_attn.q_proj.weight", c.num_attention_heads);
+    write.matrix(to + "attn_k.weight", from + "self_attn.k_proj.weight", c.kv_heads());
+    write.matrix(to + "attn_v.weight", from + "self_attn.v_proj.weight");
+    write.matrix(to + "attn_output.weight", from + "self_attn.o_proj.weight");
+    write.vector(to + "ffn_norm.weight", from + "post_attention_layernorm.weight");
+    write.matrix(to + "ffn_gate.weight", from + "mlp.gate_proj.weight");
+    write.matrix(to + "ffn_up.weight", from + "mlp.up_proj.weight");
+    write.matrix(to + "ffn_down.weight", from + "mlp.down_proj.weight");
+  }
+  write.vector("output_norm.weight", "model.norm.weight");
+  if (!c.tie_word_embeddings) write.matrix("output.weight", "lm_head.weight");
+}
+
+// The tokenizer as llama.cpp's "gpt2" model (byte-level BPE) reads it: every id's token
+// (ordinary ones in GPT-2's byte alphabet, special ones as their text), its type, and the
+// merges in rank order ("Ġ t"). Ids the tokenizer leaves free below the model's vocabulary
+// (gaps among special ids, rows past the tokenizer's end) are unused tokens.
+void add_tokenizer(gguf::File& file, const text::Tokenizer& tokenizer, std::size_t model_vocab) {
+  XGRAD_CHECK(tokenizer.vocabulary_size() <= model_vocab, kOp, "the tokenizer has ", tokenizer.vocabulary_size(),
+              " ids, more than the model's vocabulary of ", model_vocab);
+  constexpr std::int32_t kNormal = 1, kControl = 3, kUnused = 5;  // llama_token_type
+  std::vector<std::string> tokens(model_vocab);
+  std::vector<std::int32_t> types(model_vocab, kUnused);
+  for (std::size_t id = 0; id < model_vocab; ++id) tokens[id] = "[PAD" + std::to_string(id) + "]";
+  for (text::TokenId id = 0; id < tokenizer.rank_count(); ++id) {
+    tokens[id] = text::bytes_to_symbols(tokenizer.token_bytes(id));
+    types[id] = kNormal;
+  }
+  for (const text::SpecialToken& special : tokenizer.special_tokens()) {
+    tokens[special.id] = special.text;
+    types[special.id] = kControl;
+  }
+  // vocab.bpe's lines after its header are the merges, rank 256 on.
+  std::vector<std::string> merges;
+  std::istringstream lines(text::format_gpt2_vocabulary(tokenizer).vocab_bpe);
+  std::string line;
+  std::getline(lines, line);  // "#version: 0.2"
+  while (std::getline(lines, line)) merges.push_back(line);
+
+  file.add("tokenizer.ggml.model", std::string("gpt2"));
+  file.add("tokenizer.ggml.pre", std::string("gpt-2"));
+  file.add("tokenizer.ggml.tokens", std::move(tokens));
+  file.add("tokenizer.ggml.token_type", std::move(types));
+  file.add("tokenizer.ggml.merges", std::move(merges));
+  const auto& specials = tokenizer.special_tokens();
+  std::optional<text::TokenId> end_of_text = tokenizer.find_special("<|endoftext|>");
+  if (!end_of_text && specials.size() == 1) end_of_text = specials.front().id;
+  if (end_of_text) {
+    file.add("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(*end_of_text));
+    file.add("tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(*end_of_text));
+  }
+  file.add("tokenizer.ggml.add_bos_token", false);  // GPT-2's encoding adds nothing
+  file.add("tokenizer.ggml.add_eos_token", false);
+}
+
+}  // namespace
+
+std::string_view gguf_tensor_type_name(GgufTensorType type) {
+  switch (type) {
+    case GgufTensorType::f32:
+      return "f32";
+    case GgufTensorType::f16:
+      return "f16";
+    case GgufTensorType::bf16:
+      return "bf16";
+    case GgufTensorType::q8_0:
+      return "q8_0";
+  }
+  return "?";
+}
+
+GgufTensorType parse_gguf_tensor_type(std::string_view name) {
+  for (const GgufTensorType type :
+       {GgufTensorType::f32, GgufTensorType::f16, GgufTensorType::bf16, GgufTensorType::q8_0})
+    if (name == gguf_tensor_type_name(type)) return type;
+  throw Error(str("gguf: no tensor type '", name, "' (f32, f16, bf16 or q8_0)"));
+}
+
+void save_gguf(const PretrainedModel& model, const text::Tokenizer& tokenizer, const std::string& path,
+               const GgufOptions& options) {
+  XGRAD_CHECK(options.overwrite || !std::filesystem::exists(path), kOp, "'", path,
+              "' exists (asked to replace it: overwrite)");
+  const StateDict tensors = model.state_dict();
+  for (const auto& named : tensors)
+    XGRAD_CHECK(named.first.find(".lora_") == std::string::npos, kOp, "the model has LoRA adapters (", named.first,
+                "): merge them first (nn::merge_lora)");
+  gguf::File file;
+  TensorWriter write(file, tensors, options.tensor_type);
+  const ModelConfig config = model.config();
+  if (const auto* gpt2 = std::get_if<GPT2Config>(&config))
+    add_gpt2(file, write, *gpt2);
+  else
+    add_llama(file, write, std::get<LlamaConfig>(config));
+  file.add("general.file_type", llama_file_type(options.tensor_type));
+  file.add("general.quantization_version", std::uint32_t{2});  // ggml's GGML_QNT_VERSION
+  add_tokenizer(file, tokenizer, model.vocab_size());
+  AtomicFileWriter out(path, kOp);
+  file.write(out);
+  out.commit();
+}
+
+}  // namespace xgrad::models

@@ -1,0 +1,190 @@
+// xgrad-export: a GPT-2 or Llama model, from a checkpoint of `xgrad-train --task lm` or a
+// Hugging Face folder, out to what other programs run: GGUF (llama.cpp and everything built
+// on it), ONNX (onnxruntime) or a Hugging Face folder. The writers are the library's
+// (models/gguf.hpp, models/onnx.hpp, models/pretrained.hpp); this program reads the model,
+// merges LoRA adapters into it, finds its tokenizer and checks the flags.
+//
+//   xgrad-export --from run.safetensors --out model.gguf --type q8_0
+//   xgrad-export --from hf-folder/ --out model.onnx
+
+#include <filesystem>
+#include <string>
+
+#include "cli.hpp"
+#include "flags.hpp"
+#include "language_model.hpp"
+#include "tokenizer_files.hpp"
+#include "trained_model.hpp"
+#include "xgrad/autograd/parallel.hpp"
+#include "xgrad/models/gguf.hpp"
+#include "xgrad/models/onnx.hpp"
+#include "xgrad/models/pretrained.hpp"
+#include "xgrad/nn/lora.hpp"
+
+using namespace xgrad;
+using tools::flag;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ExportOptions {
+  std::string from, out, format, type, tokenizer;
+  bool overwrite = false;
+  int threads = 0;
+};
+
+// The format --out's name implies: a .gguf or .onnx file, else a Hugging Face folder.
+std::string format_of(const std::string& out) {
+  const std::string extension = fs::path(out).extension().string();
+  if (extension == ".gguf") return "gguf";
+  if (extension == ".onnx") return "onnx";
+  return "hf";
+}
+
+// xgrad-export's table: one row per flag (tools/common/settings.hpp).
+tools::Settings<ExportOptions> settings_table(std::type_identity<ExportOptions>) {
+  using namespace tools::setting;
+  using O = ExportOptions;
+  return {"xgrad-export",
+          Text::of("writes a GPT-2 or Llama model (a checkpoint of xgrad-train ", &tools::Config::task,
+                   " lm, or a Hugging Face folder) as GGUF for llama.cpp, ONNX for onnxruntime, or a Hugging Face "
+                   "folder.\nExample: xgrad-export ",
+                   &O::from, " run.safetensors ", &O::out, " model.gguf ", &O::type, " q8_0"),
+          {
+              path(&O::from, "from")
+                  .help("the model: a checkpoint of xgrad-train ", &tools::Config::task, " lm ", &tools::Config::model,
+                        " gpt2 or llama (its LoRA adapters merged in), or a Hugging Face "
+                        "folder (config.json, model.safetensors, and vocab.json and merges.txt when it has a "
+                        "tokenizer)")
+                  .required(),
+              path(&O::out, "out")
+                  .help("the file or folder to write; refused if it exists, unless ", &O::overwrite)
+                  .required(),
+              choice(&O::format, "format", {"gguf", "onnx", "hf"})
+                  .help("gguf: llama.cpp's file, the tokenizer inside; onnx: the forward pass for onnxruntime "
+                        "(opset 17, token ids in, logits out); hf: a Hugging Face folder")
+                  .fallback([](const O& o) { return format_of(o.out); }, "from ", &O::out,
+                            "'s name: .gguf, .onnx, else hf"),
+              choice(&O::type, "type", {"f32", "f16", "bf16", "q8_0"})
+                  .help("the matrices' type in a GGUF file (norms and biases stay f32; q8_0: blocks of 32 "
+                        "values and a scale); onnx and hf write f32")
+                  .fallback("f32"),
+              bind(&O::tokenizer, flags::tokenizer())
+                  .help("the tokenizer to put in a GGUF file (or beside a Hugging Face folder) when ", &O::from,
+                        " holds none: a folder holding encoder.json and vocab.bpe (or vocab.json and merges.txt), "
+                        "the two files joined by a comma, or a tiktoken rank file"),
+              toggle(&O::overwrite, "overwrite").help("replace an existing ", &O::out),
+              bind(&O::threads, flags::threads()).fallback(0),
+          }};
+}
+
+struct Source {
+  std::unique_ptr<models::PretrainedModel> model;
+  std::optional<tools::NamedTokenizer> tokenizer;
+};
+
+// The model --from names, its adapters merged, and its tokenizer if it has one.
+Source read_source(const ExportOptions& o) {
+  const tools::Flag from = flag(&ExportOptions::from);
+  tools::check_input_exists(from.dashed(), o.from);
+  Source source;
+  if (tools::is_hf_directory(o.from)) {
+    try {
+      source.model = models::load_pretrained(o.from);
+    } catch (const Error& e) {
+      throw tools::UsageError(str(from, " ", o.from, ": ", e.what()));
+    }
+    if (tools::holds_tokenizer_files(o.from)) source.tokenizer = tools::read_tokenizer(o.from, from.dashed());
+    return source;
+  }
+  tools::TrainedModel trained = tools::load_trained_model(from, o.from);
+  if (!trained.config.published_model())
+    throw tools::UsageError(str(from, " ", o.from, ": a model of xgrad-train ", flag(&tools::Config::model), " ",
+                                trained.config.model, ", which no other program runs (train ",
+                                flag(&tools::Config::model), " gpt2 or llama to export)"));
+  nn::merge_lora(*trained.model);  // no-op without adapters
+  source.model.reset(dynamic_cast<models::PretrainedModel*>(trained.model.release()));
+  source.tokenizer = std::move(trained.tokens.tokenizer);
+  return source;
+}
+
+// --tokenizer fills in a tokenizer --from lacks; it may not replace one.
+void take_tokenizer_flag(const ExportOptions& o, Source& source) {
+  if (o.tokenizer.empty()) return;
+  tools::NamedTokenizer given = tools::read_tokenizer(o.tokenizer, flag(&ExportOptions::tokenizer).dashed());
+  if (source.tokenizer && source.tokenizer->tokenizer.identity() != given.tokenizer.identity())
+    throw tools::UsageError(str(flag(&ExportOptions::tokenizer), " ", o.tokenizer, ": ", flag(&ExportOptions::from),
+                                " ", o.from, " has a tokenizer of its own (", tools::describe(*source.tokenizer),
+                                "), and it is another"));
+  source.tokenizer = std::move(given);
+}
+
+// What cannot be written is refused before any work: an existing --out (unless
+// --overwrite), --out naming --from, a type the format does not take.
+void check_target(const ExportOptions& o) {
+  const tools::Flag out = flag(&ExportOptions::out);
+  std::error_code error;
+  if (fs::exists(o.out, error) && fs::equivalent(o.out, o.from, error))
+    throw tools::UsageError(str(out, " ", o.out, ": is ", flag(&ExportOptions::from), "'s own model"));
+  if (o.format == "hf") {
+    if (fs::exists(o.out, error) && !fs::is_directory(o.out, error))
+      throw tools::UsageError(
+          str(out, " ", o.out, ": is a file; ", flag(&ExportOptions::format), " hf writes a folder"));
+    if (fs::exists(fs::path(o.out) / "config.json", error) && !o.overwrite)
+      throw tools::UsageError(
+          str(out, " ", o.out, ": already holds a model (", flag(&ExportOptions::overwrite), " replaces it)"));
+  } else {
+    if (fs::is_directory(o.out, error)) throw tools::UsageError(str(out, " ", o.out, ": is a folder, not a file"));
+    if (fs::exists(o.out, error) && !o.overwrite)
+      throw tools::UsageError(str(out, " ", o.out, ": exists (", flag(&ExportOptions::overwrite), " replaces it)"));
+  }
+  if (o.format != "gguf" && o.type != "f32")
+    throw tools::UsageError(str(flag(&ExportOptions::type), " ", o.type, ": ", flag(&ExportOptions::format), " ",
+                                o.format, " is written in f32 only"));
+}
+
+void write(const ExportOptions& o, const Source& source) {
+  const tools::Flag out = flag(&ExportOptions::out);
+  try {
+    if (o.format == "gguf") {
+      if (!source.tokenizer)
+        throw tools::UsageError(str(flag(&ExportOptions::from), " ", o.from,
+                                    ": holds no tokenizer (a model of a text's bytes, or a Hugging Face folder "
+                                    "without vocab.json and merges.txt), and GGUF carries one: give ",
+                                    flag(&ExportOptions::tokenizer)));
+      models::save_gguf(*source.model, source.tokenizer->tokenizer, o.out,
+                        {.tensor_type = models::parse_gguf_tensor_type(o.type), .overwrite = o.overwrite});
+    } else if (o.format == "onnx") {
+      models::save_onnx(*source.model, o.out, {.overwrite = o.overwrite});
+    } else {
+      models::save_pretrained(
+          *source.model, o.out,
+          {.overwrite = o.overwrite, .tokenizer = source.tokenizer ? &source.tokenizer->tokenizer : nullptr});
+    }
+  } catch (const Error& e) {
+    throw tools::UsageError(str(out, " ", o.out, ": ", e.what()));
+  }
+}
+
+int run(int argc, char** argv) {
+  ExportOptions o;
+  tools::Given given;
+  if (const std::optional<int> printed = tools::settings_of<ExportOptions>().parse(argc, argv, o, given))
+    return *printed;
+  tools::settings_of<ExportOptions>().check(o);
+  if (o.threads > 0) set_num_threads(o.threads);
+  check_target(o);
+  Source source = read_source(o);
+  take_tokenizer_flag(o, source);
+  write(o, source);
+  const std::string what = o.format == "gguf" ? str("gguf, ", o.type) : o.format;
+  std::printf("wrote %s (%s)\n", o.out.c_str(), what.c_str());
+  return 0;
+}
+
+}  // namespace
+
+// Every error is one line on stderr and exit status 2.
+int main(int argc, char** argv) {
+  return tools::run_tool("xgrad-export", [&] { return run(argc, argv); });
+}
