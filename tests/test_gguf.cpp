@@ -378,7 +378,8 @@ BOOST_AUTO_TEST_CASE(refusals) {
   narrow.vocab_size = 259;  // one id short of the tokenizer's <|endoftext|>
   check_error([&] { models::save_gguf(*models::make_model(narrow), small_tokenizer(), path_in("narrow")); },
               {"save_gguf", "more than the model's vocabulary of 259"});
-  check_error([&] { models::save_gguf(*model, small_tokenizer(), "/no/such/folder/m.gguf"); }, {"save_gguf", "/no/such/folder"});
+  check_error([&] { models::save_gguf(*model, small_tokenizer(), "/no/such/folder/m.gguf"); },
+              {"save_gguf", "/no/such/folder"});
   nn::apply_lora(*model, {.r = 2, .target_modules = {"c_attn"}});
   check_error([&] { models::save_gguf(*model, small_tokenizer(), path_in("lora")); }, {"save_gguf", "LoRA"});
   BOOST_CHECK_THROW(models::parse_gguf_tensor_type("q4_0"), Error);
