@@ -89,6 +89,10 @@ Tensor Tensor::full(Shape shape, double value, DType dtype) {
   });
 }
 
+Tensor Tensor::empty(Shape shape, DType dtype) {
+  return dispatch(dtype, [&](auto tag) { return make_leaf(new_array<decltype(tag)>("Tensor::empty", shape)); });
+}
+
 Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
 Tensor Tensor::zeros(Shape shape, DType dtype) { return full(std::move(shape), 0.0, dtype); }
 Tensor Tensor::ones(Shape shape, DType dtype) { return full(std::move(shape), 1.0, dtype); }
@@ -193,6 +197,17 @@ void Tensor::set_data(const Tensor& source) {
   Node& n = const_cast<Node&>(checked(*this, "Tensor::set_data"));
   XGRAD_CHECK(n.is_leaf(), "Tensor::set_data", "only leaves can be overwritten; this tensor comes from '", n.op, "'");
   n.value = std::make_shared<Storage>(*checked(source, "Tensor::set_data").value);
+  n.mark_modified();
+  n.grad.reset();
+}
+
+void Tensor::set_data(Tensor&& source) {
+  const Node& from = checked(source, "Tensor::set_data");
+  if (source.node_.use_count() > 1 || from.value.use_count() > 1) return set_data(source);
+  Node& n = const_cast<Node&>(checked(*this, "Tensor::set_data"));
+  XGRAD_CHECK(n.is_leaf(), "Tensor::set_data", "only leaves can be overwritten; this tensor comes from '", n.op, "'");
+  n.value = std::move(const_cast<Node&>(from).value);
+  source = Tensor();
   n.mark_modified();
   n.grad.reset();
 }

@@ -55,6 +55,9 @@ class Tensor {
                             bool requires_grad = false);
   static Tensor scalar(double value, DType dtype = DType::float32);
   static Tensor zeros(Shape shape, DType dtype = DType::float32);
+  // Values left uninitialised (memory not even touched): for a tensor about to be
+  // overwritten whole, as torch.empty.
+  static Tensor empty(Shape shape, DType dtype = DType::float32);
   static Tensor ones(Shape shape, DType dtype = DType::float32);
   static Tensor full(Shape shape, double value, DType dtype = DType::float32);
   static Tensor arange(std::size_t n, DType dtype = DType::float32);
@@ -97,6 +100,9 @@ class Tensor {
   // keeping its node, so every handle to it (a layer's member, a module's registry) sees
   // the new data. Drops the gradient. Module::to() and load_state_dict() use it.
   void set_data(const Tensor& source);
+  // The same, taking source's storage instead of copying it when nothing else can see it
+  // (source the only handle to a tensor that owns its storage alone); else a copy.
+  void set_data(Tensor&& source);
 
   double item() const;  // the value of a one-element tensor
   std::vector<double> to_vector() const;

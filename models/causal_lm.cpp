@@ -45,4 +45,10 @@ Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& 
   return multi_head_attention(q, {cache->keys}, {cache->values}, heads, kv_heads, /*batch_first=*/true, options).output;
 }
 
+std::map<std::string, Shape> PretrainedModel::hf_shapes() const {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, tensor] : state_dict()) shapes.emplace(name, tensor.shape());
+  return shapes;
+}
+
 }  // namespace xgrad::models

@@ -14,6 +14,7 @@
 // family's files lay them out, where that differs from xgrad's (GPT-2's Conv1D weights are
 // [in, out]; xgrad's Linear is [out, in]).
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -60,8 +61,11 @@ class PretrainedModel : public CausalLM {
   // The tensors under Hugging Face's names, in its files' layouts (copies where the
   // layout differs, else the parameters themselves).
   virtual StateDict hf_state_dict() const { return state_dict(); }
+  // Their shapes, without copying a tensor.
+  virtual std::map<std::string, Shape> hf_shapes() const;
   // Loads tensors in that layout; names and shapes were checked against hf_state_dict().
-  virtual void load_hf_state_dict(const StateDict& tensors) { load_state_dict(tensors); }
+  // (Given by value: tensors whose only handle the caller moved in are taken, not copied.)
+  virtual void load_hf_state_dict(StateDict tensors) { load_state_dict(std::move(tensors)); }
   // Names a family's files may hold besides hf_state_dict()'s that loading skips (GPT-2's
   // causal-mask buffers "attn.bias", Llama's "rotary_emb.inv_freq").
   virtual bool ignored_on_load(const std::string& name) const = 0;

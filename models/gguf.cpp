@@ -1,10 +1,12 @@
 #include "xgrad/models/gguf.hpp"
 
 #include <filesystem>
+#include <span>
 #include <sstream>
 
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/files.hpp"
+#include "xgrad/autograd/parallel.hpp"
 #include "xgrad/models/detail/gguf_file.hpp"
 #include "xgrad/text/byte_symbols.hpp"
 #include "xgrad/text/vocabulary_files.hpp"
@@ -43,16 +45,18 @@ gguf::TensorType file_tensor_type(GgufTensorType type) {
   return gguf::TensorType::f32;
 }
 
-std::vector<float> float_values(const Tensor& tensor) {
-  if (tensor.dtype() == DType::float32) return {tensor.data<float>(), tensor.data<float>() + tensor.numel()};
+// A tensor's values as float32: its own (a float32 model's), or converted into `storage`.
+std::span<const float> float_values(const Tensor& tensor, std::vector<float>& storage) {
+  if (tensor.dtype() == DType::float32) return {tensor.data<float>(), tensor.numel()};
   const std::vector<double> values = tensor.to_vector();
-  return {values.begin(), values.end()};
+  storage.assign(values.begin(), values.end());
+  return storage;
 }
 
 // Hugging Face rotates the two halves of each head's columns, llama.cpp adjacent pairs:
 // row i + h * half of a head (h = 0, 1) moves to row 2 i + h, in q_proj's and k_proj's
 // rows, so that llama.cpp's rotation of pairs turns the same values together.
-std::vector<float> pairs_from_halves(const std::vector<float>& weight, std::size_t heads, std::size_t row_length) {
+std::vector<float> pairs_from_halves(std::span<const float> weight, std::size_t heads, std::size_t row_length) {
   const std::size_t head_rows = weight.size() / row_length / heads, half = head_rows / 2;
   std::vector<float> out(weight.size());
   for (std::size_t head = 0; head < heads; ++head)
@@ -65,41 +69,58 @@ std::vector<float> pairs_from_halves(const std::vector<float>& weight, std::size
   return out;
 }
 
-// The model's tensors into the file under llama.cpp's names.
+// The model's tensors into the file under llama.cpp's names: each named as it comes, all
+// encoded at the end on the pool (a GPT-2 124M's 124M values), added in the order named.
 class TensorWriter {
  public:
-  TensorWriter(gguf::File& file, const StateDict& tensors, GgufTensorType type)
-      : file_(file), tensors_(tensors), type_(type) {}
+  TensorWriter(const StateDict& tensors, GgufTensorType type) : tensors_(tensors), type_(type) {}
 
   // A vector (a norm's gain, a bias): always F32, as llama.cpp's converter keeps them.
   void vector(const std::string& name, const std::string& from) {
     const Tensor& tensor = get(from);
-    file_.add_tensor(name, {tensor.numel()}, gguf::TensorType::f32,
-                     gguf::encode_tensor(gguf::TensorType::f32, float_values(tensor), tensor.numel()));
+    pending_.push_back({name, {tensor.numel()}, gguf::TensorType::f32, &tensor, 0});
   }
   // A matrix [rows, row_length] as xgrad stores it (a Linear's [out, in], an embedding's
   // [tokens, width]): ggml's dimensions are {row_length, rows}. Under Q8_0, rows that are
-  // not whole blocks are stored in F16 (as llama.cpp's quantizer falls back).
+  // not whole blocks are stored in F16 (as llama.cpp's quantizer falls back). rope_heads:
+  // q_proj's or k_proj's heads, whose rows are reordered (pairs_from_halves).
   void matrix(const std::string& name, const std::string& from, std::size_t rope_heads = 0) {
     const Tensor& tensor = get(from);
     const std::size_t rows = tensor.size(0), row_length = tensor.size(1);
-    std::vector<float> values = float_values(tensor);
-    if (rope_heads) values = pairs_from_halves(values, rope_heads, row_length);
     gguf::TensorType type = file_tensor_type(type_);
     if (type == gguf::TensorType::q8_0 && row_length % gguf::kQ8Block != 0) type = gguf::TensorType::f16;
-    file_.add_tensor(name, {row_length, rows}, type, gguf::encode_tensor(type, values, row_length));
+    pending_.push_back({name, {row_length, rows}, type, &tensor, rope_heads});
   }
-  bool has(const std::string& from) const { return tensors_.contains(from); }
+
+  void add_to(gguf::File& file) {
+    std::vector<std::string> data(pending_.size());
+    parallel_for(pending_.size(), 1e5, [&](std::size_t i) { data[i] = encode(pending_[i]); });
+    for (std::size_t i = 0; i < pending_.size(); ++i)
+      file.add_tensor(pending_[i].name, pending_[i].dims, pending_[i].type, std::move(data[i]));
+  }
 
  private:
+  struct Pending {
+    std::string name;
+    std::vector<std::uint64_t> dims;
+    gguf::TensorType type;
+    const Tensor* tensor;
+    std::size_t rope_heads;
+  };
+  static std::string encode(const Pending& p) {
+    std::vector<float> converted, reordered;
+    std::span<const float> values = float_values(*p.tensor, converted);
+    if (p.rope_heads) values = reordered = pairs_from_halves(values, p.rope_heads, p.dims[0]);
+    return gguf::encode_tensor(p.type, values, p.dims[0]);
+  }
   const Tensor& get(const std::string& name) const {
     const auto found = tensors_.find(name);
     XGRAD_CHECK(found != tensors_.end(), kOp, "the model has no tensor ", name);
     return found->second;
   }
-  gguf::File& file_;
   const StateDict& tensors_;
   GgufTensorType type_;
+  std::vector<Pending> pending_;
 };
 
 void add_gpt2(gguf::File& file, TensorWriter& write, const GPT2Config& c) {
@@ -239,12 +260,13 @@ void save_gguf(const PretrainedModel& model, const text::Tokenizer& tokenizer, c
     XGRAD_CHECK(named.first.find(".lora_") == std::string::npos, kOp, "the model has LoRA adapters (", named.first,
                 "): merge them first (nn::merge_lora)");
   gguf::File file;
-  TensorWriter write(file, tensors, options.tensor_type);
+  TensorWriter write(tensors, options.tensor_type);
   const ModelConfig config = model.config();
   if (const auto* gpt2 = std::get_if<GPT2Config>(&config))
     add_gpt2(file, write, *gpt2);
   else
     add_llama(file, write, std::get<LlamaConfig>(config));
+  write.add_to(file);
   file.add("general.file_type", llama_file_type(options.tensor_type));
   file.add("general.quantization_version", std::uint32_t{2});  // ggml's GGML_QNT_VERSION
   add_tokenizer(file, tokenizer, model.vocab_size());

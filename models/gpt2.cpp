@@ -117,11 +117,17 @@ StateDict GPT2LMHeadModel::hf_state_dict() const {
   return tensors;
 }
 
-void GPT2LMHeadModel::load_hf_state_dict(const StateDict& tensors) {
-  StateDict turned = tensors;
-  for (auto& [name, tensor] : turned)
+std::map<std::string, Shape> GPT2LMHeadModel::hf_shapes() const {
+  std::map<std::string, Shape> shapes = PretrainedModel::hf_shapes();
+  for (auto& [name, shape] : shapes)
+    if (is_conv1d_weight(name)) std::swap(shape[0], shape[1]);
+  return shapes;
+}
+
+void GPT2LMHeadModel::load_hf_state_dict(StateDict tensors) {
+  for (auto& [name, tensor] : tensors)
     if (is_conv1d_weight(name)) tensor = transpose(tensor.detach(), 0, 1);
-  load_state_dict(turned);
+  load_state_dict(std::move(tensors));
 }
 
 bool GPT2LMHeadModel::ignored_on_load(const std::string& name) const {

@@ -88,7 +88,8 @@ class GPT2LMHeadModel : public PretrainedModel {
   std::size_t vocab_size() const override { return config_.vocab_size; }
   std::size_t max_positions() const override { return config_.n_positions; }
   StateDict hf_state_dict() const override;
-  void load_hf_state_dict(const StateDict& tensors) override;
+  std::map<std::string, Shape> hf_shapes() const override;
+  void load_hf_state_dict(StateDict tensors) override;
   bool ignored_on_load(const std::string& name) const override;
   std::string base_prefix() const override { return "transformer."; }
 

@@ -9,6 +9,7 @@
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/files.hpp"
 #include "xgrad/nn/checkpoint.hpp"
+#include "xgrad/nn/init.hpp"
 #include "xgrad/text/vocabulary_files.hpp"
 
 namespace xgrad::models {
@@ -72,7 +73,7 @@ std::pair<StateDict, std::string> read_tensors(const std::string& dir) {
 
 // The file's tensors under the model's names, checked against what the model expects.
 StateDict match_tensors(const PretrainedModel& model, StateDict file, const std::string& source) {
-  const StateDict expected = model.hf_state_dict();
+  const std::map<std::string, Shape> expected = model.hf_shapes();
   StateDict matched;
   std::vector<std::string> extra, missing, mismatched;
   for (auto& [file_name, tensor] : file) {
@@ -82,8 +83,8 @@ StateDict match_tensors(const PretrainedModel& model, StateDict file, const std:
     const auto want = expected.find(name);
     if (want == expected.end()) {
       extra.push_back(file_name);
-    } else if (want->second.shape() != tensor.shape()) {
-      mismatched.push_back(str(name, " is ", tensor.shape(), " in the file, ", want->second.shape(), " in the model"));
+    } else if (want->second != tensor.shape()) {
+      mismatched.push_back(str(name, " is ", tensor.shape(), " in the file, ", want->second, " in the model"));
     } else {
       matched[name] = tensor;
     }
@@ -135,7 +136,11 @@ std::string shard_name(std::size_t i, std::size_t n) {
 std::unique_ptr<PretrainedModel> load_pretrained(const std::string& dir, DType dtype) {
   XGRAD_CHECK(fs::is_directory(dir), in_dir(dir), "is not a directory");
   const ModelConfig config = read_model_config((fs::path(dir) / "config.json").string());
-  std::unique_ptr<PretrainedModel> model = make_model(config);
+  std::unique_ptr<PretrainedModel> model;
+  {
+    const nn::init::SkipInit skip;  // every parameter comes from the files
+    model = make_model(config);
+  }
   model->to(dtype);
   auto [tensors, source] = read_tensors(dir);
   model->load_hf_state_dict(match_tensors(*model, std::move(tensors), source));

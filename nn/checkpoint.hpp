@@ -21,6 +21,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "xgrad/autograd/state.hpp"
 
@@ -38,7 +39,7 @@ struct SafetensorsContents {
 
 std::string encode_safetensors(const StateDict& tensors, const Metadata& metadata = {});
 // `source` names the data in error messages (a file path).
-SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source = "<memory>");
+SafetensorsContents decode_safetensors(std::string_view bytes, const std::string& source = "<memory>");
 
 void write_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
 SafetensorsContents read_safetensors(const std::string& path);

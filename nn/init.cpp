@@ -8,9 +8,15 @@
 
 namespace xgrad::nn::init {
 
+namespace {
+thread_local bool skipping = false;
+}
+
 Tensor zeros(std::string_view layer, Shape shape, DType dtype) {
   try {
-    return Tensor::zeros(std::move(shape), dtype);
+    // Under SkipInit the values are about to be loaded: not even touched (on a VM, a first
+    // touch of a GPT-2 124M's 500 MB took seconds).
+    return skipping ? Tensor::empty(std::move(shape), dtype) : Tensor::zeros(std::move(shape), dtype);
   } catch (const Error& e) {
     throw Error(str(layer, ": ", e.what()));
   }
@@ -38,17 +44,24 @@ double calculate_gain(Nonlinearity nonlinearity, double negative_slope) {
   return 1.0;
 }
 
+SkipInit::SkipInit() : previous_(skipping) { skipping = true; }
+SkipInit::~SkipInit() { skipping = previous_; }
+
 void uniform_(Tensor& t, double low, double high, Generator& gen) {
+  if (skipping) return;
   NoGradGuard no_grad;
   t.set_data(Tensor::uniform(t.shape(), low, high, gen, t.dtype()));
 }
 
 void normal_(Tensor& t, double mean, double std, Generator& gen) {
+  if (skipping) return;
   NoGradGuard no_grad;
   t.set_data(Tensor::randn(t.shape(), gen, t.dtype()) * std + mean);
 }
 
-void constant_(Tensor& t, double value) { t.set_data(Tensor::full(t.shape(), value, t.dtype())); }
+void constant_(Tensor& t, double value) {
+  if (!skipping) t.set_data(Tensor::full(t.shape(), value, t.dtype()));
+}
 void zeros_(Tensor& t) { constant_(t, 0.0); }
 void ones_(Tensor& t) { constant_(t, 1.0); }
 

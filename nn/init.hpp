@@ -9,6 +9,7 @@ namespace xgrad::nn::init {
 
 // A new zero-filled parameter or buffer of `layer` ("Linear"): an Error that names the
 // layer, then the shape, when the shape cannot be held (past 2^64 bytes or the memory).
+// Uninitialised under SkipInit (below).
 Tensor zeros(std::string_view layer, Shape shape, DType dtype = DType::float32);
 
 enum class FanMode { fan_in, fan_out };
@@ -21,6 +22,22 @@ struct Fans {
 Fans fans(const Shape& shape);
 // The recommended gain for a nonlinearity (leaky_relu uses negative_slope).
 double calculate_gain(Nonlinearity nonlinearity, double negative_slope = 0.01);
+
+// While a SkipInit lives, on its thread, zeros() leaves a new parameter's values
+// uninitialised and the initializers below leave tensors as they are, drawing nothing: for
+// a model whose every parameter is about to be loaded (models::load_pretrained), as
+// transformers' no_init_weights. For a GPT-2 124M, filling and drawing weights only to
+// overwrite them took most of a load.
+class SkipInit {
+ public:
+  SkipInit();
+  ~SkipInit();
+  SkipInit(const SkipInit&) = delete;
+  SkipInit& operator=(const SkipInit&) = delete;
+
+ private:
+  bool previous_;
+};
 
 void uniform_(Tensor& t, double low, double high, Generator& gen = default_generator());
 void normal_(Tensor& t, double mean, double std, Generator& gen = default_generator());

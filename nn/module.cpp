@@ -178,6 +178,11 @@ StateDict Module::state_dict() const {
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
+  StateDict handles = state;  // the tensors stay the caller's: copied in
+  load_state_dict(std::move(handles), strict);
+}
+
+void Module::load_state_dict(StateDict&& state, bool strict) {
   const StateDict own = state_dict();
   std::vector<std::string> missing, unexpected, mismatched;
   for (const auto& [name, tensor] : own) {
@@ -208,8 +213,10 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   for (auto& [name, tensor] : own) {
     const auto it = state.find(name);
     if (it == state.end()) continue;
+    Tensor source = std::move(it->second);
+    if (source.dtype() != tensor.dtype()) source = source.to(tensor.dtype());
     Tensor destination = tensor;
-    destination.set_data(it->second.to(tensor.dtype()));
+    destination.set_data(std::move(source));
   }
 }
 

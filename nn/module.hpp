@@ -63,6 +63,9 @@ class Module : public Stateful {
   // missing or unexpected names (strict) and shape mismatches throw one Error listing
   // them all, and leave the module unchanged.
   void load_state_dict(const StateDict& state, bool strict = true) override;
+  // The same, taking each tensor's storage where state held its only handle (a model
+  // loaded from a file without a second copy of its weights).
+  void load_state_dict(StateDict&& state, bool strict = true);
 
   // "Linear" etc. (the class name by default) and the details shown in its print.
   virtual std::string type_name() const;

@@ -20,6 +20,29 @@ void for_each_run(const AxisSelection& s, Run&& run) {
       run((o * s.n + s.start + j * s.step) * s.inner, (o * s.count + j) * s.inner, length);
 }
 
+// Whether perm swaps the last two axes and keeps the others: a batch of matrix transposes.
+bool swaps_last_two(const std::vector<std::size_t>& perm) {
+  const std::size_t n = perm.size();
+  if (n < 2 || perm[n - 1] != n - 2 || perm[n - 2] != n - 1) return false;
+  for (std::size_t a = 0; a + 2 < n; ++a)
+    if (perm[a] != a) return false;
+  return true;
+}
+
+// out (cols x rows) = x (rows x cols) transposed, in square tiles, so that both the reads
+// and the writes of a tile stay within a few cache lines (the element-by-element strided
+// copy below missed the cache on every read: a GPT-2 124M's Conv1D weights took 1.4 s).
+template <class T>
+void transpose_tiled(const T* x, T* out, std::size_t rows, std::size_t cols) {
+  constexpr std::size_t kTile = 32;
+  for (std::size_t r0 = 0; r0 < rows; r0 += kTile)
+    for (std::size_t c0 = 0; c0 < cols; c0 += kTile) {
+      const std::size_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      for (std::size_t c = c0; c < c1; ++c)
+        for (std::size_t r = r0; r < r1; ++r) out[c * rows + r] = x[r * cols + c];
+    }
+}
+
 }  // namespace
 
 template <class T>
@@ -43,6 +66,11 @@ void permute_copy(const T* x, T* out, const std::vector<std::size_t>& shape, con
   std::size_t total = 1;
   for (std::size_t d : shape) total *= d;
   if (total == 0) return;
+  if (swaps_last_two(perm)) {
+    const std::size_t rows = shape[ndim - 2], cols = shape[ndim - 1];
+    for (std::size_t m = 0; m < total; m += rows * cols) transpose_tiled(x + m, out + m, rows, cols);
+    return;
+  }
   std::vector<std::size_t> in_strides(ndim), out_shape(ndim), stride(ndim);
   for (std::size_t a = ndim, s = 1; a-- > 0;) in_strides[a] = s, s *= shape[a];
   for (std::size_t i = 0; i < ndim; ++i) out_shape[i] = shape[perm[i]], stride[i] = in_strides[perm[i]];

@@ -7,6 +7,7 @@
 #include "language_model.hpp"
 #include "text.hpp"
 #include "xgrad/nn/checkpoint.hpp"
+#include "xgrad/nn/init.hpp"
 
 namespace tools {
 
@@ -109,6 +110,7 @@ TrainedModel load_trained_model(const Flag& what, const std::string& path) {
   validate_read(c, contents.metadata, {}, source);  // as xgrad-train checks its flags
   TrainedModel trained{.model = nullptr, .tokens = read_tokens(contents, c, source), .config = c};
   std::unique_ptr<models::CausalLM>& model = trained.model;
+  const nn::init::SkipInit skip;  // every parameter comes from the checkpoint
   if (c.published_model()) {
     const models::ModelConfig config = recorded_model_config(contents.metadata, source);
     check_config_fits_tensors(contents, config, what, path);
