@@ -42,7 +42,7 @@ ALLOWED = [
     ("common/tokenizer_files.cpp", 'token.at("text")', "a special token's key in lm.tokenizer.special"),
     # What a language model's counts count, in reports ("300 tokens").
     ("common/language_data.cpp", 'return "tokens";', "the unit of a sample's length"),
-    ("generate/main.cpp", 'tokenizer ? "tokens" : "bytes"', "the unit of the speed line"),
+    ("common/trained_model.hpp", 'tokenizer ? "tokens" : "bytes"', "the unit of xgrad-generate's speed line"),
 ]
 # Declared by CLI11 itself (no literal in tools/).
 BUILT_IN = {"help"}

@@ -10,6 +10,8 @@
 //              of text_reference/hard_cases.cjs) equals xgrad's (text_bpe_probe's ids).
 //   quantized: {name, reference, quantized, windows}: the Q8_0 file's top-1 token equals the
 //              F32 file's at >= 95% of the positions of the windows, its perplexity within 2%.
+// Every file is also read by @huggingface/gguf, a second reader of the format: version 3,
+// the architecture, a token per id, data and tensors aligned to 32 bytes.
 // The contexts keep K and V in F32 (llama.cpp's default cache is F16, which alone moves
 // logits by about 1e-4 of their range): what is tested is the file, not the cache.
 import fs from 'fs';
@@ -18,6 +20,7 @@ import path from 'path';
 const [npmDir, manifestPath] = process.argv.slice(2).map((arg) => path.resolve(arg));
 const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'));
 const {getLlama, LlamaLogLevel} = await import(path.join(npmDir, 'node_modules/node-llama-cpp/dist/index.js'));
+const {gguf: readGguf} = await import(path.join(npmDir, 'node_modules/@huggingface/gguf/dist/index.mjs'));
 const llama = await getLlama({gpu: false, build: 'never', skipDownload: true, logLevel: LlamaLogLevel.error});
 
 let failures = 0;
@@ -99,10 +102,21 @@ async function greedy(model, prompt, count) {
   });
 }
 
+async function secondReader(c, vocab) {
+  const {metadata, tensorInfos, tensorDataOffset} = await readGguf(c.gguf, {allowLocalFile: true});
+  check(metadata.version === 3 && metadata['general.architecture'] === c.family,
+        `${c.name}: @huggingface/gguf reads version ${metadata.version}, ${metadata['general.architecture']}`);
+  check(metadata['tokenizer.ggml.tokens'].length === vocab,
+        `${c.name}: @huggingface/gguf reads ${metadata['tokenizer.ggml.tokens'].length} tokens, not ${vocab}`);
+  check(tensorDataOffset % 32n === 0n && tensorInfos.every((t) => t.offset % 32n === 0n),
+        `${c.name}: @huggingface/gguf finds data not aligned to 32 bytes`);
+}
+
 for (const c of manifest.logits ?? []) {
   const model = await load(c.gguf);
   const rows = readJson(c.rows), ours = readFloats(c.xgrad);
   const vocab = ours.length / (rows.length * rows[0].length);
+  await secondReader(c, vocab);
   let worst = 0, largest = 0;
   for (const [r, row] of rows.entries()) {
     const theirs = await positionLogits(model, row);

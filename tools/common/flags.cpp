@@ -110,6 +110,11 @@ const Declaration& text() {
   return declared;
 }
 
+const Declaration& out() {
+  static const Declaration declared = Declaration("out", Shape::path).help("what to write");
+  return declared;
+}
+
 const Declaration& tokenizer() {
   static const Declaration declared =
       Declaration("tokenizer", Shape::path)

@@ -29,6 +29,8 @@ const Declaration& warmup();
 // Text and its tokens.
 const Declaration& text();
 const Declaration& tokenizer();
+// What a program writes.
+const Declaration& out();
 
 }  // namespace tools::flags
 

@@ -57,7 +57,7 @@ tools::Settings<ExportOptions> settings_table(std::type_identity<ExportOptions>)
                         "folder (config.json, model.safetensors, and vocab.json and merges.txt when it has a "
                         "tokenizer)")
                   .required(),
-              path(&O::out, "out")
+              bind(&O::out, flags::out())
                   .help("the file or folder to write; refused if it exists, unless ", &O::overwrite)
                   .required(),
               choice(&O::format, "format", {"gguf", "onnx", "hf"})

@@ -70,7 +70,7 @@ tools::Settings<TokenizeOptions> settings_table(std::type_identity<TokenizeOptio
                         ": a folder holding encoder.json and vocab.bpe (or vocab.json and merges.txt), the two files "
                         "joined by a comma, or a tiktoken rank file (this or ",
                         &O::vocab_size, ")"),
-              path(&O::out, "out")
+              bind(&O::out, flags::out())
                   .help("the folder to write, made if absent: encoder.json, vocab.bpe, train_000000.bin, ..., "
                         "val_000000.bin, ...; refused if it holds any of them or any other .bin")
                   .required(),
