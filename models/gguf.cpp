@@ -1,6 +1,8 @@
 #include "xgrad/models/gguf.hpp"
 
+#include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <span>
 #include <sstream>
 
@@ -69,6 +71,42 @@ std::vector<float> pairs_from_halves(std::span<const float> weight, std::size_t 
   return out;
 }
 
+// Each block's tensors: llama.cpp's name after "blk.N.", Hugging Face's after the block's
+// prefix, and how each is stored.
+enum class Stored { vector, matrix, rope_query, rope_key };
+struct BlockTensor {
+  const char* to;
+  const char* from;
+  Stored stored;
+};
+
+constexpr BlockTensor kGpt2Block[] = {
+    {"attn_norm.weight", "ln_1.weight", Stored::vector},
+    {"attn_norm.bias", "ln_1.bias", Stored::vector},
+    {"attn_qkv.weight", "attn.c_attn.weight", Stored::matrix},
+    {"attn_qkv.bias", "attn.c_attn.bias", Stored::vector},
+    {"attn_output.weight", "attn.c_proj.weight", Stored::matrix},
+    {"attn_output.bias", "attn.c_proj.bias", Stored::vector},
+    {"ffn_norm.weight", "ln_2.weight", Stored::vector},
+    {"ffn_norm.bias", "ln_2.bias", Stored::vector},
+    {"ffn_up.weight", "mlp.c_fc.weight", Stored::matrix},
+    {"ffn_up.bias", "mlp.c_fc.bias", Stored::vector},
+    {"ffn_down.weight", "mlp.c_proj.weight", Stored::matrix},
+    {"ffn_down.bias", "mlp.c_proj.bias", Stored::vector},
+};
+
+constexpr BlockTensor kLlamaBlock[] = {
+    {"attn_norm.weight", "input_layernorm.weight", Stored::vector},
+    {"attn_q.weight", "self_attn.q_proj.weight", Stored::rope_query},
+    {"attn_k.weight", "self_attn.k_proj.weight", Stored::rope_key},
+    {"attn_v.weight", "self_attn.v_proj.weight", Stored::matrix},
+    {"attn_output.weight", "self_attn.o_proj.weight", Stored::matrix},
+    {"ffn_norm.weight", "post_attention_layernorm.weight", Stored::vector},
+    {"ffn_gate.weight", "mlp.gate_proj.weight", Stored::matrix},
+    {"ffn_up.weight", "mlp.up_proj.weight", Stored::matrix},
+    {"ffn_down.weight", "mlp.down_proj.weight", Stored::matrix},
+};
+
 // The model's tensors into the file under llama.cpp's names: each named as it comes, all
 // encoded at the end on the pool (a GPT-2 124M's 124M values), added in the order named.
 class TensorWriter {
@@ -90,6 +128,27 @@ class TensorWriter {
     gguf::TensorType type = file_tensor_type(type_);
     if (type == gguf::TensorType::q8_0 && row_length % gguf::kQ8Block != 0) type = gguf::TensorType::f16;
     pending_.push_back({name, {row_length, rows}, type, &tensor, rope_heads});
+  }
+
+  // Every block's tensors, as the table says. heads: the query and K/V heads whose rows
+  // RoPE turns (Llama).
+  struct RopeHeads {
+    std::size_t query = 0, key = 0;
+  };
+  template <std::size_t N>
+  void blocks(std::size_t count, const std::string& prefix, const BlockTensor (&table)[N], RopeHeads heads = {}) {
+    for (std::size_t layer = 0; layer < count; ++layer) {
+      const std::string to = "blk." + std::to_string(layer) + ".", from = prefix + std::to_string(layer) + ".";
+      for (const BlockTensor& t : table) {
+        if (t.stored == Stored::vector)
+          vector(to + t.to, from + t.from);
+        else
+          matrix(to + t.to, from + t.from,
+                 t.stored == Stored::rope_query ? heads.query
+                 : t.stored == Stored::rope_key ? heads.key
+                                                : 0);
+      }
+    }
   }
 
   void add_to(gguf::File& file) {
@@ -123,65 +182,51 @@ class TensorWriter {
   std::vector<Pending> pending_;
 };
 
+// general.architecture, then "<architecture>.<key>" for each of the sizes (u32, as
+// llama.cpp reads them).
+void add_sizes(gguf::File& file, const std::string& architecture,
+               std::initializer_list<std::pair<const char*, std::size_t>> sizes) {
+  file.add("general.architecture", architecture);
+  for (const auto& [key, size] : sizes) {
+    XGRAD_CHECK(size <= UINT32_MAX, kOp, architecture, ".", key, " = ", size, " is past GGUF's 32-bit field");
+    file.add(architecture + "." + key, static_cast<std::uint32_t>(size));
+  }
+}
+
 void add_gpt2(gguf::File& file, TensorWriter& write, const GPT2Config& c) {
   XGRAD_CHECK(c.activation_function == "gelu_new", kOp, "llama.cpp's gpt2 runs GELU's tanh form (gelu_new) only, not ",
               c.activation_function, " (config.json's activation_function)");
-  file.add("general.architecture", std::string("gpt2"));
-  file.add("gpt2.context_length", static_cast<std::uint32_t>(c.n_positions));
-  file.add("gpt2.embedding_length", static_cast<std::uint32_t>(c.n_embd));
-  file.add("gpt2.feed_forward_length", static_cast<std::uint32_t>(c.inner()));
-  file.add("gpt2.block_count", static_cast<std::uint32_t>(c.n_layer));
-  file.add("gpt2.attention.head_count", static_cast<std::uint32_t>(c.n_head));
+  add_sizes(file, "gpt2",
+            {{"context_length", c.n_positions},
+             {"embedding_length", c.n_embd},
+             {"feed_forward_length", c.inner()},
+             {"block_count", c.n_layer},
+             {"attention.head_count", c.n_head}});
   file.add("gpt2.attention.layer_norm_epsilon", static_cast<float>(c.layer_norm_epsilon));
 
   write.matrix("token_embd.weight", "transformer.wte.weight");
   write.matrix("position_embd.weight", "transformer.wpe.weight");
-  for (std::size_t layer = 0; layer < c.n_layer; ++layer) {
-    const std::string to = "blk." + std::to_string(layer) + ".", from = "transformer.h." + std::to_string(layer) + ".";
-    for (const std::string part : {"weight", "bias"}) {
-      write.vector(to + "attn_norm." + part, from + "ln_1." + part);
-      write.vector(to + "ffn_norm." + part, from + "ln_2." + part);
-    }
-    write.vector(to + "attn_qkv.bias", from + "attn.c_attn.bias");
-    write.vector(to + "attn_output.bias", from + "attn.c_proj.bias");
-    write.vector(to + "ffn_up.bias", from + "mlp.c_fc.bias");
-    write.vector(to + "ffn_down.bias", from + "mlp.c_proj.bias");
-    write.matrix(to + "attn_qkv.weight", from + "attn.c_attn.weight");
-    write.matrix(to + "attn_output.weight", from + "attn.c_proj.weight");
-    write.matrix(to + "ffn_up.weight", from + "mlp.c_fc.weight");
-    write.matrix(to + "ffn_down.weight", from + "mlp.c_proj.weight");
-  }
+  write.blocks(c.n_layer, "transformer.h.", kGpt2Block);
   write.vector("output_norm.weight", "transformer.ln_f.weight");
   write.vector("output_norm.bias", "transformer.ln_f.bias");
   if (!c.tie_word_embeddings) write.matrix("output.weight", "lm_head.weight");  // else llama.cpp reuses token_embd
 }
 
 void add_llama(gguf::File& file, TensorWriter& write, const LlamaConfig& c) {
-  file.add("general.architecture", std::string("llama"));
-  file.add("llama.context_length", static_cast<std::uint32_t>(c.max_position_embeddings));
-  file.add("llama.embedding_length", static_cast<std::uint32_t>(c.hidden_size));
-  file.add("llama.feed_forward_length", static_cast<std::uint32_t>(c.intermediate_size));
-  file.add("llama.block_count", static_cast<std::uint32_t>(c.num_hidden_layers));
-  file.add("llama.attention.head_count", static_cast<std::uint32_t>(c.num_attention_heads));
-  file.add("llama.attention.head_count_kv", static_cast<std::uint32_t>(c.kv_heads()));
+  add_sizes(file, "llama",
+            {{"context_length", c.max_position_embeddings},
+             {"embedding_length", c.hidden_size},
+             {"feed_forward_length", c.intermediate_size},
+             {"block_count", c.num_hidden_layers},
+             {"attention.head_count", c.num_attention_heads},
+             {"attention.head_count_kv", c.kv_heads()},
+             {"rope.dimension_count", c.head_dim()},
+             {"vocab_size", c.vocab_size}});
   file.add("llama.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
   file.add("llama.rope.freq_base", static_cast<float>(c.rope_theta));
-  file.add("llama.rope.dimension_count", static_cast<std::uint32_t>(c.head_dim()));
-  file.add("llama.vocab_size", static_cast<std::uint32_t>(c.vocab_size));
 
   write.matrix("token_embd.weight", "model.embed_tokens.weight");
-  for (std::size_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const std::string to = "blk." + std::to_string(layer) + ".", from = "model.layers." + std::to_string(layer) + ".";
-    write.vector(to + "attn_norm.weight", from + "input_layernorm.weight");
-    write.matrix(to + "attn_q.weight", from + "self_attn.q_proj.weight", c.num_attention_heads);
-    write.matrix(to + "attn_k.weight", from + "self_attn.k_proj.weight", c.kv_heads());
-    write.matrix(to + "attn_v.weight", from + "self_attn.v_proj.weight");
-    write.matrix(to + "attn_output.weight", from + "self_attn.o_proj.weight");
-    write.vector(to + "ffn_norm.weight", from + "post_attention_layernorm.weight");
-    write.matrix(to + "ffn_gate.weight", from + "mlp.gate_proj.weight");
-    write.matrix(to + "ffn_up.weight", from + "mlp.up_proj.weight");
-    write.matrix(to + "ffn_down.weight", from + "mlp.down_proj.weight");
-  }
+  write.blocks(c.num_hidden_layers, "model.layers.", kLlamaBlock, {c.num_attention_heads, c.kv_heads()});
   write.vector("output_norm.weight", "model.norm.weight");
   if (!c.tie_word_embeddings) write.matrix("output.weight", "lm_head.weight");
 }

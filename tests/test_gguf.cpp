@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "helpers.hpp"
+#include "small_models.hpp"
 #include "xgrad/autograd/files.hpp"
 #include "xgrad/models/detail/gguf_file.hpp"
 #include "xgrad/models/models.hpp"
@@ -156,16 +157,16 @@ text::Tokenizer small_tokenizer() {
   return text::Tokenizer(ranks, {{"<|endoftext|>", 259}});
 }
 
+// The shared small models (small_models.hpp), with room for small_tokenizer()'s 260 ids.
 models::LlamaConfig small_llama() {
-  models::LlamaConfig c;
-  c.vocab_size = 262, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 2;
-  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.max_position_embeddings = 12, c.rope_theta = 500;
+  models::LlamaConfig c = test::small_llama(2, false);
+  c.vocab_size = 262;
   return c;
 }
 
 models::GPT2Config small_gpt2() {
-  models::GPT2Config c;
-  c.vocab_size = 260, c.n_positions = 9, c.n_embd = 12, c.n_layer = 2, c.n_head = 3, c.n_inner = 20;
+  models::GPT2Config c = test::small_gpt2(true);
+  c.vocab_size = 260;
   return c;
 }
 

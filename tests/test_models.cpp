@@ -4,6 +4,7 @@
 // (RoPE offsets included), recomputation bitwise, config.json read and written back, and
 // bad configs. Parity with PyTorch is model_parity's (tests/model_parity_test.py).
 #include "helpers.hpp"
+#include "small_models.hpp"
 
 #include <unistd.h>
 
@@ -15,22 +16,6 @@ using namespace xgrad;
 using namespace xgrad::test;
 
 namespace {
-
-models::GPT2Config small_gpt2(bool tied) {
-  models::GPT2Config c;
-  c.vocab_size = 11, c.n_positions = 9, c.n_embd = 12, c.n_layer = 2, c.n_head = 3, c.n_inner = 20;
-  c.embd_pdrop = c.attn_pdrop = c.resid_pdrop = 0.0;
-  c.tie_word_embeddings = tied;
-  return c;
-}
-
-models::LlamaConfig small_llama(std::size_t kv_heads, bool tied) {
-  models::LlamaConfig c;
-  c.vocab_size = 13, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 2;
-  c.num_attention_heads = 4, c.num_key_value_heads = kv_heads, c.max_position_embeddings = 12;
-  c.rope_theta = 500.0, c.tie_word_embeddings = tied;
-  return c;
-}
 
 const Indices kTokens({1, 4, 2, 9, 0, 3, 7, 5, 8, 6, 2, 1, 0, 4}, {2, 7});
 const Indices kTargets({4, 2, 9, 0, 3, 7, 5, 6, 2, 1, 0, 4, 8, 3}, {2, 7});

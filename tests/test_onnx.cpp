@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "helpers.hpp"
+#include "small_models.hpp"
 #include "xgrad/models/models.hpp"
 #include "xgrad/nn/lora.hpp"
 
@@ -18,21 +19,6 @@ using namespace xgrad;
 using namespace xgrad::test;
 
 namespace {
-
-models::GPT2Config small_gpt2(bool tied) {
-  models::GPT2Config c;
-  c.vocab_size = 11, c.n_positions = 9, c.n_embd = 12, c.n_layer = 2, c.n_head = 3, c.n_inner = 20;
-  c.tie_word_embeddings = tied;
-  return c;
-}
-
-models::LlamaConfig small_llama(bool tied) {
-  models::LlamaConfig c;
-  c.vocab_size = 13, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 2;
-  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.max_position_embeddings = 12;
-  c.tie_word_embeddings = tied;
-  return c;
-}
 
 std::string folder(const std::string& name) { return fresh_folder("test-onnx", name).string(); }
 
@@ -139,14 +125,14 @@ BOOST_AUTO_TEST_CASE(the_file_reads_back_with_its_interface_and_every_weight_onc
   for (bool tied : {true, false}) {
     BOOST_TEST_CONTEXT("tied " << tied) {
       check_structure(*models::make_model(small_gpt2(tied)), tied);
-      check_structure(*models::make_model(small_llama(tied)), tied);
+      check_structure(*models::make_model(small_llama(2, tied)), tied);
     }
   }
 }
 
 BOOST_AUTO_TEST_CASE(a_float64_model_is_stored_as_float32) {
   manual_seed(2);
-  auto model = models::make_model(small_llama(false));
+  auto model = models::make_model(small_llama(2, false));
   const std::string dir = folder("float64");
   models::save_onnx(*model, dir + "/float32.onnx");
   model->to(DType::float64);
@@ -168,7 +154,7 @@ BOOST_AUTO_TEST_CASE(an_existing_file_is_refused_unless_overwrite_is_set) {
 
 BOOST_AUTO_TEST_CASE(a_model_with_lora_adapters_is_refused) {
   manual_seed(4);
-  auto model = models::make_model(small_llama(true));
+  auto model = models::make_model(small_llama(2, true));
   nn::apply_lora(*model, {.r = 2, .target_modules = {"q_proj", "v_proj"}});
   const std::string path = folder("lora") + "/model.onnx";
   check_error([&] { models::save_onnx(*model, path); }, {"save_onnx", "LoRA", ".lora_", "merge"});
@@ -190,7 +176,7 @@ BOOST_AUTO_TEST_CASE(a_folder_that_is_not_there_is_an_error) {
 BOOST_AUTO_TEST_CASE(a_model_past_protobufs_2_gib_is_refused_before_it_is_built) {
   // RoPE's tables alone, [max positions, head_dim / 2] twice, pass 2 GiB here: cheap to
   // make (Llama has no position weights), refused before anything is allocated.
-  models::LlamaConfig c = small_llama(true);
+  models::LlamaConfig c = small_llama(2, true);
   c.max_position_embeddings = std::size_t{1} << 27;  // * 4 head_dim * 4 bytes = 2 GiB
   const auto model = models::make_model(c);
   const std::string path = folder("too-large") + "/model.onnx";
