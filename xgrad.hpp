@@ -6,6 +6,7 @@
 // xtensor interop stays apart (<xgrad/autograd/xtensor.hpp>): it pulls in xtensor.
 
 #include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/denormals.hpp"
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/function.hpp"

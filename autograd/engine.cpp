@@ -5,6 +5,7 @@
 #include <exception>
 #include <unordered_set>
 
+#include "xgrad/autograd/denormals.hpp"
 #include "xgrad/autograd/hooks.hpp"
 #include "xgrad/autograd/parallel.hpp"
 
@@ -134,6 +135,7 @@ void backward_through(Node& node, bool retain_graph) {
   hooks::before_backward(node);
   {
     const hooks::BackwardEvent profiled(node);
+    const DenormalModeGuard mode(node.dtype());
     node.backward(node);
   }
   hooks::after_backward(node);

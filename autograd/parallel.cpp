@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/autograd/detail/denormals.hpp"
 #include "xgrad/autograd/detail/profile.hpp"
 #include "xgrad/autograd/error.hpp"
 
@@ -218,6 +219,7 @@ class ThreadPool {
     context_ = context;
     count_ = n;
     owner_ = profile::active() ? profile::innermost() : profile::EventRef{};
+    float_mode_ = detail::float_mode();  // denormals flushed or kept, as the caller runs
     next_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     inside_.store(0, std::memory_order_release);
@@ -257,6 +259,7 @@ class ThreadPool {
       while (!(state & kClosed) && !(joined = inside_.compare_exchange_weak(state, state + 1))) {
       }
       if (!joined) continue;
+      const detail::ModeOf callers_mode(float_mode_);
       work();
       if (inside_.fetch_sub(1, std::memory_order_seq_cst) == (kClosed | 1)) wake_sleepers(inside_, caller_sleeping_);
     }
@@ -290,7 +293,8 @@ class ThreadPool {
   std::size_t count_ = 0;
   std::mutex error_mutex_;
   std::exception_ptr error_;
-  profile::EventRef owner_;  // the caller's innermost event while a profiler records
+  profile::EventRef owner_;       // the caller's innermost event while a profiler records
+  std::uint64_t float_mode_ = 0;  // the caller's floating-point control bits
 };
 
 ThreadPool& pool() {

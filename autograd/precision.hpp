@@ -38,9 +38,10 @@ class AutocastGuard {
 // The calling thread's precision for float32 products: float32 outside every guard.
 Precision autocast_precision();
 
-// What runs bf16 products on this CPU, e.g. "oneDNN 2.6.3, native bf16 dot products
-// (AVX512_BF16)"; on CPUs without AVX-512, OpenBLAS's sgemm on the rounded operands
-// (the same numerics, slower). oneDNN's DNNL_MAX_CPU_ISA caps the choice.
+// What runs bf16 products on this CPU: oneDNN's version and the kernel its matmul runs,
+// e.g. "oneDNN 2.6.3, brg:avx512_core_amx_bf16 (AMX tile products)" or
+// "oneDNN 2.6.3, brg:avx512_core_bf16 (AVX512_BF16 dot products)"; on CPUs without AVX-512, OpenBLAS's sgemm on the
+// rounded operands (the same numerics, slower). oneDNN's DNNL_MAX_CPU_ISA caps the choice.
 std::string bf16_summary();
 
 }  // namespace xgrad

@@ -17,16 +17,19 @@
 #include <string>
 #include <type_traits>
 
+#include "xgrad/autograd/denormals.hpp"
 #include "xgrad/autograd/hooks.hpp"
 #include "xgrad/autograd/node.hpp"
 
 namespace xgrad {
 
 // dispatch() for an op's forward: the hooks see the op from here to its record() (the
-// profiler's forward event). Ops call this; code that records no op calls dispatch().
+// profiler's forward event), and float32 runs with denormals flushed (autograd/denormals.hpp).
+// Ops call this; code that records no op calls dispatch().
 template <class F>
 decltype(auto) dispatch_op(DType dtype, F&& f) {
   const hooks::ForwardScope op;
+  const DenormalModeGuard mode(dtype);
   return dispatch(dtype, std::forward<F>(f));
 }
 

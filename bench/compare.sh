@@ -7,8 +7,11 @@
 #   bench/compare.sh --train [--rounds N]           time to 0.99 exact-match instead
 #   bench/compare.sh --lm [--rounds N]              the language model: 2000 steps on the KJV
 #   ... --precision bf16                            with --train or --lm: xgrad in bf16
-# The step table always shows xgrad in float32 and bf16 beside PyTorch in float32 and in
-# its own bf16 autocast (../shared/bench/device/torch_variants.py --variant bf16).
+# The step table shows xgrad in float32 and bf16 beside PyTorch at its best: float32
+# (torch_reference.py) and its own bf16 autocast (../shared/bench/device/torch_variants.py
+# --variant bf16), each under both of Debian's OpenBLAS builds (pthread, openmp) and both
+# of libgomp's wait policies (PASSIVE, ACTIVE), the fastest named; then each side's faster
+# precision, best against best. --lm times PyTorch under the four environments too.
 #
 # Installs Debian's python3-torch when missing (it runs with /usr/bin/python3).
 # Both run exactly as shipped: OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE, OPENBLAS_NUM_THREADS
@@ -40,9 +43,10 @@ reference=${XGRAD_TORCH_BENCH:-../shared/bench}
        "folder, or run xgrad's side alone: build/bin/xgrad-bench --config tiny|medium|long|xlong" >&2
   exit 2
 }
-# PyTorch runs on OpenBLAS's OpenMP build, the one its own OpenMP threads share (xgrad
-# installs the pthread build, which Debian then makes the default): with fair_env.py's
-# kernels and wait policy, that is PyTorch at its best here.
+# PyTorch runs under each of Debian's OpenBLAS builds: the pthread one (xgrad's, which
+# Debian then makes the default) and the OpenMP one, which shares PyTorch's own OpenMP
+# threads, chosen by LD_LIBRARY_PATH; and under each of libgomp's wait policies: either
+# can be the faster on a virtual machine (2026-11-26, Intel Xeon: passive 1.5x slower).
 openmp_blas=/usr/lib/$(gcc -print-multiarch)/openblas-openmp
 missing=()
 /usr/bin/python3 -c "import torch" 2>/dev/null || missing+=(python3-torch)
@@ -52,7 +56,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo)
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-torch() { LD_LIBRARY_PATH="$openmp_blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" /usr/bin/python3 "$@"; }
+environments=("pthread PASSIVE" "pthread ACTIVE" "openmp PASSIVE" "openmp ACTIVE")
+# torch BUILD POLICY SCRIPT ARGS...: one PyTorch run (POLICY "default": libgomp's own),
+# its JSON line tagged with the two.
+torch() {
+  local build=$1 policy=$2 settings=()
+  shift 2
+  [ "$build" = openmp ] && settings+=(LD_LIBRARY_PATH="$openmp_blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  [ "$policy" != default ] && settings+=(OMP_WAIT_POLICY="$policy")
+  env "${settings[@]}" /usr/bin/python3 "$@" |
+    sed "s/}\s*\$/, \"blas_build\": \"$build\", \"wait_policy\": \"$policy\"}/"
+}
 [ -x build/bin/xgrad-bench ] && [ -x build/bin/xgrad-train ] && [ -s data/kjv.txt ] || ./run build >/dev/null
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
@@ -63,11 +77,15 @@ if [ "$mode" = steps ]; then
   for round in $(seq "$rounds"); do
     for config in tiny medium long xlong; do
       build/bin/xgrad-bench --config "$config" --threads "$threads" >>"$results"
-      torch "$reference/torch_reference.py" --config "$config" --threads "$threads" >>"$results"
       build/bin/xgrad-bench --config "$config" --threads "$threads" --precision bf16 >>"$results"
-      # torch_variants.py imports torch before fair_env.py: its settings, given here.
-      PYTHONPATH=$reference OPENBLAS_CORETYPE=$best OMP_WAIT_POLICY=PASSIVE \
-        torch "$reference/device/torch_variants.py" --config "$config" --threads "$threads" --variant bf16 >>"$results"
+      for environment in "${environments[@]}"; do
+        # shellcheck disable=SC2086 # "BUILD POLICY", two words
+        torch $environment "$reference/torch_reference.py" --config "$config" --threads "$threads" >>"$results"
+        # torch_variants.py imports torch before fair_env.py: its kernels, given here.
+        # shellcheck disable=SC2086
+        PYTHONPATH=$reference OPENBLAS_CORETYPE=$best torch $environment "$reference/device/torch_variants.py" \
+          --config "$config" --threads "$threads" --variant bf16 >>"$results"
+      done
     done
     echo "compare.sh: round $round of $rounds done" >&2
   done
@@ -92,7 +110,7 @@ elif [ "$mode" = train ]; then
       build/bin/xgrad-train --task "$task" --threads "$threads" --precision "$precision" --quiet --metrics /dev/stdout \
         2>/dev/null |
         grep '"final"' | sed 's/"impl": "xgrad[^"]*"/"impl": "xgrad"/' >>"$results"
-      torch "$reference/torch_train_reference.py" --task "$task" --threads "$threads" |
+      torch openmp default "$reference/torch_train_reference.py" --task "$task" --threads "$threads" |
         grep '"final"' | sed 's/"impl": "pytorch[^"]*"/"impl": "pytorch"/' >>"$results"
     done
     echo "compare.sh: round $round of $rounds done" >&2
@@ -103,7 +121,11 @@ else
   for round in $(seq "$rounds"); do
     build/bin/xgrad-train --task lm --text data/kjv.txt --threads "$threads" --precision "$precision" --quiet \
       --metrics /dev/stdout 2>/dev/null | grep '"final"' >>"$results"
-    torch "$reference/torch_lm_reference.py" --text data/kjv.txt --threads "$threads" | grep '"final"' >>"$results"
+    for environment in "${environments[@]}"; do
+      # shellcheck disable=SC2086 # "BUILD POLICY", two words
+      torch $environment "$reference/torch_lm_reference.py" --text data/kjv.txt --threads "$threads" |
+        grep '"final"' >>"$results"
+    done
     echo "compare.sh: round $round of $rounds done" >&2
   done
   build/bin/xgrad-bench --config sgemm --threads "$threads" >>"$results"
@@ -120,25 +142,36 @@ print(f"xgrad as shipped (OpenBLAS kernels: {core}); PyTorch through ../shared/b
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 if mode == "steps":
     torch_version = next((r["impl"] for r in rows if r.get("impl", "").startswith("pytorch")), "pytorch-?")
-    print(f"PyTorch: Debian's {torch_version} on OpenBLAS; its bf16 is torch.autocast('cpu', dtype=torch.bfloat16).\n")
-    print("| config | B, L, d, heads, layers | xgrad fp32 ms | PyTorch fp32 ms | fp32 speed-up | xgrad bf16 ms | "
-          "PyTorch bf16 ms | xgrad bf16 vs PyTorch fp32 | xgrad bf16 vs PyTorch bf16 | xgrad GFLOP/s fp32, bf16 | "
-          "xgrad peak MB fp32, bf16 | PyTorch peak MB |")
+    print(f"PyTorch: Debian's {torch_version}; float32 is torch_reference.py, bf16 torch.autocast('cpu', "
+          "dtype=torch.bfloat16); each the fastest of OpenBLAS's pthread and openmp builds under libgomp's PASSIVE "
+          "and ACTIVE wait (named). Best: each side's faster precision.\n")
+    print("| config | B, L, d, heads, layers | xgrad fp32 ms | xgrad bf16 ms | PyTorch fp32 ms (at its best) | "
+          "PyTorch bf16 ms (at its best) | fp32 vs fp32 | bf16 vs bf16 | best vs best | xgrad GFLOP/s fp32, bf16 | "
+          "xgrad peak MB fp32, bf16 | PyTorch peak MB fp32 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for config in ["tiny", "medium", "long", "xlong"]:
         of = lambda impl, prec: [r for r in rows if r.get("config") == config and r.get("impl", "").startswith(impl)
                                  and r.get("precision", r.get("variant", "float32")) in prec]
-        x, t = of("xgrad", ("float32",)), of("pytorch", ("float32",))
-        xb, tb = of("xgrad", ("bf16",)), of("torch", ("bf16",))
-        if not x or not t: continue
+        x, xb = of("xgrad", ("float32",)), of("xgrad", ("bf16",))
+        t, tb = of("pytorch", ("float32",)), of("torch", ("bf16",))
+        if not x or not t or not xb or not tb: continue
         c = x[0]
         ms = lambda rs: med([r["ms_per_step"] for r in rs])
-        xm, tm, xbm, tbm = ms(x), ms(t), ms(xb), ms(tb)
+        def at_best(rs):  # the fastest environment's median, and its name
+            by_env = {}
+            for r in rs: by_env.setdefault((r.get("blas_build", "?"), r.get("wait_policy", "?")), []).append(r)
+            (build, policy), best_rows = min(by_env.items(), key=lambda kv: ms(kv[1]))
+            return ms(best_rows), f"{build}, {policy.lower()}", best_rows
+        xm, xbm = ms(x), ms(xb)
+        (tm, tenv, trows), (tbm, tbenv, _) = at_best(t), at_best(tb)
+        xbest, tbest = min(xm, xbm), min(tm, tbm)
+        xname, tname = ("fp32" if xm <= xbm else "bf16"), ("fp32" if tm <= tbm else "bf16")
         print(f"| {config} | {c['batch']}, {c['seq_len']}, {c['d_model']}, {c['heads']}, {c['layers']} | {xm:.1f} | "
-              f"{tm:.1f} | {tm / xm:.2f}x | {xbm:.1f} | {tbm:.1f} | {tm / xbm:.2f}x | {tbm / xbm:.2f}x | "
+              f"{xbm:.1f} | {tm:.1f} ({tenv}) | {tbm:.1f} ({tbenv}) | {tm / xm:.2f}x | {tbm / xbm:.2f}x | "
+              f"{tbest / xbest:.2f}x (xgrad {xname}, PyTorch {tname}) | "
               f"{med([r['gflops'] for r in x]):.0f}, {med([r['gflops'] for r in xb]):.0f} | "
               f"{med([r['peak_rss_mb'] for r in x]):.0f}, {med([r['peak_rss_mb'] for r in xb]):.0f} | "
-              f"{med([r['peak_rss_mb'] for r in t]):.0f} |")
+              f"{med([r['peak_rss_mb'] for r in trows]):.0f} |")
     shipped = med([r["gflops"] for r in rows if r.get("config") == "sgemm"])
     best = [r for r in rows if r.get("config") == "sgemm_best"]
     print(f"\nsgemm 1024 x 1024 as shipped: {shipped:.1f} GFLOP/s ({core} kernels)", end="")
@@ -156,8 +189,13 @@ if mode == "steps":
             print(f"two processes sharing the cores (bench/concurrency.sh, {setting.strip('()')}): {verdict.strip()}")
 elif mode == "lm":
     x = [r for r in rows if r.get("final") and r["impl"].startswith("xgrad")]
-    t = [r for r in rows if r.get("final") and r["impl"].startswith("pytorch")]
-    print(f"--task lm, KJV (data/kjv.txt), 2000 steps of 12 x 64 tokens, {len(x)} runs each; xgrad in {precision}.\n")
+    t_all = [r for r in rows if r.get("final") and r["impl"].startswith("pytorch")]
+    by_env = {}
+    for r in t_all: by_env.setdefault((r.get("blas_build", "?"), r.get("wait_policy", "?")), []).append(r)
+    (build, policy), t = min(by_env.items(), key=lambda kv: med([r["train_s"] for r in kv[1]]))
+    others = ", ".join(f"{b} {p.lower()} {med([r['train_s'] for r in rs]):.1f} s" for (b, p), rs in sorted(by_env.items()))
+    print(f"--task lm, KJV (data/kjv.txt), 2000 steps of 12 x 64 tokens, {len(x)} runs each; xgrad in {precision}; "
+          f"PyTorch float32 at its best: OpenBLAS {build} build, {policy.lower()} wait (every environment: {others}).\n")
     print("| | xgrad | PyTorch | xgrad / PyTorch |")
     print("|---|---|---|---|")
     for key, label, fmt in [("val_loss", "validation loss after 2000 steps", "{:.4f}"),

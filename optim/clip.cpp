@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "xgrad/autograd/denormals.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/profile.hpp"
 
@@ -19,6 +20,7 @@ void for_each_grad(const std::vector<Tensor>& parameters, F&& f) {
     if (!p.defined()) continue;
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    const DenormalModeGuard mode(g.dtype());
     dispatch(g.dtype(), [&](auto tag) { f(g.data<decltype(tag)>(), g.numel()); });
   }
 }

@@ -1,5 +1,6 @@
 #include "xgrad/optim/optimizer.hpp"
 
+#include "xgrad/autograd/denormals.hpp"
 #include "xgrad/autograd/profile.hpp"
 
 #include <algorithm>
@@ -89,6 +90,7 @@ void Optimizer::step() {
     const Tensor grad = param.grad();
     if (!grad.defined()) continue;
     check_state(i, grad);
+    const DenormalModeGuard mode(param.dtype());  // float32's denormals flushed, as in the ops
     update(i, grad, ++state_[i].updates);
   }
 }

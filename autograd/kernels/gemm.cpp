@@ -256,8 +256,14 @@ std::string bf16_path_name() {
   const std::string onednn =
       "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   switch (bf16_path()) {
-    case Bf16Path::kOneDnnNative:
-      return onednn + ", native bf16 dot products (AVX512_BF16)";
+    case Bf16Path::kOneDnnNative: {
+      // The kernel oneDNN runs, not the one the CPU's flags promise.
+      const std::string& kernel = onednn_bf16_kernel();
+      const char* what = kernel.find("amx") != std::string::npos    ? "AMX tile products"
+                         : kernel.find("bf16") != std::string::npos ? "AVX512_BF16 dot products"
+                                                                    : "no bf16 kernel of its own";
+      return onednn + ", " + kernel + " (" + what + ")";
+    }
     case Bf16Path::kWidened:
       break;
   }

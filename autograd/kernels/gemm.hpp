@@ -21,6 +21,6 @@ using xgrad::to_float;
 // (its own summation order), each deterministic.
 enum class Bf16Path { kOneDnnNative, kWidened };
 Bf16Path bf16_path();
-std::string bf16_path_name();  // e.g. "oneDNN 2.6.3, native bf16 dot products (AVX512_BF16)"
+std::string bf16_path_name();  // e.g. "oneDNN 2.6.3, brg:avx512_core_amx_bf16 (AMX tile products)"
 
 }  // namespace xgrad::kernels

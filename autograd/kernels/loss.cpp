@@ -3,20 +3,34 @@
 #include <algorithm>
 #include <cmath>
 
+#include "xgrad/autograd/kernels/vexp.hpp"
+#include "xgrad/autograd/parallel.hpp"
+
 namespace xgrad::kernels {
+
+namespace {
+
+// Rows are independent: each is computed whole by one thread, so the bits do not depend on
+// the thread count. The pool's estimate of a row's work: an exponential per class, in SIMD.
+constexpr double kWorkPerClass = 4;
+
+template <class Body>
+void for_each_row(std::size_t rows, std::size_t classes, const Body& body) {
+  parallel_for(rows, kWorkPerClass * static_cast<double>(classes), body);
+}
+
+}  // namespace
 
 template <class T>
 T cross_entropy_forward(const LogitRows<T>& l, const std::int64_t* targets, std::int64_t ignore, const T* w, T keep,
                         T eps, T* loss) {
   const std::size_t classes = l.classes;
-  T counted = 0;
-  for (std::size_t r = 0; r < l.rows; ++r) {
+  for_each_row(l.rows, eps != T(0) ? classes : 1, [&](std::size_t r) {
     T nll = 0, smooth = 0;  // -w_t log p_t and -sum_c w_c log p_c
     const std::int64_t t = targets[r];
     if (t != ignore) {
       const T* row = l.x + r * classes;
       nll = w[t] * (l.log_sum[r] - (row[t] - l.max[r]));
-      counted += w[t];
       if (eps != T(0)) {
         T total = 0;
         for (std::size_t c = 0; c < classes; ++c) total += w[c] * (l.log_sum[r] - (row[c] - l.max[r]));
@@ -24,7 +38,10 @@ T cross_entropy_forward(const LogitRows<T>& l, const std::int64_t* targets, std:
       }
     }
     loss[r] = keep * nll + eps / static_cast<T>(classes) * smooth;
-  }
+  });
+  T counted = 0;  // in row order
+  for (std::size_t r = 0; r < l.rows; ++r)
+    if (targets[r] != ignore) counted += w[targets[r]];
   return counted;
 }
 
@@ -32,42 +49,40 @@ template <class T>
 void cross_entropy_backward(const LogitRows<T>& l, const std::int64_t* targets, std::int64_t ignore, const T* w,
                             T weight_sum, T keep, T eps, const RowGrad<T>& g, T* dx) {
   const std::size_t classes = l.classes;
-  for (std::size_t r = 0; r < l.rows; ++r) {
+  for_each_row(l.rows, classes, [&](std::size_t r) {
     T* d = dx + r * classes;
     const std::int64_t t = targets[r];
     if (t == ignore) {
       std::fill(d, d + classes, T(0));
-      continue;
+      return;
     }
     const T g_r = g.at(r);
-    const T a = g_r * keep * w[t];                    // on w_t (p - onehot(t))
-    const T b = g_r * eps / static_cast<T>(classes);  // on p sum(w) - w
-    for (std::size_t c = 0; c < classes; ++c) {
-      const T p = std::exp((l.x[r * classes + c] - l.max[r]) - l.log_sum[r]);
-      d[c] = a * p + b * (p * weight_sum - w[c]);
-    }
+    const T a = g_r * keep * w[t];                                          // on w_t (p - onehot(t))
+    const T b = g_r * eps / static_cast<T>(classes);                        // on p sum(w) - w
+    exp_shifted_to(l.x + r * classes, d, classes, l.max[r], l.log_sum[r]);  // p, in SIMD
+    for (std::size_t c = 0; c < classes; ++c) d[c] = a * d[c] + b * (d[c] * weight_sum - w[c]);
     d[t] -= a;
-  }
+  });
 }
 
 template <class T>
 void cross_entropy_probabilities_forward(const LogitRows<T>& l, const T* q, const T* w, T keep, T uniform, T* loss) {
   const std::size_t classes = l.classes;
-  for (std::size_t r = 0; r < l.rows; ++r) {
+  for_each_row(l.rows, classes, [&](std::size_t r) {
     T total = 0;
     for (std::size_t c = 0; c < classes; ++c) {
       const T smoothed = keep * q[r * classes + c] + uniform;
       total += w[c] * smoothed * (l.log_sum[r] - (l.x[r * classes + c] - l.max[r]));
     }
     loss[r] = total;
-  }
+  });
 }
 
 template <class T>
 void cross_entropy_probabilities_backward(const LogitRows<T>& l, const T* q, const T* w, T keep, T uniform,
                                           const RowGrad<T>& g, T* dx, T* dq) {
   const std::size_t classes = l.classes;
-  for (std::size_t r = 0; r < l.rows; ++r) {
+  for_each_row(l.rows, classes, [&](std::size_t r) {
     const T g_r = g.at(r);
     const std::size_t at = r * classes;
     T mass = 0;  // sum_c w_c q'_c
@@ -77,7 +92,7 @@ void cross_entropy_probabilities_backward(const LogitRows<T>& l, const T* q, con
       dx[at + c] = g_r * (std::exp(log_p) * mass - w[c] * (keep * q[at + c] + uniform));
       dq[at + c] = -g_r * keep * w[c] * log_p;
     }
-  }
+  });
 }
 
 template float cross_entropy_forward<float>(const LogitRows<float>&, const std::int64_t*, std::int64_t, const float*,

@@ -84,6 +84,23 @@ struct ThreadProducts {
 
 }  // namespace
 
+const std::string& onednn_bf16_kernel() {
+  static const std::string name = [] {
+    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    const ProductKey key{false, false, 256, 256, 256, 256, 256, 256, 1.0f, 0.0f, false};
+    using type = dnnl::memory::data_type;
+    const dnnl::matmul::desc desc(matrix(key.m, key.k, key.lda, false, type::bf16),
+                                  matrix(key.k, key.n, key.ldb, false, type::bf16),
+                                  matrix(key.m, key.n, key.ldc, false, type::f32));
+    try {
+      return std::string(dnnl::matmul::primitive_desc(desc, engine).impl_info_str());
+    } catch (const dnnl::error&) {
+      return std::string("none");
+    }
+  }();
+  return name;
+}
+
 bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                    const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
                    std::size_t ldc, const float* bias) {

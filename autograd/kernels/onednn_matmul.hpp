@@ -5,6 +5,7 @@
 // every call, halves the rate of attention's small block products.
 
 #include <cstddef>
+#include <string>
 
 #include "xgrad/autograd/bfloat16.hpp"
 
@@ -18,5 +19,10 @@ namespace xgrad::kernels {
 bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                    const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
                    std::size_t ldc, const float* bias);
+
+// The kernel oneDNN's matmul primitive picks for bf16 products on this CPU, as oneDNN names
+// it: "brg:avx512_core_amx_bf16" (AMX tiles), "brg:avx512_core_bf16" (AVX512_BF16 dot
+// products), or another implementation's name where it has no brgemm kernel. Asked once.
+const std::string& onednn_bf16_kernel();
 
 }  // namespace xgrad::kernels

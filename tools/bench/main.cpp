@@ -3,6 +3,9 @@
 //
 //   xgrad-bench --config tiny|medium|long|xlong|lm|sgemm|overhead
 //   xgrad-bench --config gpt2|encoder-124m [--batch 4] [--seq-len 64] [--recompute]  (GPT-2 124M's shape)
+//   xgrad-bench --config gpt2 --embedding-std 1 [--keep-denormals]   (softmax underflowing)
+//   xgrad-bench --config optimizer      (AdamW, Adam, SGD over GPT-2 124M's parameters: GB/s
+//                                        against the machine's copy bandwidth, measured too)
 //   xgrad-bench --config CONFIG --profile PATH [--profile-steps 3]   (after the timed steps:
 //                                  PATH.json, PATH.png, the table on stderr)
 //   mpirun -np 2 xgrad-bench --config allreduce --threads 1 [--threads N] [--steps N]
@@ -12,6 +15,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +32,7 @@
 #include "preflight.hpp"
 #include "timeline.hpp"
 #include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/denormals.hpp"
 #include "xgrad/autograd/gemm.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/parallel.hpp"
@@ -52,6 +57,8 @@ struct BenchOptions {
   int threads = 0, steps = 0, warmup = 0;
   int batch = 0, seq_len = 0;  // gpt2, encoder-124m
   bool recompute = false;      // gpt2
+  double embedding_std = 0;    // gpt2: 0 is GPT-2's own init
+  bool keep_denormals = false;
   std::string precision;
   std::string profile;  // empty: none
   int profile_steps = 0;
@@ -65,9 +72,11 @@ tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
       Text::of("one benchmark configuration, printed as one JSON line"),
       {
           choice(&BenchOptions::config, "config",
-                 {"tiny", "medium", "long", "xlong", "lm", "gpt2", "encoder-124m", "sgemm", "overhead", "allreduce"})
+                 {"tiny", "medium", "long", "xlong", "lm", "gpt2", "encoder-124m", "sgemm", "optimizer", "overhead",
+                  "allreduce"})
               .help("allreduce runs under mpirun; gpt2 is Hugging Face's GPT-2 124M (12 layers, 12 heads, 768 wide, "
-                    "vocabulary 50,257), encoder-124m the same shape from xgrad's encoder layers")
+                    "vocabulary 50,257), encoder-124m the same shape from xgrad's encoder layers; optimizer times "
+                    "AdamW, Adam and SGD steps over GPT-2 124M's parameters against a copy of the same bytes")
               .fallback("tiny"),
           bind(&BenchOptions::threads, flags::threads()).help("threads for kernels and BLAS").at_least(1).fallback(2),
           bind(&BenchOptions::steps, flags::steps()).help("timed steps (0: about 3 s)").at_least(0).fallback(0),
@@ -81,6 +90,15 @@ tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
               .unused_unless(&BenchOptions::config, {"gpt2", "encoder-124m"}, "the other shapes are fixed"),
           bind(&BenchOptions::recompute, flags::recompute())
               .unused_unless(&BenchOptions::config, {"gpt2"}, "only gpt2 recomputes its blocks"),
+          real(&BenchOptions::embedding_std, "embedding-std")
+              .help("initialise the tied token embedding N(0, X) instead of GPT-2's N(0, 0.02) (0): at 1 the logits "
+                    "are large and softmax probabilities underflow into denormals")
+              .at_least(0)
+              .fallback(0)
+              .unused_unless(&BenchOptions::config, {"gpt2"}, "only gpt2 has GPT-2's embedding"),
+          bind(&BenchOptions::keep_denormals, flags::keep_denormals())
+              .unused_when(&BenchOptions::config, {"sgemm", "optimizer", "overhead", "allreduce"},
+                           "it times a model's training step"),
           bind(&BenchOptions::profile, flags::profile())
               .help("after the timed steps, profile ", flags::profile_steps,
                     " more: write PATH.json (a Chrome trace) and PATH.png (a timeline of one step), print the table on "
@@ -128,6 +146,7 @@ void add_kernel_fields(tools::JsonLine& line, Precision precision) {
   line["blas"] = blas_summary();
   line["precision"] = precision_name(precision);
   if (precision == Precision::bfloat16) line["bf16"] = bf16_summary();
+  line["denormals"] = flush_denormal() ? "flushed" : "kept";
 }
 
 // A result: one JSON line on stdout.
@@ -284,9 +303,14 @@ int run_gpt2(const BenchOptions& o, Precision precision, const ProfileRequest& p
   config.embd_pdrop = config.attn_pdrop = config.resid_pdrop = 0.0;
   models::GPT2LMHeadModel model(config);
   model.set_recompute(o.recompute);
+  if (o.embedding_std > 0) {
+    Generator gen(1);
+    model.transformer->wte->weight.set_data(Tensor::randn(model.transformer->wte->weight.shape(), gen) *
+                                            o.embedding_std);
+  }
   optim::AdamW adamw(tools::decay_groups(model, 0.1), {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95});
-  return time_next_token(o.recompute ? "gpt2-recompute" : "gpt2", c, model, adamw, {o.threads, o.steps, o.warmup},
-                         precision, profile);
+  const std::string name = o.recompute ? "gpt2-recompute" : o.embedding_std > 0 ? "gpt2-embedding-std" : "gpt2";
+  return time_next_token(name, c, model, adamw, {o.threads, o.steps, o.warmup}, precision, profile);
 }
 
 // Gradients of `bytes` (float32) in parameters of 256 KiB, for timing the reducer alone:
@@ -437,6 +461,75 @@ int run_sgemm(int threads, int steps, Precision precision) {
   return 0;
 }
 
+// The optimizers' steps over GPT-2 124M's parameters (random gradients) as bytes read and
+// written per second, beside the machine's copy bandwidth in the same run: a = s a over
+// twice the parameters' floats, in the pool's chunks as the optimizers run, counted the
+// same way (bytes read + bytes written). In place, as the optimizers write only arrays
+// they read: a copy into another array would also read every line it writes (the cache's
+// read for ownership), a third more traffic than it counts. Medians of `steps` runs.
+int run_optimizer(int threads, int steps) {
+  steps = steps > 0 ? steps : 7;
+  manual_seed(0);
+  models::GPT2Config config;
+  models::GPT2LMHeadModel model(config);
+  std::size_t count = 0;
+  Generator gen(2);
+  for (auto& [name, p] : model.named_parameters()) {
+    p.set_grad(Tensor::randn(p.shape(), gen) * 1e-3);
+    count += p.numel();
+  }
+  const auto median_seconds = [&](const auto& run) {
+    run();  // untimed: state made, pages touched
+    std::vector<double> s;
+    for (int i = 0; i < steps; ++i) {
+      const auto t = Clock::now();
+      run();
+      s.push_back(seconds_since(t));
+    }
+    std::sort(s.begin(), s.end());
+    return s[s.size() / 2];
+  };
+  // Copy bandwidth: 2 x 4 x count bytes read and as many written, in the pool's chunks.
+  const std::size_t n = 2 * count;
+  std::vector<float> values(n, 1.0f);
+  volatile float unknown_scale = 1.0f;  // not folded away
+  const float scale = unknown_scale;
+  const double copy_s = median_seconds([&] {
+    parallel_for_chunks(n, kElementsPerChunk, 1.0, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) values[i] *= scale;
+    });
+  });
+  const double copy_gb_per_s = 2.0 * 4.0 * static_cast<double>(n) / copy_s / 1e9;
+  const auto report = [&](const char* name, optim::Optimizer& optimizer, int arrays_read, int arrays_written) {
+    const double s = median_seconds([&] { optimizer.step(); });
+    const double bytes = 4.0 * static_cast<double>(count) * (arrays_read + arrays_written);
+    print_line({{"config", "optimizer"},
+                {"optimizer", name},
+                {"parameters", count},
+                {"threads", threads},
+                {"steps", steps},
+                {"ms_per_step", tools::decimals(s * 1e3, 3)},
+                {"bytes_per_parameter", 4 * (arrays_read + arrays_written)},
+                {"gb_per_s", tools::decimals(bytes / s / 1e9, 2)},
+                {"copy_gb_per_s", tools::decimals(copy_gb_per_s, 2)},
+                {"of_copy", tools::decimals(bytes / s / 1e9 / copy_gb_per_s, 3)},
+                {"impl", str("xgrad-", version())}});
+  };
+  {
+    optim::AdamW adamw(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.1});
+    report("AdamW", adamw, 4, 3);  // reads p, g, m, v; writes p, m, v
+  }
+  {
+    optim::Adam adam(model.named_parameters(), {.lr = 1e-4});
+    report("Adam", adam, 4, 3);
+  }
+  {
+    optim::SGD sgd(model.named_parameters(), {.lr = 1e-4, .momentum = 0.9});
+    report("SGD momentum", sgd, 3, 2);  // reads p, g, buffer; writes p, buffer
+  }
+  return 0;
+}
+
 int run_overhead(int threads, int steps) {
   const int chain = 10000;
   steps = steps > 0 ? steps : 5;
@@ -465,12 +558,14 @@ int run(const BenchOptions& o, Precision precision, const ProfileRequest& profil
   const std::string& config = o.config;
   const int threads = o.threads, steps = o.steps, warmup = o.warmup;
   set_num_threads(threads);
+  set_flush_denormal(!o.keep_denormals);
   if (config == "allreduce") {
     const distributed::Communicator world;
     return run_allreduce(world, threads, steps);
   }
   if (config == "sgemm") return run_sgemm(threads, steps, precision);
   if (config == "overhead") return run_overhead(threads, steps);
+  if (config == "optimizer") return run_optimizer(threads, steps);
   if (config == "lm") return run_lm(threads, steps, warmup, precision, profile);
   if (config == "gpt2") return run_gpt2(o, precision, profile);
   if (config == "encoder-124m") {

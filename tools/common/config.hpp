@@ -49,11 +49,12 @@ struct Config {
   int threads = 0;          // 0: every core (under mpirun: the cores of the machine / its ranks)
   double comm_timeout = 0;  // seconds a rank waits for the others in one communication
   std::string save, resume, init_from, metrics, attention_png, plot;
-  std::string model_config;  // gpt2, llama: a Hugging Face config.json giving the sizes
-  std::string save_hf;       // gpt2, llama: a Hugging Face directory written at the end
-  bool recompute = false;    // lm: recompute each block's forward in backward
-  std::string profile;       // --profile PATH: PATH.json, PATH.png and the table
-  int profile_steps = 0;     // steps profiled, after kProfileWarmupSteps
+  std::string model_config;     // gpt2, llama: a Hugging Face config.json giving the sizes
+  std::string save_hf;          // gpt2, llama: a Hugging Face directory written at the end
+  bool recompute = false;       // lm: recompute each block's forward in backward
+  bool keep_denormals = false;  // float32 denormals computed, not flushed to zero
+  std::string profile;          // --profile PATH: PATH.json, PATH.png and the table
+  int profile_steps = 0;        // steps profiled, after kProfileWarmupSteps
   bool eval_only = false;
   bool quiet = false;
   bool verbose = false;

@@ -278,6 +278,9 @@ Rows local_rows() {
           .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
       bind(&Config::recompute, flags::recompute())
           .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm has blocks to recompute"),
+      bind(&Config::keep_denormals, flags::keep_denormals())
+          .learning()
+          .absent_means("true"),  // written before flushing: those runs kept them, and resume as they ran
       toggle(&Config::eval_only, "eval-only")
           .help("with ", &Config::resume, " or ", &Config::init_from, ": evaluate the weights, print, and stop"),
       path(&Config::metrics, "metrics")

@@ -27,6 +27,16 @@ const Declaration& precision() {
   return declared;
 }
 
+const Declaration& keep_denormals() {
+  static const Declaration declared =
+      Declaration("keep-denormals", Shape::toggle)
+          .help(
+              "compute with float32's denormals (below 2^-126) instead of flushing them to zero, as "
+              "torch.set_flush_denormal(False): the same results but for values that tiny, and steps that can "
+              "run ten times slower once softmax probabilities or Adam's moments underflow into them");
+  return declared;
+}
+
 const Declaration& profile() {
   static const Declaration declared =
       Declaration("profile", Shape::path)

@@ -12,6 +12,7 @@ namespace tools::flags {
 const Declaration& threads();
 const Declaration& seed();
 const Declaration& precision();
+const Declaration& keep_denormals();
 const Declaration& profile();
 const Declaration& profile_steps();
 // A transformer's shape and how it trains.

@@ -18,6 +18,7 @@
 #include "trainer.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/blas.hpp"
+#include "xgrad/autograd/denormals.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/distributed/communicator.hpp"
@@ -107,6 +108,7 @@ int run(int argc, char** argv, distributed::Communicator& communicator) {
     return 2;
   }
   if (!trainer) return 0;
+  set_flush_denormal(!c.keep_denormals);
   // Every forward of the run (training, evaluation, samples) runs on this thread.
   const AutocastGuard precision(c.precision == "bf16" ? Precision::bfloat16 : Precision::float32);
   trainer->start();
