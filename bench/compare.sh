@@ -138,7 +138,8 @@ mode, threads, precision = sys.argv[2], sys.argv[3], sys.argv[4]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 core = next((r["blas_core"] for r in rows if "blas_core" in r), "?")
 print(f"Machine: {cpu}, {os.cpu_count()} cores; {threads} threads; {datetime.date.today()}; medians of alternating runs.")
-print(f"xgrad as shipped (OpenBLAS kernels: {core}); PyTorch through ../shared/bench (fair_env.py) on OpenBLAS's OpenMP build.\n")
+print(f"xgrad as shipped (OpenBLAS kernels: {core}); PyTorch through ../shared/bench (fair_env.py: the CPU's "
+      "OpenBLAS kernels) under each OpenBLAS build and wait policy.\n")
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 if mode == "steps":
     torch_version = next((r["impl"] for r in rows if r.get("impl", "").startswith("pytorch")), "pytorch-?")

@@ -33,6 +33,7 @@ ALLOWED = [
     ("bench/main.cpp", '{"config", "allreduce_overlap"}', "the benchmark line's key"),
     ("bench/main.cpp", '{"config", "sgemm"}', "the benchmark line's key"),
     ("bench/main.cpp", '{"config", "overhead"}', "the benchmark line's key"),
+    ("bench/main.cpp", '{"config", "optimizers"}', "the benchmark line's key"),
     ("bench/main.cpp", '{"model", "lm"}', "the overlap benchmark line's key"),
     # The profiler's kind of span (xgrad::ProfileSpan::kind), coloured and named in the timeline.
     ("common/timeline.cpp", '{"optimizer", {214, 39, 40}}', "a span kind's colour"),

@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "xgrad/autograd/denormals.hpp"
 #include "xgrad/nn/nn.hpp"
 
 using namespace xgrad;
@@ -226,8 +227,15 @@ BOOST_AUTO_TEST_CASE(float32_agrees_with_float64) {
 // The float32 kernel's exponentials (a vectorised exp of its own on AVX-512) against
 // float64: with v the identity the output is the probability row itself. Scores spread
 // over [-100, 0] below the row maximum (probabilities down to the subnormals), rows of
-// every length up to past two blocks (vector tails), each probability within a few ulp.
-BOOST_AUTO_TEST_CASE(float32_probabilities_are_accurate) {
+// every length up to past two blocks (vector tails), each probability within a few ulp:
+// with denormals kept, every one; flushed (the default), every normal one, and those
+// below float's smallest normal (within a rounding of it) zero or within the same bound.
+namespace {
+
+void check_float32_probabilities(bool flush) {
+  constexpr double kSmallestNormal = std::numeric_limits<float>::min();
+  const bool saved = flush_denormal();
+  set_flush_denormal(flush);
   for (std::size_t n : {1, 2, 15, 16, 17, 31, 33, 127, 128, 129, 300}) {
     std::vector<double> keys(n), identity(n * n, 0.0);
     for (std::size_t j = 0; j < n; ++j) {
@@ -244,11 +252,23 @@ BOOST_AUTO_TEST_CASE(float32_probabilities_are_accurate) {
     for (std::size_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(static_cast<float>(keys[j])));
     for (std::size_t j = 0; j < n; ++j) {
       const double expected = std::exp(static_cast<double>(static_cast<float>(keys[j]))) / sum;
-      BOOST_TEST_CONTEXT("n = " << n << ", key " << j << " (score " << keys[j] << ")") {
-        BOOST_CHECK(std::abs(p[j] - expected) <= 4e-7 * expected + 1e-44);
+      BOOST_TEST_CONTEXT("n = " << n << ", key " << j << " (score " << keys[j] << ", flush " << flush << ")") {
+        const bool accurate = std::abs(p[j] - expected) <= 4e-7 * expected + 1e-44;
+        if (flush && expected < kSmallestNormal * (1 + 1e-6))
+          BOOST_CHECK(p[j] == 0.0 || (accurate && p[j] >= kSmallestNormal));
+        else
+          BOOST_CHECK(accurate);
       }
     }
   }
+  set_flush_denormal(saved);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(float32_probabilities_are_accurate) {
+  check_float32_probabilities(false);
+  check_float32_probabilities(true);
 }
 
 BOOST_AUTO_TEST_CASE(large_scores_stay_finite) {

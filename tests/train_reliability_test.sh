@@ -78,6 +78,7 @@ table=$(cat <<'TABLE'
 --lora-dropout|1|--lora-dropout is not used by --lora 0
 --lora-targets|q_proj|--lora-targets is not used by --lora 0
 --recompute|x|argument was not expected: x
+--keep-denormals|x|argument was not expected: x
 --save-hf|out-hf|--save-hf is not used by --model gpt
 --batch|0|--batch must be at least 1, got 0
 --steps|-5|--steps must be at least 1, got -5

@@ -4,7 +4,7 @@
 //   xgrad-bench --config tiny|medium|long|xlong|lm|sgemm|overhead
 //   xgrad-bench --config gpt2|encoder-124m [--batch 4] [--seq-len 64] [--recompute]  (GPT-2 124M's shape)
 //   xgrad-bench --config gpt2 --embedding-std 1 [--keep-denormals]   (softmax underflowing)
-//   xgrad-bench --config optimizer      (AdamW, Adam, SGD over GPT-2 124M's parameters: GB/s
+//   xgrad-bench --config optimizers     (AdamW, Adam, SGD over GPT-2 124M's parameters: GB/s
 //                                        against the machine's copy bandwidth, measured too)
 //   xgrad-bench --config CONFIG --profile PATH [--profile-steps 3]   (after the timed steps:
 //                                  PATH.json, PATH.png, the table on stderr)
@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include "cli.hpp"
@@ -72,10 +73,11 @@ tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
       Text::of("one benchmark configuration, printed as one JSON line"),
       {
           choice(&BenchOptions::config, "config",
-                 {"tiny", "medium", "long", "xlong", "lm", "gpt2", "encoder-124m", "sgemm", "optimizer", "overhead",
+                 {"tiny", "medium", "long", "xlong", "lm", "gpt2", "encoder-124m", "sgemm", "optimizers", "overhead",
                   "allreduce"})
               .help("allreduce runs under mpirun; gpt2 is Hugging Face's GPT-2 124M (12 layers, 12 heads, 768 wide, "
-                    "vocabulary 50,257), encoder-124m the same shape from xgrad's encoder layers; optimizer times "
+                    "vocabulary 50,257), encoder-124m the same shape and step from xgrad's encoder layers; optimizers "
+                    "times "
                     "AdamW, Adam and SGD steps over GPT-2 124M's parameters against a copy of the same bytes")
               .fallback("tiny"),
           bind(&BenchOptions::threads, flags::threads()).help("threads for kernels and BLAS").at_least(1).fallback(2),
@@ -97,7 +99,7 @@ tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
               .fallback(0)
               .unused_unless(&BenchOptions::config, {"gpt2"}, "only gpt2 has GPT-2's embedding"),
           bind(&BenchOptions::keep_denormals, flags::keep_denormals())
-              .unused_when(&BenchOptions::config, {"sgemm", "optimizer", "overhead", "allreduce"},
+              .unused_when(&BenchOptions::config, {"sgemm", "optimizers", "overhead", "allreduce"},
                            "it times a model's training step"),
           bind(&BenchOptions::profile, flags::profile())
               .help("after the timed steps, profile ", flags::profile_steps,
@@ -235,8 +237,11 @@ int time_steps(const std::string& name, const BenchConfig& c, int threads, int s
   return 0;
 }
 
+// torch_reference.py's step (Adam 1e-3) on xgrad's encoder layers; with `gpt2_recipe`
+// (encoder-124m), gpt2's instead: AdamW on nanoGPT's decay groups, the gradient norm
+// clipped to 1, so that the two shapes' steps do the same work.
 int run_model(const std::string& name, const BenchConfig& c, int threads, int steps, int warmup, Precision precision,
-              const ProfileRequest& profile) {
+              const ProfileRequest& profile, bool gpt2_recipe = false) {
   manual_seed(0);
   tools::SequenceModel model({.vocab = c.vocab,
                               .seq_len = c.seq_len,
@@ -246,7 +251,13 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
                               .ff_width = 4 * c.d_model,
                               .dropout = 0.0,
                               .learned_positions = true});
-  optim::Adam adam(model.named_parameters(), {.lr = 1e-3});
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (gpt2_recipe)
+    optimizer = std::make_unique<optim::AdamW>(tools::decay_groups(model, 0.1),
+                                               optim::AdamWOptions{.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95});
+  else
+    optimizer = std::make_unique<optim::Adam>(model.named_parameters(), optim::AdamOptions{.lr = 1e-3});
+  const std::vector<Tensor> clipped = model.parameters();
   Generator gen(0);
   std::vector<std::int64_t> x(c.batch * c.seq_len), y(x.size());
   for (auto& t : x) t = static_cast<std::int64_t>(gen.below(c.vocab));
@@ -254,7 +265,9 @@ int run_model(const std::string& name, const BenchConfig& c, int threads, int st
     for (std::size_t i = 0; i < c.seq_len; ++i) y[r * c.seq_len + i] = x[r * c.seq_len + c.seq_len - 1 - i];
   const Indices inputs(x, {c.batch, c.seq_len}), targets(y, {c.batch, c.seq_len});
   const auto step = [&] {
-    return training_step(adam, precision, [&] { return cross_entropy(model.forward(inputs), targets); });
+    return training_step(
+        *optimizer, precision, [&] { return cross_entropy(model.forward(inputs), targets); },
+        gpt2_recipe ? &clipped : nullptr);
   };
   return time_steps(name, c, threads, steps, warmup, precision, profile, step);
 }
@@ -503,8 +516,8 @@ int run_optimizer(int threads, int steps) {
   const auto report = [&](const char* name, optim::Optimizer& optimizer, int arrays_read, int arrays_written) {
     const double s = median_seconds([&] { optimizer.step(); });
     const double bytes = 4.0 * static_cast<double>(count) * (arrays_read + arrays_written);
-    print_line({{"config", "optimizer"},
-                {"optimizer", name},
+    print_line({{"config", "optimizers"},
+                {"algorithm", name},
                 {"parameters", count},
                 {"threads", threads},
                 {"steps", steps},
@@ -565,12 +578,12 @@ int run(const BenchOptions& o, Precision precision, const ProfileRequest& profil
   }
   if (config == "sgemm") return run_sgemm(threads, steps, precision);
   if (config == "overhead") return run_overhead(threads, steps);
-  if (config == "optimizer") return run_optimizer(threads, steps);
+  if (config == "optimizers") return run_optimizer(threads, steps);
   if (config == "lm") return run_lm(threads, steps, warmup, precision, profile);
   if (config == "gpt2") return run_gpt2(o, precision, profile);
   if (config == "encoder-124m") {
     const BenchConfig c{static_cast<std::size_t>(o.batch), static_cast<std::size_t>(o.seq_len), 768, 12, 12, 50257};
-    return run_model(config, c, threads, steps, warmup, precision, profile);
+    return run_model(config, c, threads, steps, warmup, precision, profile, /*gpt2_recipe=*/true);
   }
   return run_model(config, kConfigs.at(config), threads, steps, warmup, precision, profile);
 }
