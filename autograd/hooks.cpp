@@ -75,9 +75,11 @@ void after_backward(const Node& node) {
 
 profile::EventRef BackwardEvent::open(const Node& node) {
   const profile::EventRef ref = profile::begin(profile::Kind::backward, node.op);
-  if (profile::Event* event = profile::find(ref)) {
+  if (profile::find(ref)) {
+    std::string detail;
     for (const NodePtr& input : node.inputs)
-      event->detail += (event->detail.empty() ? "" : ", ") + (input ? shape_str(input->shape()) : std::string("none"));
+      detail += (detail.empty() ? "" : ", ") + (input ? shape_str(input->shape()) : std::string("none"));
+    profile::set_detail(ref, detail);
   }
   return ref;
 }

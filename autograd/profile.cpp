@@ -1,9 +1,12 @@
 #include "xgrad/autograd/detail/profile.hpp"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
-
+#include <new>
 #include <utility>
 
 #include "xgrad/autograd/error.hpp"
@@ -15,6 +18,11 @@ std::atomic<bool> detail::recording{false};
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Events a log first maps room for (about 400 KiB); it doubles from there.
+constexpr std::size_t kEventsReserved = 4096;
+// Each chunk of a log's text.
+constexpr std::size_t kTextChunkBytes = std::size_t{1} << 20;
 
 // The session: its logs, one per thread that reported an event, owned here so that they
 // outlive threads that end first.
@@ -44,7 +52,7 @@ ThreadLog& my_log() {
     std::lock_guard lock(s.mutex);
     auto log = std::make_unique<ThreadLog>();
     log->thread = static_cast<int>(s.logs.size());
-    log->events.reserve(4096);
+    log->events.reserve(kEventsReserved);
     t_slot = {log.get(), s.id};
     s.logs.push_back(std::move(log));
   }
@@ -52,6 +60,26 @@ ThreadLog& my_log() {
 }
 
 }  // namespace
+
+void* detail::map_pages(std::size_t bytes) {
+  // MAP_POPULATE: the pages are faulted in here, at once, not one by one inside the
+  // events that fill them.
+  void* pages = mmap(nullptr, std::max<std::size_t>(bytes, 1), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (pages == MAP_FAILED) throw std::bad_alloc();
+  return pages;
+}
+
+void detail::unmap_pages(void* pages, std::size_t bytes) { munmap(pages, std::max<std::size_t>(bytes, 1)); }
+
+std::string_view TextArena::keep(std::string_view text) {
+  if (chunks_.empty() || chunks_.back().capacity() - chunks_.back().size() < text.size())
+    chunks_.emplace_back().reserve(std::max(kTextChunkBytes, text.size()));
+  auto& chunk = chunks_.back();
+  const std::size_t at = chunk.size();
+  chunk.insert(chunk.end(), text.begin(), text.end());  // within its capacity: the chunk stays put
+  return {chunk.data() + at, text.size()};
+}
 
 const char* kind_name(Kind kind) {
   switch (kind) {
@@ -112,6 +140,10 @@ Event* find(EventRef ref) {
   return &t_slot.log->events[static_cast<std::size_t>(ref.index)];
 }
 
+void set_detail(EventRef ref, std::string_view detail) {
+  if (Event* event = find(ref)) event->detail = t_slot.log->text.keep(detail);
+}
+
 EventRef innermost() {
   if (!active()) return {};
   ThreadLog& log = my_log();
@@ -120,17 +152,17 @@ EventRef innermost() {
 }
 
 std::string describe(const Event& event) {
-  return event.kind == Kind::product ? str(event.m, " x ", event.k, " x ", event.n) : event.detail;
+  return event.kind == Kind::product ? str(event.m, " x ", event.k, " x ", event.n) : std::string(event.detail);
 }
 
-void op_recorded(const char* op, std::string detail, std::int64_t output_bytes) {
+void op_recorded(const char* op, std::string_view detail, std::int64_t output_bytes) {
   if (!active()) return;
   ThreadLog& log = my_log();
   if (log.open.empty()) return;
   Event& e = log.events[static_cast<std::size_t>(log.open.back())];
   if (e.kind != Kind::forward || e.name) return;  // not an op's own dispatch
   e.name = op;
-  e.detail = std::move(detail);
+  e.detail = log.text.keep(detail);
   e.bytes = output_bytes;
 }
 

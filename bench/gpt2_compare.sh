@@ -6,22 +6,27 @@
 # table of the medians: each side in each precision (PyTorch's fastest environment named),
 # best against best, and the bf16 step's rate of model FLOPs against the bf16 product rate.
 #
-#   bench/gpt2_compare.sh [--rounds 3] [--batch 4] [--seq-len 64] [--steps 4] [--threads 2]
+#   bench/gpt2_compare.sh [--rounds 3] [--batch 4] [--seq-len 64] [--steps 4] [--warmup 2] [--threads 2]
+#
+# Both sides get the same untimed steps. B 8, T 256 wants --warmup 6: xgrad's heap grows
+# to its size over the first steps, and every fresh page is a fault (about 15 us each on a
+# VM whose host backs memory lazily), after which the steps stay on pages they have.
 #
 # As shipped, like compare.sh: OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE, OPENBLAS_NUM_THREADS
 # and OMP_NUM_THREADS are unset first. Needs build/ (./run build) and Debian's
 # python3-torch (compare.sh installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=3 batch=4 seq_len=64 steps=4 threads=2
+rounds=3 batch=4 seq_len=64 steps=4 warmup=2 threads=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --seq-len) seq_len=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    *) echo "usage: bench/gpt2_compare.sh [--rounds N] [--batch B] [--seq-len T] [--steps N] [--threads N]" >&2
+    *) echo "usage: bench/gpt2_compare.sh [--rounds N] [--batch B] [--seq-len T] [--steps N] [--warmup N] [--threads N]" >&2
        exit 2 ;;
   esac
 done
@@ -39,10 +44,10 @@ trap 'rm -f "$results"' EXIT
 for round in $(seq "$rounds"); do
   for precision in float32 bf16; do
     build/bin/xgrad-bench --config gpt2 --batch "$batch" --seq-len "$seq_len" --precision "$precision" \
-      --steps "$steps" --warmup 2 --threads "$threads" >>"$results"
+      --steps "$steps" --warmup "$warmup" --threads "$threads" >>"$results"
     build/bin/xgrad-bench --config sgemm --precision "$precision" --threads "$threads" >>"$results"
   done
-  /usr/bin/python3 bench/gpt2_124m.py --configs "$config" --rounds 1 --steps "$steps" --warmup 2 \
+  /usr/bin/python3 bench/gpt2_124m.py --configs "$config" --rounds 1 --steps "$steps" --warmup "$warmup" \
     --threads "$threads" >>"$results"
   echo "gpt2_compare.sh: round $round of $rounds done" >&2
 done

@@ -41,7 +41,7 @@ bool ended_before(const Event& open, const Event& next) {
 std::vector<std::vector<Place>> analyse(const std::vector<ThreadLog>& threads) {
   std::vector<std::vector<Place>> places(threads.size());
   for (std::size_t t = 0; t < threads.size(); ++t) {
-    const std::vector<Event>& events = threads[t].events;
+    const auto& events = threads[t].events;
     std::vector<Place>& place = places[t];
     place.resize(events.size());
     std::vector<std::int64_t> open;

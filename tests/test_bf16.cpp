@@ -23,6 +23,7 @@
 #include "xgrad/autograd/kernels/gemm.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
+#include "xgrad/nn/profiler.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -187,6 +188,69 @@ BOOST_AUTO_TEST_CASE(bf16_products_survive_the_primitive_cache_being_cleared) {
     BOOST_TEST(std::all_of(c.begin(), c.end(), [](float x) { return std::isfinite(x); }), m << " x 5 x 3");
   }
   BOOST_TEST((product(48, 40, 32, std::numeric_limits<float>::quiet_NaN()) == first));
+}
+
+// Operands inside larger matrices (row strides past their rows, as panels and attention's
+// blocks are) run oneDNN's brgemm primitive on dense copies where that is switched on (by
+// default with AMX): the same bits as the product of dense operands, C's elements outside
+// the product untouched, and no call left to oneDNN's gemm API.
+BOOST_AUTO_TEST_CASE(strided_bf16_products_run_the_primitive_on_dense_copies) {
+  if (kernels::bf16_path() != kernels::Bf16Path::kOneDnnNative) return;  // OpenBLAS: no primitive
+  const bool setting = kernels::dense_copies_for_brgemm();
+  kernels::set_dense_copies_for_brgemm(true);
+  constexpr std::size_t kPad = 7;  // extra elements on every row of A, B and C
+  constexpr float kUntouched = -1234.5f;
+  for (const auto& [m, n, k] : std::vector<std::array<std::size_t, 3>>{{70, 50, 40}, {300, 90, 120}, {40, 600, 500}})
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true})
+        for (const auto& [beta, with_bias] : std::vector<std::pair<float, bool>>{{0.0f, false}, {1.0f, true}}) {
+          const std::size_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+          const std::size_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+          const std::vector<float> a = random_floats(a_rows * a_cols, 11), b = random_floats(b_rows * b_cols, 12),
+                                   c0 = random_floats(m * n, 13), bias = random_floats(n, 14);
+          std::vector<bfloat16> ab(a.size()), bb(b.size());
+          kernels::round_to_bfloat16(a.data(), 1, a.size(), a.size(), ab.data());
+          kernels::round_to_bfloat16(b.data(), 1, b.size(), b.size(), bb.data());
+          std::vector<bfloat16> a_strided(a_rows * (a_cols + kPad)), b_strided(b_rows * (b_cols + kPad));
+          for (std::size_t r = 0; r < a_rows; ++r)
+            std::copy_n(ab.data() + r * a_cols, a_cols, a_strided.data() + r * (a_cols + kPad));
+          for (std::size_t r = 0; r < b_rows; ++r)
+            std::copy_n(bb.data() + r * b_cols, b_cols, b_strided.data() + r * (b_cols + kPad));
+          std::vector<float> c_dense = c0, c_strided(m * (n + kPad), kUntouched);
+          for (std::size_t r = 0; r < m; ++r) std::copy_n(c0.data() + r * n, n, c_strided.data() + r * (n + kPad));
+          const float* bias_or_null = with_bias ? bias.data() : nullptr;
+          kernels::gemm(trans_a, trans_b, m, n, k, 1.0f, ab.data(), a_cols, bb.data(), b_cols, beta, c_dense.data(), n,
+                        bias_or_null);
+          Profiler profiler;
+          kernels::gemm(trans_a, trans_b, m, n, k, 1.0f, a_strided.data(), a_cols + kPad, b_strided.data(),
+                        b_cols + kPad, beta, c_strided.data(), n + kPad, bias_or_null);
+          profiler.stop();
+          std::size_t gemm_api_calls = 0, primitive_calls = 0;
+          for (const profile::ThreadLog& t : profiler.threads())
+            for (const profile::Event& e : t.events) {
+              if (!e.name) continue;
+              gemm_api_calls += e.name == std::string_view("bf16 gemm (oneDNN)");
+              primitive_calls += e.name == std::string_view("bf16 matmul (oneDNN primitive)");
+            }
+          const auto what = [&] {
+            return std::to_string(m) + " x " + std::to_string(k) + " x " + std::to_string(n) + " trans " +
+                   std::to_string(trans_a) + std::to_string(trans_b) + " beta " + std::to_string(beta);
+          };
+          BOOST_TEST(gemm_api_calls == 0u, what());
+          BOOST_TEST(primitive_calls > 0u, what());
+          bool same = true, untouched = true;
+          for (std::size_t r = 0; r < m; ++r)
+            for (std::size_t j = 0; j < n + kPad; ++j) {
+              const float got = c_strided[r * (n + kPad) + j];
+              if (j < n)
+                same = same && got == c_dense[r * n + j];
+              else
+                untouched = untouched && got == kUntouched;
+            }
+          BOOST_TEST(same, what());
+          BOOST_TEST(untouched, what());
+        }
+  kernels::set_dense_copies_for_brgemm(setting);
 }
 
 BOOST_AUTO_TEST_CASE(bf16_products_give_the_same_bits_on_any_thread_count) {

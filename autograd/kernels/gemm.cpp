@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "xgrad/autograd/error.hpp"
@@ -103,6 +104,55 @@ std::vector<float> widen(const bfloat16* x, std::size_t rows, std::size_t cols, 
   return out;
 }
 
+// oneDNN 2.6's brgemm matmul takes only dense operands, each row stride equal to its
+// row's length; a panel of a larger matrix (columns of B and C, a transposed A's rows,
+// attention's blocks) falls to its gemm API, which has no AMX kernel. Where the primitive
+// runs on AMX tiles, such a product runs on dense copies of its strided operands (the
+// copies cost about a tenth of the product: an AMX product is expected to save more; not
+// yet measured on AMX). Elsewhere the gemm API runs strided operands as fast as brgemm
+// runs dense ones, and the copies would only cost: GPT-2 124M's bf16 step went 505 ->
+// 515-614 ms with them on Zen 5 (AVX512_BF16).
+bool& dense_copies_setting() {
+  static bool on = onednn_bf16_kernel().find("amx") != std::string::npos;
+  return on;
+}
+
+struct DenseCopies {
+  std::vector<bfloat16> a, b;
+  std::vector<float> c;
+};
+
+// rows x cols of x (row stride ld) into out, dense.
+template <class T>
+const T* dense_copy(const T* x, std::size_t rows, std::size_t cols, std::size_t ld, std::vector<T>& out) {
+  if (ld == cols) return x;
+  out.resize(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r) std::copy_n(x + r * ld, cols, out.data() + r * cols);
+  return out.data();
+}
+
+// The product through oneDNN's primitive on dense copies of whichever operands are strided;
+// false when even those have no brgemm kernel.
+bool onednn_matmul_on_dense_copies(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                                   const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta,
+                                   float* c, std::size_t ldc, const float* bias) {
+  thread_local DenseCopies copies;
+  const std::size_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
+  const bfloat16* dense_a = dense_copy(a, trans_a ? k : m, a_cols, lda, copies.a);
+  const bfloat16* dense_b = dense_copy(b, trans_b ? n : k, b_cols, ldb, copies.b);
+  float* dense_c = c;
+  if (ldc != n) {
+    copies.c.resize(m * n);
+    dense_c = copies.c.data();
+    if (beta != 0.0f) dense_copy(static_cast<const float*>(c), m, n, ldc, copies.c);
+  }
+  if (!onednn_matmul(trans_a, trans_b, m, n, k, alpha, dense_a, a_cols, dense_b, b_cols, beta, dense_c, n, bias))
+    return false;
+  if (dense_c != c)
+    for (std::size_t r = 0; r < m; ++r) std::copy_n(dense_c + r * n, n, c + r * ldc);
+  return true;
+}
+
 // One bfloat16 call: oneDNN's kernels where the CPU has bf16 dot products (its matmul
 // primitive, or its gemm API for shapes the primitive has no brgemm kernel for),
 // elsewhere OpenBLAS's sgemm on the operands widened to float32 (exact): the same inputs
@@ -119,8 +169,10 @@ void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::si
   if (bf16_path() != Bf16Path::kWidened) {
     const OneOpenMPThread one_thread;
     const bool bias_in_product = alpha == 1.0f;  // oneDNN would scale it by alpha
-    if (onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                      bias_in_product ? bias : nullptr)) {
+    const float* product_bias = bias_in_product ? bias : nullptr;
+    if (onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, product_bias) ||
+        (dense_copies_setting() &&
+         onednn_matmul_on_dense_copies(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, product_bias))) {
       if (!bias_in_product) add_bias();
       return;
     }
@@ -216,20 +268,25 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
   const double work =
       static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / static_cast<double>(cut.panels);
   if (cut.axis == Cut::kInner) {
-    std::vector<Out> partial(cut.panels * m * n);
+    const std::unique_ptr<Out[]> partial(new Out[cut.panels * m * n]);  // each panel's written whole
     parallel_for(cut.panels, work, [&](std::size_t p) {
       const std::size_t begin = p * cut.step, size = std::min(k, begin + cut.step) - begin;  // columns of op(A)
       call(trans_a, trans_b, m, n, size, trans_a ? a + begin * lda : a + begin, lda,
-           trans_b ? b + begin : b + begin * ldb, ldb, Out(0), partial.data() + p * m * n, n, nullptr);
+           trans_b ? b + begin : b + begin * ldb, ldb, Out(0), partial.get() + p * m * n, n, nullptr);
     });
-    for (std::size_t i = 0; i < m; ++i) {
-      Out* row = c + i * ldc;
-      for (std::size_t j = 0; j < n; ++j) {
-        Out sum = beta == Out(0) ? Out(0) : beta * row[j];
-        for (std::size_t p = 0; p < cut.panels; ++p) sum += partial[(p * m + i) * n + j];
-        row[j] = bias ? sum + bias[j] : sum;
-      }
-    }
+    // The partial products added on the pool, rows apart, each element in panel order.
+    const std::size_t rows_per_chunk = std::max<std::size_t>(1, kElementsPerChunk / n);
+    parallel_for_chunks(m, rows_per_chunk, static_cast<double>(n * cut.panels),
+                        [&](std::size_t first, std::size_t last) {
+                          for (std::size_t i = first; i < last; ++i) {
+                            Out* row = c + i * ldc;
+                            for (std::size_t j = 0; j < n; ++j) {
+                              Out sum = beta == Out(0) ? Out(0) : beta * row[j];
+                              for (std::size_t p = 0; p < cut.panels; ++p) sum += partial[(p * m + i) * n + j];
+                              row[j] = bias ? sum + bias[j] : sum;
+                            }
+                          }
+                        });
     return;
   }
   parallel_for(cut.panels, work, [&](std::size_t p) {
@@ -245,6 +302,9 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
 }
 
 }  // namespace
+
+bool dense_copies_for_brgemm() { return dense_copies_setting(); }
+void set_dense_copies_for_brgemm(bool on) { dense_copies_setting() = on; }
 
 Bf16Path bf16_path() {
   static const Bf16Path path = detect_bf16_path();

@@ -23,4 +23,10 @@ enum class Bf16Path { kOneDnnNative, kWidened };
 Bf16Path bf16_path();
 std::string bf16_path_name();  // e.g. "oneDNN 2.6.3, brg:avx512_core_amx_bf16 (AMX tile products)"
 
+// Whether bf16 products with strided operands run oneDNN's brgemm primitive on dense copies
+// of them (on by default where that primitive runs AMX tiles; gemm.cpp says why). Not
+// thread-safe: set it before products run (tests force it on elsewhere).
+bool dense_copies_for_brgemm();
+void set_dense_copies_for_brgemm(bool on);
+
 }  // namespace xgrad::kernels
