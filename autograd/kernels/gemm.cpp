@@ -109,8 +109,8 @@ std::vector<float> widen(const bfloat16* x, std::size_t rows, std::size_t cols, 
 // attention's blocks) falls to its gemm API, which has no AMX kernel. Where the primitive
 // runs on AMX tiles, such a product runs on dense copies of its strided operands (the
 // copies cost about a tenth of the product: an AMX product is expected to save more; not
-// yet measured on AMX). Elsewhere the gemm API runs strided operands as fast as brgemm
-// runs dense ones, and the copies would only cost: GPT-2 124M's bf16 step went 505 ->
+// yet measured on AMX). Elsewhere the gemm API runs strided operands about as fast as brgemm
+// runs dense ones, and the copies only cost: GPT-2 124M's bf16 step went 505 ->
 // 515-614 ms with them on Zen 5 (AVX512_BF16).
 bool& dense_copies_setting() {
   static bool on = onednn_bf16_kernel().find("amx") != std::string::npos;
