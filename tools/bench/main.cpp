@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include "cli.hpp"
 #include "flags.hpp"
@@ -457,11 +458,19 @@ int run_sgemm(int threads, int steps, Precision precision) {
     else
       gemm(false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data(), n);
   };
-  product();  // warm up
+  // A few products first: each thread makes its kernels on its first call, and one product
+  // need not reach every thread. Then the median product, which a stall of the VM (a
+  // host's preemption, another process starting) does not move as it moves a mean.
+  for (int i = 0; i < 3; ++i) product();
   steps = steps > 0 ? steps : 20;
-  const auto t = Clock::now();
-  for (int i = 0; i < steps; ++i) product();
-  const double seconds = seconds_since(t) / steps;
+  std::vector<double> times(static_cast<std::size_t>(steps));
+  for (double& time : times) {
+    const auto t = Clock::now();
+    product();
+    time = seconds_since(t);
+  }
+  std::nth_element(times.begin(), times.begin() + steps / 2, times.end());
+  const double seconds = times[static_cast<std::size_t>(steps / 2)];
   tools::JsonLine line{{"config", "sgemm"},
                        {"n", n},
                        {"threads", threads},
