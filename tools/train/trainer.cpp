@@ -217,7 +217,9 @@ int Trainer::report_finished() {
 }
 
 std::optional<Evaluation> Trainer::evaluate(std::int64_t step, double recent_train_loss) {
-  if (communicator_.size() > 1) return workload_->evaluate(step, recent_train_loss, [] { return false; });
+  // Under mpirun every rank evaluates the same batches, asking between each whether a
+  // signal came to any rank: all stop at the same batch, however long the evaluation.
+  if (communicator_.size() > 1) return workload_->evaluate(step, recent_train_loss, [this] { return signal_agreed(); });
   return workload_->evaluate(step, recent_train_loss, was_interrupted);
 }
 

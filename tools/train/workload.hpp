@@ -28,7 +28,8 @@ class Workload {
   virtual xgrad::Tensor training_loss(std::int64_t step, std::size_t micro, std::size_t micro_batches) = 0;
   // Held-out evaluation after `step` (see Evaluation); `recent_train_loss` is the mean
   // training loss since the previous evaluation. Nothing when `interrupted()` turns true
-  // first.
+  // first. Under mpirun `interrupted()` is a collective: every rank asks it at the same
+  // points (before each of the same batches), or the job waits out --comm-timeout.
   virtual std::optional<Evaluation> evaluate(std::int64_t step, double recent_train_loss,
                                              const std::function<bool()>& interrupted) = 0;
   // A few samples of what the model does now (toy tasks: predictions on held-out
