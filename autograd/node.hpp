@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <new>
 #include <optional>
 #include <unordered_set>
@@ -18,6 +19,10 @@
 #include "xgrad/autograd/tensor.hpp"
 
 namespace xgrad {
+
+namespace kernels {
+class Bf16Weight;
+}
 
 using Storage = std::variant<xt::xarray<float>, xt::xarray<double>>;
 using NodePtr = std::shared_ptr<Node>;
@@ -49,6 +54,11 @@ struct Node {
   // so a second pass reaching it from another thread at the same time is an Error
   // rather than a lost contribution.
   std::atomic<bool> in_backward{false};
+  // A leaf's value rounded to bfloat16 for bf16 products, with the blocked copies oneDNN
+  // reads (kernels/onednn_matmul.hpp): made by the first product after a change, reused by
+  // every product until the next (each micro-batch, recomputed forward and generated token
+  // of a step); checked against `value` and `version` before each use.
+  std::atomic<std::shared_ptr<const kernels::Bf16Weight>> bf16_weight;
 
   Node() = default;
   Node(const Node&) = delete;

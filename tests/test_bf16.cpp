@@ -24,6 +24,7 @@
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/nn/profiler.hpp"
+#include "xgrad/optim/sgd.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -277,6 +278,115 @@ BOOST_AUTO_TEST_CASE(bf16_products_give_the_same_bits_on_any_thread_count) {
     }
   }
   set_num_threads(threads);
+}
+
+// A weight's rounding read blocked (kernels/onednn_matmul.hpp): the same bits as the product
+// on its plain rounding, for the forward's layout (op(B) = W^T) and the input gradient's
+// (op(B) = W), in one call and cut by rows, columns and k, on 1 and 3 threads, with and
+// without the primitive on dense copies of strided panels. Where the primitive takes a
+// panel whose B is a dense part of W, it reads a blocked copy, made once and then reused.
+BOOST_AUTO_TEST_CASE(weight_products_read_blocked_copies_with_the_same_bits) {
+  const int threads = num_threads();
+  const bool dense_copies = kernels::dense_copies_for_brgemm();
+  const bool primitive =
+      kernels::bf16_path() == kernels::Bf16Path::kOneDnnNative && kernels::onednn_bf16_kernel().rfind("brg", 0) == 0;
+  enum Cut { kOne, kRows, kColumns, kInner };
+  struct Shape3 {
+    std::size_t m, n, k;
+    Cut cut;
+  };
+  for (const bool copies_on : {false, true})
+    for (const auto& [m, n, k, cut] : std::vector<Shape3>{{7, 5, 3, kOne},
+                                                          {1, 73, 30, kOne},
+                                                          {1100, 96, 128, kRows},
+                                                          {300, 90, 120, kRows},
+                                                          {40, 1500, 64, kColumns},
+                                                          {40, 50, 1200, kInner}})
+      for (const bool trans_b : {true, false})
+        for (const auto& [beta, with_bias] : std::vector<std::pair<float, bool>>{{0.0f, false}, {1.0f, true}}) {
+          kernels::set_dense_copies_for_brgemm(copies_on);
+          const std::size_t w_rows = trans_b ? n : k, w_cols = trans_b ? k : n;
+          const std::vector<float> a = random_floats(m * k, 21), w = random_floats(w_rows * w_cols, 22),
+                                   c0 = random_floats(m * n, 23), bias = random_floats(n, 24);
+          std::vector<bfloat16> ab(a.size());
+          kernels::round_to_bfloat16(a.data(), 1, a.size(), a.size(), ab.data());
+          const kernels::Bf16Weight weight(w.data(), w_rows, w_cols, 0);
+          const float* bias_or_null = with_bias ? bias.data() : nullptr;
+          std::vector<float> plain = c0;
+          kernels::gemm(false, trans_b, m, n, k, 1.0f, ab.data(), k, weight.data(), w_cols, beta, plain.data(), n,
+                        bias_or_null);
+          // B's panels are dense parts of W (rows of W), and the primitive takes the panels
+          // (C and A dense, or copied dense).
+          const bool b_panels_dense = cut == kOne || cut == kRows || (cut == kColumns) == trans_b;
+          const bool blocked_expected = primitive && b_panels_dense && (copies_on || cut == kOne || cut == kRows);
+          // Three products: by the second every layout is read blocked (on AMX by the first).
+          std::size_t copies = 0;
+          for (const int t : {1, 3, 1}) {
+            set_num_threads(t);
+            std::vector<float> blocked = c0;
+            kernels::gemm(false, trans_b, m, n, k, 1.0f, ab.data(), k, weight, beta, blocked.data(), n, bias_or_null);
+            const std::string what = std::to_string(m) + " x " + std::to_string(k) + " x " + std::to_string(n) +
+                                     (trans_b ? " W^T" : " W") + " beta " + std::to_string(beta) + " on " +
+                                     std::to_string(t) + " threads, dense copies " + (copies_on ? "on" : "off");
+            BOOST_TEST((blocked == plain), what);
+            if (copies > 0)
+              BOOST_TEST(weight.blocked_copies() == copies, what << ": the copies are reused, not made again");
+            copies = weight.blocked_copies();
+          }
+          BOOST_TEST((copies > 0) == blocked_expected,
+                     copies << " blocked copies of " << m << " x " << k << " x " << n << (trans_b ? " W^T" : " W"));
+        }
+  set_num_threads(threads);
+  kernels::set_dense_copies_for_brgemm(dense_copies);
+  const kernels::Bf16Weight weight(random_floats(12, 25).data(), 3, 4, 0);
+  std::vector<float> c(2 * 4);
+  const std::vector<bfloat16> a(2 * 3);
+  BOOST_CHECK_THROW(kernels::gemm(false, true, 2, 4, 3, 1.0f, a.data(), 3, weight, 0.0f, c.data(), 4), Error);
+}
+
+// linear and matmul keep a parameter's rounding with it (matmul: a 2-D B, as a tied
+// embedding's logits read it): the same bits as a weight that is not a leaf (rounded for
+// the call), forward and backward, and never a stale rounding after the values change (in
+// place, by set_data, by an optimizer step).
+BOOST_AUTO_TEST_CASE(linear_and_matmul_reuse_a_weights_rounding_until_it_changes) {
+  for (const bool as_matmul : {false, true}) {
+    Generator gen(31);
+    Tensor x = Tensor::randn({6, 50, 40}, gen).requires_grad_();
+    Tensor w = Tensor::randn({70, 40}, gen).requires_grad_();
+    const Tensor bias = Tensor::randn({70}, gen), seed = Tensor::randn({6, 50, 70}, gen);
+    // y, dx and dW in bf16, the weight given as is or as a product (not a leaf).
+    const auto run = [&](bool as_leaf) {
+      x.zero_grad();
+      w.zero_grad();
+      Tensor y;
+      {
+        const AutocastGuard bf16(Precision::bfloat16);
+        const Tensor weight = as_leaf ? w : w * 1.0;
+        y = as_matmul ? matmul(x, weight, false, true) : linear(x, weight, bias);
+      }
+      y.backward(seed);
+      return std::array<std::vector<double>, 3>{y.to_vector(), x.grad().to_vector(), w.grad().to_vector()};
+    };
+    const char* op = as_matmul ? "matmul" : "linear";
+    const auto check_fresh = [&](const char* after) {
+      const auto leaf = run(true), leaf_again = run(true), computed = run(false);
+      for (std::size_t i = 0; i < 3; ++i) {
+        BOOST_TEST((leaf[i] == computed[i]), op << ", " << after << ": output " << i);
+        BOOST_TEST((leaf_again[i] == computed[i]), op << ", " << after << ": output " << i << ", the rounding reused");
+      }
+      return leaf[0];
+    };
+    const std::vector<double> first = check_fresh("first use");
+    for (float *v = w.data<float>(), *end = v + w.numel(); v != end; ++v) *v *= 1.5f;
+    const std::vector<double> scaled = check_fresh("changed in place");
+    BOOST_TEST((scaled != first), op);
+    w.set_data(Tensor::randn({70, 40}, gen));
+    check_fresh("set_data");
+    optim::SGD sgd({{"w", w}}, {.lr = 0.1});
+    const std::vector<double> before = run(true)[0];  // and w's gradient for the step
+    sgd.step();
+    BOOST_TEST((check_fresh("an optimizer step") != before), op);
+  }
 }
 
 namespace {

@@ -131,11 +131,12 @@ const T* dense_copy(const T* x, std::size_t rows, std::size_t cols, std::size_t 
   return out.data();
 }
 
-// The product through oneDNN's primitive on dense copies of whichever operands are strided;
-// false when even those have no brgemm kernel.
+// The product through oneDNN's primitive on dense copies of whichever operands are strided
+// (B from `weight`'s blocked copy where B is a dense part of it); false when even those
+// have no brgemm kernel.
 bool onednn_matmul_on_dense_copies(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                                    const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta,
-                                   float* c, std::size_t ldc, const float* bias) {
+                                   float* c, std::size_t ldc, const float* bias, const Bf16Weight* weight) {
   thread_local DenseCopies copies;
   const std::size_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
   const bfloat16* dense_a = dense_copy(a, trans_a ? k : m, a_cols, lda, copies.a);
@@ -146,7 +147,8 @@ bool onednn_matmul_on_dense_copies(bool trans_a, bool trans_b, std::size_t m, st
     dense_c = copies.c.data();
     if (beta != 0.0f) dense_copy(static_cast<const float*>(c), m, n, ldc, copies.c);
   }
-  if (!onednn_matmul(trans_a, trans_b, m, n, k, alpha, dense_a, a_cols, dense_b, b_cols, beta, dense_c, n, bias))
+  if (!onednn_matmul(trans_a, trans_b, m, n, k, alpha, dense_a, a_cols, dense_b, b_cols, beta, dense_c, n, bias,
+                     dense_b == b ? weight : nullptr))
     return false;
   if (dense_c != c)
     for (std::size_t r = 0; r < m; ++r) std::copy_n(dense_c + r * n, n, c + r * ldc);
@@ -157,9 +159,13 @@ bool onednn_matmul_on_dense_copies(bool trans_a, bool trans_b, std::size_t m, st
 // primitive, or its gemm API for shapes the primitive has no brgemm kernel for),
 // elsewhere OpenBLAS's sgemm on the operands widened to float32 (exact): the same inputs
 // and float32 accumulation, slower.
+//
+// With `weight`, B lies inside the weight's rounded matrix, and where the primitive takes the
+// product (directly, or on dense copies) and B is a dense part of it, the primitive reads B
+// from the weight's blocked copy (onednn_matmul.hpp).
 void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
                std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
-               const float* bias) {
+               const float* bias, const Bf16Weight* weight) {
   const ProductEvent profiled("bf16 matmul (oneDNN primitive)", m, n, k);
   const auto add_bias = [&] {
     if (bias)
@@ -170,9 +176,10 @@ void bf16_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::si
     const OneOpenMPThread one_thread;
     const bool bias_in_product = alpha == 1.0f;  // oneDNN would scale it by alpha
     const float* product_bias = bias_in_product ? bias : nullptr;
-    if (onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, product_bias) ||
-        (dense_copies_setting() &&
-         onednn_matmul_on_dense_copies(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, product_bias))) {
+    const Bf16Weight* b_weight = ldb == (trans_b ? k : n) ? weight : nullptr;  // only a dense B reads it blocked
+    if (onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, product_bias, b_weight) ||
+        (dense_copies_setting() && onednn_matmul_on_dense_copies(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+                                                                 c, ldc, product_bias, weight))) {
       if (!bias_in_product) add_bias();
       return;
     }
@@ -301,10 +308,39 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
   });
 }
 
+// xgrad::gemm's bf16 product, B read from `weight` where given (B inside weight->data()).
+void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                  const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
+                  std::size_t ldc, const float* bias, const Bf16Weight* weight) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // a sum of no terms: C = beta C (+ bias), as BLAS leaves it
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        const float kept = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+        c[i * ldc + j] = bias ? kept + bias[j] : kept;
+      }
+    return;
+  }
+  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias,
+                [alpha, weight](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const bfloat16* pa,
+                                std::size_t plda, const bfloat16* pb, std::size_t pldb, float pbeta, float* pc,
+                                std::size_t pldc, const float* pbias) {
+                  bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc, pbias, weight);
+                });
+}
+
 }  // namespace
 
 bool dense_copies_for_brgemm() { return dense_copies_setting(); }
 void set_dense_copies_for_brgemm(bool on) { dense_copies_setting() = on; }
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
+          std::size_t lda, const Bf16Weight& b, float beta, float* c, std::size_t ldc, const float* bias) {
+  XGRAD_CHECK((trans_b ? n : k) == b.rows() && (trans_b ? k : n) == b.cols(), "matmul (bfloat16)", "op(B) of ", k,
+              " x ", n, " is not the weight of ", b.rows(), " x ", b.cols(), trans_b ? " transposed" : "");
+  bf16_product(trans_a, trans_b, m, n, k, alpha, a, lda, b.data(), b.cols(), beta, c, ldc, bias,
+               b.read_blocked(trans_b) ? &b : nullptr);
+}
 
 Bf16Path bf16_path() {
   static const Bf16Path path = detect_bf16_path();
@@ -347,21 +383,7 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
           std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
           const float* bias) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // a sum of no terms: C = beta C (+ bias), as BLAS leaves it
-    for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t j = 0; j < n; ++j) {
-        const float kept = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-        c[i * ldc + j] = bias ? kept + bias[j] : kept;
-      }
-    return;
-  }
-  kernels::split_product(
-      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias,
-      [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const bfloat16* pa, std::size_t plda,
-              const bfloat16* pb, std::size_t pldb, float pbeta, float* pc, std::size_t pldc, const float* pbias) {
-        kernels::bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc, pbias);
-      });
+  kernels::bf16_product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, nullptr);
 }
 
 template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "xgrad/autograd/gemm.hpp"
+#include "xgrad/autograd/kernels/onednn_matmul.hpp"
 
 namespace xgrad::kernels {
 
@@ -13,6 +14,13 @@ using xgrad::gemm;
 using xgrad::round_to_bfloat16;
 using xgrad::to_bfloat16;
 using xgrad::to_float;
+
+// xgrad::gemm's bf16 product with op(B) a weight (B = W, or W^T when trans_b), rounded once
+// and read blocked where oneDNN's primitive takes the product, from the product that
+// Bf16Weight::read_blocked says on (onednn_matmul.hpp): the same bits as the product on
+// b.data(), without repacking the weight on every call and panel.
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
+          std::size_t lda, const Bf16Weight& b, float beta, float* c, std::size_t ldc, const float* bias = nullptr);
 
 // What runs bfloat16 products on this CPU, chosen once: oneDNN with native bf16 dot
 // products (AVX512_BF16, AMX), or OpenBLAS's sgemm on the operands widened to float32

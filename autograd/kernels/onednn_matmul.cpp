@@ -1,10 +1,14 @@
 #include "xgrad/autograd/kernels/onednn_matmul.hpp"
 
+#include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "xgrad/autograd/error.hpp"
 
@@ -18,8 +22,9 @@ struct ProductKey {
   std::size_t m, n, k, lda, ldb, ldc;
   float alpha, beta;
   bool bias;
+  bool blocked_b;  // B read from a weight's blocked copy, in the layout the primitive picks
 
-  auto tied() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias); }
+  auto tied() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias, blocked_b); }
   bool operator<(const ProductKey& other) const { return tied() < other.tied(); }
 };
 
@@ -28,6 +33,10 @@ struct Product {
   dnnl::matmul primitive;
   dnnl::memory a, b, c, bias, scratchpad;
   bool optimized = false;  // a brgemm kernel (else the caller falls back)
+  // With a blocked B: its layout, and the reorder that makes it from the plain B (b_plain).
+  dnnl::memory::desc b_layout;
+  dnnl::reorder pack;
+  dnnl::memory b_plain;
 };
 
 // A products' cache grows with the shapes a program uses (a few dozen for a model); one
@@ -45,7 +54,11 @@ dnnl::memory::desc matrix(std::size_t rows, std::size_t cols, std::size_t ld, bo
 Product make_product(const dnnl::engine& engine, const ProductKey& key) {
   using type = dnnl::memory::data_type;
   const auto a = matrix(key.m, key.k, key.lda, key.trans_a, type::bf16);
-  const auto b = matrix(key.k, key.n, key.ldb, key.trans_b, type::bf16);
+  const auto b_plain = matrix(key.k, key.n, key.ldb, key.trans_b, type::bf16);
+  const auto b =
+      key.blocked_b ? dnnl::memory::desc({static_cast<dnnl::memory::dim>(key.k), static_cast<dnnl::memory::dim>(key.n)},
+                                         type::bf16, dnnl::memory::format_tag::any)
+                    : b_plain;
   const auto c = matrix(key.m, key.n, key.ldc, false, type::f32);
   const auto bias = key.bias ? matrix(1, key.n, key.n, false, type::f32) : dnnl::memory::desc();
   dnnl::primitive_attr attr;
@@ -67,7 +80,12 @@ Product make_product(const dnnl::engine& engine, const ProductKey& key) {
   if (!product.optimized) return product;
   product.primitive = dnnl::matmul(pd);
   product.a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
-  product.b = dnnl::memory(b, engine, DNNL_MEMORY_NONE);
+  if (key.blocked_b) {
+    product.b_layout = pd.weights_desc();
+    product.b_plain = dnnl::memory(b_plain, engine, DNNL_MEMORY_NONE);
+    product.pack = dnnl::reorder(dnnl::reorder::primitive_desc(engine, b_plain, engine, product.b_layout));
+  }
+  product.b = dnnl::memory(key.blocked_b ? product.b_layout : b, engine, DNNL_MEMORY_NONE);
   product.c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
   if (key.bias) product.bias = dnnl::memory(bias, engine, DNNL_MEMORY_NONE);
   product.scratchpad = dnnl::memory(pd.scratchpad_desc(), engine);
@@ -82,12 +100,80 @@ struct ThreadProducts {
   std::map<ProductKey, Product> products;
 };
 
+// A weight's blocked copies: a few per weight (the forward product's layout and the input
+// gradient's, for each column panel); past this many, products read the plain matrix.
+constexpr std::size_t kMaxBlockedCopies = 64;
+
+}  // namespace
+
+struct Bf16Weight::Blocked {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  struct Copy {
+    std::size_t offset;  // of op(B)'s first element in the plain matrix
+    bool trans_b;
+    dnnl::memory::desc layout;
+    std::unique_ptr<void, Free> bytes;  // not a dnnl::memory: that would point at a thread's engine
+  };
+  std::mutex mutex;
+  std::vector<Copy> copies;
+  std::atomic<std::size_t> products[2] = {0, 0};  // read so far, as W and as W^T
+};
+
+Bf16Weight::Bf16Weight(const float* values, std::size_t rows, std::size_t cols, std::uint64_t version)
+    : rounded_(new bfloat16[rows * cols]),  // not zeroed: written next
+      rows_(rows),
+      cols_(cols),
+      source_(values),
+      version_(version),
+      blocked_(std::make_unique<Blocked>()) {
+  round_to_bfloat16(values, rows, cols, cols, rounded_.get());
+}
+
+Bf16Weight::~Bf16Weight() = default;
+
+std::size_t Bf16Weight::blocked_copies() const {
+  std::lock_guard lock(blocked_->mutex);
+  return blocked_->copies.size();
+}
+
+bool Bf16Weight::read_blocked(bool trans_b) const {
+  static const std::size_t products_before_blocking = onednn_bf16_kernel().find("amx") != std::string::npos ? 0 : 1;
+  return blocked_->products[trans_b].fetch_add(1, std::memory_order_relaxed) >= products_before_blocking;
+}
+
+namespace {
+
+// B (inside weight's plain matrix) in the layout `product` reads it in: the weight's copy,
+// made here by the first product that asks; null when the weight keeps too many copies.
+const void* blocked_b(const Bf16Weight& weight, const bfloat16* b, bool trans_b, Product& product,
+                      ThreadProducts& cache) {
+  Bf16Weight::Blocked& blocked = weight.blocked();
+  const auto offset = static_cast<std::size_t>(b - weight.data());
+  std::lock_guard lock(blocked.mutex);  // a second thread asking for the copy waits for it
+  for (const auto& copy : blocked.copies)
+    if (copy.offset == offset && copy.trans_b == trans_b && copy.layout == product.b_layout) return copy.bytes.get();
+  if (blocked.copies.size() >= kMaxBlockedCopies) return nullptr;
+  constexpr std::size_t kAlign = 64;
+  const std::size_t size = (product.b_layout.get_size() + kAlign - 1) / kAlign * kAlign;
+  std::unique_ptr<void, Bf16Weight::Blocked::Free> bytes(std::aligned_alloc(kAlign, size));
+  XGRAD_CHECK(bytes != nullptr, "matmul (bfloat16)", "out of memory for a blocked copy of a ", weight.rows(), " x ",
+              weight.cols(), " weight (", size, " bytes)");
+  product.b_plain.set_data_handle(const_cast<bfloat16*>(b));
+  dnnl::memory copy(product.b_layout, cache.engine, bytes.get());
+  product.pack.execute(cache.stream, product.b_plain, copy);
+  cache.stream.wait();
+  blocked.copies.push_back({offset, trans_b, product.b_layout, std::move(bytes)});
+  return blocked.copies.back().bytes.get();
+}
+
 }  // namespace
 
 const std::string& onednn_bf16_kernel() {
   static const std::string name = [] {
     const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-    const ProductKey key{false, false, 256, 256, 256, 256, 256, 256, 1.0f, 0.0f, false};
+    const ProductKey key{false, false, 256, 256, 256, 256, 256, 256, 1.0f, 0.0f, false, false};
     using type = dnnl::memory::data_type;
     const dnnl::matmul::desc desc(matrix(key.m, key.k, key.lda, false, type::bf16),
                                   matrix(key.k, key.n, key.ldb, false, type::bf16),
@@ -103,9 +189,9 @@ const std::string& onednn_bf16_kernel() {
 
 bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                    const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
-                   std::size_t ldc, const float* bias) {
+                   std::size_t ldc, const float* bias, const Bf16Weight* weight) {
   thread_local ThreadProducts cache;
-  const ProductKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias != nullptr};
+  const ProductKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias != nullptr, weight != nullptr};
   auto found = cache.products.find(key);
   if (found == cache.products.end()) {
     if (cache.products.size() >= kMaxCachedProducts) cache.products.clear();
@@ -113,8 +199,11 @@ bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
   }
   Product& product = found->second;
   if (!product.optimized) return false;
+  const void* b_data = b;
+  if (weight && !(b_data = blocked_b(*weight, b, trans_b, product, cache)))
+    return onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
   product.a.set_data_handle(const_cast<bfloat16*>(a));
-  product.b.set_data_handle(const_cast<bfloat16*>(b));
+  product.b.set_data_handle(const_cast<void*>(b_data));
   product.c.set_data_handle(c);
   if (bias) product.bias.set_data_handle(const_cast<float*>(bias));
   // Through the C API with a fixed argument array: the C++ one builds a hash map of the

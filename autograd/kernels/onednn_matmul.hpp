@@ -5,20 +5,69 @@
 // every call, halves the rate of attention's small block products.
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "xgrad/autograd/bfloat16.hpp"
 
 namespace xgrad::kernels {
 
+// A float32 weight matrix rounded to bfloat16 once, read by every product until its values
+// change, with the copies of it that oneDNN's primitive reads as its B operand in the
+// blocked layout it asks for. Given a plain matrix, the primitive repacks B on every call
+// (its "copy_B"), and a product cut into row panels repacks it once per panel; a blocked
+// copy is made once (a reorder), by the product that asks for that panel and layout, and
+// kept here. Blocked or plain, the primitive computes the same bits. Thread-safe.
+//
+// When a layout is read blocked: on AVX512_BF16 from its second product on. There copy_B
+// is about 5% of a product and overlaps its arithmetic, while the reorder takes 2-3 times
+// as long (0.3 ns an element, Zen 5): blocking a training step's forward and input-gradient
+// products, each run once per step, made GPT-2-shaped steps 1-7% slower. From the second
+// product on (micro-batches of a step, generation, a recomputed forward) it saves the
+// repacking every later call (17 x 768 x 50,257: 8.5 -> 5.0 ms). On AMX from its first:
+// there the primitive repacks B once per block of output rows (oneDNN 2.6's
+// brgemm_matmul.cpp), so one product repacks it many times (not measured on AMX).
+class Bf16Weight {
+ public:
+  // values: rows x cols, row-major; version: the count of changes made to them so far.
+  Bf16Weight(const float* values, std::size_t rows, std::size_t cols, std::uint64_t version);
+  ~Bf16Weight();
+  Bf16Weight(const Bf16Weight&) = delete;
+  Bf16Weight& operator=(const Bf16Weight&) = delete;
+
+  const bfloat16* data() const { return rounded_.get(); }
+  std::size_t rows() const { return rows_; }
+  std::size_t cols() const { return cols_; }
+  // Whether this is the rounding of these values, unchanged since.
+  bool made_from(const float* values, std::size_t rows, std::size_t cols, std::uint64_t version) const {
+    return values == source_ && rows == rows_ && cols == cols_ && version == version_;
+  }
+  std::size_t blocked_copies() const;  // how many blocked copies have been made (for tests)
+  // Counts a product reading op(B) = W (or W^T when trans_b), and says whether it reads B
+  // blocked (above).
+  bool read_blocked(bool trans_b) const;
+
+  struct Blocked;  // the blocked copies (onednn_matmul.cpp)
+  Blocked& blocked() const { return *blocked_; }
+
+ private:
+  std::unique_ptr<bfloat16[]> rounded_;
+  std::size_t rows_, cols_;
+  const float* source_;
+  std::uint64_t version_;
+  std::unique_ptr<Blocked> blocked_;
+};
+
 // C = alpha (op(A) op(B) + bias) + beta C, row-major as cblas_sgemm, bias a row of n values
 // (or null; oneDNN 2's output scale applies to it too), on the calling thread (run it under
 // one OpenMP thread). Returns false, doing
 // nothing, where oneDNN has no brgemm kernel for the shape on this CPU: the caller then
-// uses oneDNN's gemm API.
+// uses oneDNN's gemm API. With `weight`, B lies inside weight->data() (B dense: ldb its
+// row's length) and is read from a blocked copy kept with the weight.
 bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                    const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
-                   std::size_t ldc, const float* bias);
+                   std::size_t ldc, const float* bias, const Bf16Weight* weight = nullptr);
 
 // The kernel oneDNN's matmul primitive picks for bf16 products on this CPU, as oneDNN names
 // it: "brg:avx512_core_amx_bf16" (AMX tiles), "brg:avx512_core_bf16" (AVX512_BF16 dot

@@ -27,6 +27,22 @@ Bf16Copy rounded(const float* x, std::size_t rows, std::size_t cols) {
   return out;
 }
 
+// A weight (linear's W, matmul's 2-D B) rounded to bf16 for its products. A leaf's (a
+// parameter's) is kept with it and reused until its values change, with the blocked copies
+// oneDNN reads (kernels/onednn_matmul.hpp); another's is made for this call.
+std::shared_ptr<const kernels::Bf16Weight> bf16_weight(const Tensor& weight, std::size_t rows, std::size_t cols) {
+  Node& node = *weight.node();
+  const float* values = node.values<float>().data();
+  const std::uint64_t version = node.version->load(std::memory_order_relaxed);
+  if (!node.is_leaf()) return std::make_shared<const kernels::Bf16Weight>(values, rows, cols, version);
+  std::shared_ptr<const kernels::Bf16Weight> kept = node.bf16_weight.load();
+  if (!kept || !kept->made_from(values, rows, cols, version)) {
+    kept = std::make_shared<const kernels::Bf16Weight>(values, rows, cols, version);
+    node.bf16_weight.store(kept);
+  }
+  return kept;
+}
+
 // Products of float32 tensors in bf16: inside an AutocastGuard(bfloat16).
 template <class T>
 bool products_in_bf16() {
@@ -119,8 +135,10 @@ void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
   }
 }
 
-// The same backward with the products in bf16: A and B as rounded in forward, dC rounded.
-void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy& b, BackwardContext<float>& ctx) {
+// The same backward with the products in bf16: A and B as rounded in forward (B as the
+// weight it is when 2-D, or null), dC rounded.
+void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy& b,
+                          const std::shared_ptr<const kernels::Bf16Weight>& b_weight, BackwardContext<float>& ctx) {
   if (is_empty(p)) {
     for (std::size_t i = 0; i < 2; ++i)
       if (ctx.needs_grad(i)) ctx.grad_buffer(i);
@@ -132,7 +150,10 @@ void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy
   if (ctx.needs_grad(0)) {
     float* da = ctx.grad_buffer(0).data();
     for (std::size_t i = 0; i < p.a_offset.size(); ++i) {
-      if (!p.trans_a)
+      if (!p.trans_a && b_weight)
+        kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, *b_weight, 1.0f, da + p.a_offset[i],
+                      p.lda);
+      else if (!p.trans_a)
         kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, bv + p.b_offset[i], p.ldb, 1.0f,
                       da + p.a_offset[i], p.lda);
       else
@@ -180,12 +201,21 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     if constexpr (std::is_same_v<T, float>) {
       if (products_in_bf16<T>()) {
         const Bf16Copy ab = rounded(av, numel(a.shape()) / plan.lda, plan.lda);
-        const Bf16Copy bb = rounded(bv, numel(b.shape()) / plan.ldb, plan.ldb);
-        for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i)
-          kernels::gemm(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, 1.0f, ab.get() + plan.a_offset[i], plan.lda,
-                        bb.get() + plan.b_offset[i], plan.ldb, 0.0f, out.data() + i * c_size, plan.n);
-        return record<T>("matmul", std::move(out), {a, b},
-                         [plan, ab, bb](BackwardContext<T>& ctx) { matmul_backward_bf16(plan, ab, bb, ctx); });
+        // A 2-D B is one matrix every batch reads: a weight (a tied embedding's logits).
+        const auto b_weight = b.dim() == 2 ? bf16_weight(b, b.shape()[0], b.shape()[1]) : nullptr;
+        const Bf16Copy bb =
+            b_weight ? Bf16Copy(b_weight, b_weight->data()) : rounded(bv, numel(b.shape()) / plan.ldb, plan.ldb);
+        for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i) {
+          if (b_weight)
+            kernels::gemm(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, 1.0f, ab.get() + plan.a_offset[i],
+                          plan.lda, *b_weight, 0.0f, out.data() + i * c_size, plan.n);
+          else
+            kernels::gemm(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, 1.0f, ab.get() + plan.a_offset[i],
+                          plan.lda, bb.get() + plan.b_offset[i], plan.ldb, 0.0f, out.data() + i * c_size, plan.n);
+        }
+        return record<T>("matmul", std::move(out), {a, b}, [plan, ab, bb, b_weight](BackwardContext<T>& ctx) {
+          matmul_backward_bf16(plan, ab, bb, b_weight, ctx);
+        });
       }
     }
     for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i)
@@ -228,14 +258,14 @@ struct LinearCall {
   std::size_t rows, in, out;
 };
 
-// linear with its products in bf16: x and W rounded once, kept for backward; the bias
-// added as the product is written.
+// linear with its products in bf16: x rounded once and kept for backward, W as
+// bf16_weight keeps it; the bias added as the product is written.
 Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt::xarray<float> y,
                    const LinearCall& call) {
   const auto [op, relu, rows, in, out] = call;
   const Bf16Copy xb = rounded(x.node()->values<float>().data(), rows, in);
-  const Bf16Copy wb = rounded(weight.node()->values<float>().data(), out, in);
-  kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, wb.get(), in, 0.0f, y.data(), out,
+  const std::shared_ptr<const kernels::Bf16Weight> wb = bf16_weight(weight, out, in);
+  kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, *wb, 0.0f, y.data(), out,
                 bias.defined() ? bias.node()->values<float>().data() : nullptr);
   if (relu) kernels::relu_in_place(y.data(), y.size());
   return record<float>(op, std::move(y), {x, weight, bias}, [call, xb, wb](BackwardContext<float>& ctx) {
@@ -246,7 +276,7 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
           rounded_with_column_sums(ctx.grad().data(), relu ? ctx.output().data() : nullptr, rows, out, db);
       if (ctx.needs_grad(0)) {  // dx = g W
         const auto dx = ctx.grad_target(0);
-        kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, wb.get(), in, dx.beta(), dx.data, in);
+        kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, *wb, dx.beta(), dx.data, in);
       }
       if (ctx.needs_grad(1)) {  // dW = g^T x
         const auto dw = ctx.grad_target(1);
