@@ -512,7 +512,8 @@ struct Attended {
 };
 
 Attended attend64(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                  std::size_t batches, std::size_t group, std::size_t lq, std::size_t lk, std::size_t d) {
+                  std::size_t batches, std::size_t group, std::size_t lq, std::size_t lk, std::size_t d,
+                  bool causal = false) {
   Attended a{std::vector<double>(batches * lq * lk), std::vector<double>(batches * lq * d)};
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (std::size_t b = 0; b < batches; ++b)
@@ -523,7 +524,7 @@ Attended attend64(const std::vector<double>& q, const std::vector<double>& k, co
       for (std::size_t j = 0; j < lk; ++j) {
         double s = 0;
         for (std::size_t c = 0; c < d; ++c) s += q[(b * lq + i) * d + c] * k[(e * lk + j) * d + c];
-        p[j] = s * scale;
+        p[j] = causal && j > i ? -INFINITY : s * scale;  // causal: key j > query i hidden
         top = std::max(top, p[j]);
       }
       for (std::size_t j = 0; j < lk; ++j) total += (p[j] = std::exp(p[j] - top));
@@ -549,8 +550,8 @@ Attended attend64(const std::vector<double>& q, const std::vector<double>& k, co
 void check_attention_within_bounds(const std::vector<std::vector<double>>& bf16, const std::vector<double>& qv,
                                    const std::vector<double>& kv, const std::vector<double>& vv,
                                    const std::vector<double>& g, std::size_t batches, std::size_t group, std::size_t lq,
-                                   std::size_t lk, std::size_t d) {
-  const Attended exact = attend64(qv, kv, vv, batches, group, lq, lk, d);
+                                   std::size_t lk, std::size_t d, bool causal = false) {
+  const Attended exact = attend64(qv, kv, vv, batches, group, lq, lk, d, causal);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d)), term = 2 * kU16 + kU16 * kU16;
   const auto factor = [](double delta, std::size_t terms) {
     return (1 + kU16) * (1 + kU16) * std::exp(2 * delta) - 1 + static_cast<double>(terms + 2) * kU32;
@@ -558,7 +559,7 @@ void check_attention_within_bounds(const std::vector<std::vector<double>>& bf16,
   std::vector<double> row_delta(batches * lq, 0.0);  // the largest score move of each query row
   for (std::size_t b = 0; b < batches; ++b)
     for (std::size_t i = 0; i < lq; ++i)
-      for (std::size_t j = 0; j < lk; ++j) {
+      for (std::size_t j = 0; j < (causal ? std::min(lk, i + 1) : lk); ++j) {  // the keys row i sees
         double magnitude = 0;
         for (std::size_t c = 0; c < d; ++c)
           magnitude += std::abs(qv[(b * lq + i) * d + c] * kv[(b / group * lk + j) * d + c]);
@@ -633,6 +634,28 @@ BOOST_AUTO_TEST_CASE(autocast_attention_blocks_within_the_format_bounds) {
   const auto bf16 = autocast_attention(q, k, v, seed, {});
   check_attention_within_bounds(bf16, q.to_vector(), k.to_vector(), v.to_vector(), seed.to_vector(), batches, 1, lq, lk,
                                 d);
+}
+
+// Causal attention in bf16 over several query and key blocks (128 queries, 256 keys a
+// block): no block of scores is computed past its last query's keys (the first query
+// block's keys stop at 128, the first key block's dK and dV rows past them are left to
+// later query blocks), with grouped-query heads and more keys than queries (the last keys
+// seen by none).
+BOOST_AUTO_TEST_CASE(autocast_causal_attention_blocks_within_the_format_bounds) {
+  for (const auto& [lq, lk] : std::vector<std::pair<std::size_t, std::size_t>>{{300, 300}, {280, 330}}) {
+    const std::size_t heads = 2, kv_heads = 1, d = 16;
+    Generator gen(33);
+    Tensor q = Tensor::randn({1, heads, lq, d}, gen).requires_grad_();
+    Tensor k = Tensor::randn({1, kv_heads, lk, d}, gen).requires_grad_();
+    Tensor v = Tensor::randn({1, kv_heads, lk, d}, gen).requires_grad_();
+    const Tensor seed = Tensor::randn({1, heads, lq, d}, gen);
+    const auto bf16 = autocast_attention(q, k, v, seed, {.is_causal = true, .enable_gqa = true});
+    check_attention_within_bounds(bf16, q.to_vector(), k.to_vector(), v.to_vector(), seed.to_vector(), heads,
+                                  heads / kv_heads, lq, lk, d, /*causal=*/true);
+    const std::vector<double>& dk = bf16[2];
+    for (std::size_t j = lq; j < lk; ++j)
+      for (std::size_t c = 0; c < d; ++c) BOOST_TEST(dk[j * d + c] == 0.0, "dk of unseen key " << j);
+  }
 }
 
 // Grouped-query attention in bf16: 4 query heads on 2 K/V heads, read in place; dV sums
