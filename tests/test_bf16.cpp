@@ -23,6 +23,7 @@
 #include "xgrad/autograd/kernels/gemm.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
+#include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/profiler.hpp"
 #include "xgrad/optim/sgd.hpp"
 
@@ -387,6 +388,22 @@ BOOST_AUTO_TEST_CASE(linear_and_matmul_reuse_a_weights_rounding_until_it_changes
     sgd.step();
     BOOST_TEST((check_fresh("an optimizer step") != before), op);
   }
+}
+
+// A layer's weights replaced by load_state_dict: its next bf16 forward reads the new ones
+// (the same bits as a layer made with them), not the rounding kept from before.
+BOOST_AUTO_TEST_CASE(a_loaded_state_replaces_the_kept_rounding) {
+  Generator gen(41);
+  nn::Linear layer(40, 70), other(40, 70);
+  layer.reset_parameters(gen);
+  other.reset_parameters(gen);
+  const Tensor x = Tensor::randn({8, 40}, gen);
+  const AutocastGuard bf16(Precision::bfloat16);
+  const std::vector<double> before = layer.forward(x).to_vector();
+  layer.load_state_dict(other.state_dict());
+  const std::vector<double> loaded = layer.forward(x).to_vector(), expected = other.forward(x).to_vector();
+  BOOST_TEST((loaded == expected));
+  BOOST_TEST((loaded != before));
 }
 
 namespace {
