@@ -16,9 +16,17 @@
 // bf16 keeps 8 significant bits (a relative rounding error up to 2^-8 per operand); the
 // sums stay float32. bf16_summary() says which kernels run the products.
 
+#include <cstddef>
+#include <memory>
 #include <string>
+#include <type_traits>
+
+#include "xgrad/autograd/bfloat16.hpp"
 
 namespace xgrad {
+
+class Tensor;
+struct Node;
 
 enum class Precision { float32, bfloat16 };
 
@@ -43,5 +51,46 @@ Precision autocast_precision();
 // "oneDNN 2.6.3, brg:avx512_core_bf16 (AVX512_BF16 dot products)"; on CPUs without AVX-512, OpenBLAS's sgemm on the
 // rounded operands (the same numerics, slower). oneDNN's DNNL_MAX_CPU_ISA caps the choice.
 std::string bf16_summary();
+
+// For optimizers: a parameter's bf16 rounding remade in the pass that updates its values.
+// A float32 parameter read by bf16 products keeps the rounding of its values until they
+// change; without this its next product rounds the new values in a pass of its own (for
+// GPT-2 124M, 500 MB read again every step). Made before the update, while the parameter
+// still keeps the rounding of its current values, it takes the rounding of each stretch of
+// new values as the update writes it (while it is in cache), and keep() makes it the
+// parameter's. Otherwise (not float32, not a leaf, not read in bf16 since its last change)
+// it is inactive, and write and keep do nothing.
+//
+//   Bf16RoundingRefresh rounding(param);
+//   float* p = param.data<float>();  // after the refresh is made
+//   parallel_for_chunks(n, kElementsPerChunk, 20.0, [&](std::size_t begin, std::size_t end) {
+//     for (std::size_t i = begin; i < end; ++i) p[i] -= lr * g[i];
+//     rounding.write(p, begin, end);
+//   });
+//   rounding.keep();
+class Bf16RoundingRefresh {
+ public:
+  explicit Bf16RoundingRefresh(const Tensor& parameter);
+  Bf16RoundingRefresh(const Bf16RoundingRefresh&) = delete;
+  Bf16RoundingRefresh& operator=(const Bf16RoundingRefresh&) = delete;
+
+  bool active() const { return rounded_ != nullptr; }
+  // Rounds the parameter's new values [begin, end) (values: its data); from any thread,
+  // for disjoint stretches. Every value is to be written before keep().
+  template <class T>
+  void write(const T* values, std::size_t begin, std::size_t end) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (rounded_)
+        for (std::size_t i = begin; i < end; ++i) rounded_[i] = to_bfloat16(values[i]);
+  }
+  // After the update: the rounding becomes the parameter's kept rounding of its values as
+  // they now are. Not called (an exception during the update), the next product rounds.
+  void keep();
+
+ private:
+  std::shared_ptr<Node> node_;
+  std::size_t rows_ = 0, cols_ = 0;
+  std::unique_ptr<bfloat16[]> rounded_;
+};
 
 }  // namespace xgrad

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
 
 namespace xgrad::optim {
 
@@ -70,8 +71,10 @@ void adam_elements(T* __restrict p, const T* __restrict g, T* __restrict m, T* _
 
 template <bool kDecoupled, class T>
 void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const AdamOptionsOf<kDecoupled>& o,
-                 std::int64_t t) {
-  const AdamCoefficients<T> c{o.maximize ? T(-1) : T(1),
+                 std::int64_t t, double grad_factor, const Bf16RoundingRefresh& rounding) {
+  // -factor g is -(factor g) exactly: the factor rides on the sign, as clip_grad_norm's
+  // scaling then the update would compute it.
+  const AdamCoefficients<T> c{static_cast<T>(o.maximize ? -grad_factor : grad_factor),
                               static_cast<T>(o.beta1),
                               static_cast<T>(o.beta2),
                               static_cast<T>(o.lr / (1.0 - std::pow(o.beta1, static_cast<double>(t)))),
@@ -80,8 +83,10 @@ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const Ad
                               static_cast<T>(o.weight_decay),
                               static_cast<T>(1.0 - o.lr * o.weight_decay)};
   const auto run = v_max ? adam_elements<T, kDecoupled, true> : adam_elements<T, kDecoupled, false>;
-  parallel_for_chunks(n, kElementsPerChunk, kWorkPerElement,
-                      [&](std::size_t begin, std::size_t end) { run(p, g, m, v, v_max, begin, end, c); });
+  parallel_for_chunks(n, kElementsPerChunk, kWorkPerElement, [&](std::size_t begin, std::size_t end) {
+    run(p, g, m, v, v_max, begin, end, c);
+    rounding.write(p, begin, end);
+  });
 }
 
 }  // namespace
@@ -89,6 +94,7 @@ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const Ad
 template <bool kDecoupled>
 void AdamOf<kDecoupled>::update(std::size_t i, const Tensor& grad, std::int64_t updates) {
   Tensor param = this->parameters()[i].second;
+  Bf16RoundingRefresh rounding(param);
   const Options& o = this->group_options(this->group_of(i));
   Tensor& m = this->buffer(i, "exp_avg");
   Tensor& v = this->buffer(i, "exp_avg_sq");
@@ -96,8 +102,9 @@ void AdamOf<kDecoupled>::update(std::size_t i, const Tensor& grad, std::int64_t 
   dispatch(param.dtype(), [&](auto tag) {
     using T = decltype(tag);
     adam_update(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), v_max ? v_max->data<T>() : nullptr,
-                param.numel(), o, updates);
+                param.numel(), o, updates, this->grad_factor(), rounding);
   });
+  rounding.keep();
 }
 
 template class AdamOf<false>;

@@ -37,6 +37,7 @@ class AdamOf : public OptimizerWith<AdamOptionsOf<kDecoupled>> {
 
  protected:
   void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
+  bool applies_grad_factor() const override { return true; }
   std::vector<std::string> buffer_names(const Options& group) const override;
 };
 

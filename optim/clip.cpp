@@ -55,8 +55,8 @@ double sum_of_squares(const T* g, std::size_t n) {
 
 }  // namespace
 
-double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm, bool error_if_nonfinite) {
-  const profile::Scope profiled(profile::Kind::optimizer, "clip_grad_norm");
+GradNormClip grad_norm_clip(const std::vector<Tensor>& parameters, double max_norm, bool error_if_nonfinite) {
+  const profile::Scope profiled(profile::Kind::optimizer, "grad_norm_clip");
   XGRAD_CHECK(max_norm > 0.0, "clip_grad_norm", "max_norm ", max_norm, " must be > 0");
   double squares = 0;
   for_each_grad(parameters, [&](auto* g, std::size_t n) { squares += sum_of_squares(g, n); });
@@ -64,14 +64,24 @@ double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm, bo
   XGRAD_CHECK(std::isfinite(norm) || !error_if_nonfinite, "clip_grad_norm", "the total gradient norm is not finite (",
               norm, ")");
   const double scale = max_norm / (norm + 1e-6);
-  if (!(scale >= 1.0))  // NaN too
-    for_each_grad(parameters, [&](auto* g, std::size_t n) {
-      using T = std::remove_pointer_t<decltype(g)>;
-      parallel_for_chunks(n, kElementsPerChunk, 1.0, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) g[i] *= static_cast<T>(scale);
-      });
+  return {norm, scale >= 1.0 ? 1.0 : scale};  // NaN stays NaN
+}
+
+void scale_grads(const std::vector<Tensor>& parameters, double factor) {
+  const profile::Scope profiled(profile::Kind::optimizer, "scale_grads");
+  for_each_grad(parameters, [&](auto* g, std::size_t n) {
+    using T = std::remove_pointer_t<decltype(g)>;
+    parallel_for_chunks(n, kElementsPerChunk, 1.0, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) g[i] *= static_cast<T>(factor);
     });
-  return norm;
+  });
+}
+
+double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm, bool error_if_nonfinite) {
+  const profile::Scope profiled(profile::Kind::optimizer, "clip_grad_norm");
+  const GradNormClip clip = grad_norm_clip(parameters, max_norm, error_if_nonfinite);
+  if (clip.factor != 1.0) scale_grads(parameters, clip.factor);  // NaN too
+  return clip.norm;
 }
 
 void clip_grad_value(const std::vector<Tensor>& parameters, double clip) {

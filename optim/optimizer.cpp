@@ -2,6 +2,7 @@
 
 #include "xgrad/autograd/denormals.hpp"
 #include "xgrad/autograd/profile.hpp"
+#include "xgrad/optim/clip.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -80,10 +81,11 @@ void Optimizer::zero_grad() {
   for (auto& [name, p] : parameters_) p.zero_grad();
 }
 
-void Optimizer::step() {
+void Optimizer::step(double grad_factor) {
   const profile::Scope profiled(profile::Kind::optimizer, "optimizer step");
   NoGradGuard no_grad;
   ++steps_;
+  grad_factor_ = grad_factor;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor& param = parameters_[i].second;
     if (!param.requires_grad()) continue;  // frozen, even if it kept a gradient from before
@@ -91,8 +93,10 @@ void Optimizer::step() {
     if (!grad.defined()) continue;
     check_state(i, grad);
     const DenormalModeGuard mode(param.dtype());  // float32's denormals flushed, as in the ops
+    if (grad_factor != 1.0 && !applies_grad_factor()) scale_grads({param}, grad_factor);
     update(i, grad, ++state_[i].updates);
   }
+  grad_factor_ = 1.0;
 }
 
 // A parameter may be given new data (Tensor::set_data, Module::to) after its state was

@@ -99,8 +99,11 @@ struct Setting {
 class Optimizer : public Stateful {
  public:
   // One update of every parameter that requires grad and has a gradient (the others are
-  // left alone).
-  void step();
+  // left alone), each gradient read as if first multiplied by grad_factor (rounded to its
+  // dtype, as clip_grad_norm scales it), the gradients themselves left as they are:
+  // opt.step(grad_norm_clip(params, 1.0).factor) is clip_grad_norm(params, 1.0) then
+  // opt.step(), bit for bit, with one pass over the gradients fewer (clip.hpp).
+  void step(double grad_factor = 1.0);
   void zero_grad();  // forgets every parameter's gradient
 
   const std::string& type() const { return type_; }  // "Adam", as in error messages
@@ -131,6 +134,11 @@ class Optimizer : public Stateful {
   // Updates parameter i (whose gradient exists); `updates` counts this parameter's
   // updates including this one.
   virtual void update(std::size_t i, const Tensor& grad, std::int64_t updates) = 0;
+  // Whether update() multiplies each gradient element by grad_factor() itself, as it
+  // reads it (SGD's and Adam's do); otherwise step() scales a gradient in place before
+  // update() reads it, when the factor is not 1.
+  virtual bool applies_grad_factor() const { return false; }
+  double grad_factor() const { return grad_factor_; }  // step()'s, during the step
   // Parameter i's buffer `name`, zero-filled (param's shape and dtype) on first use;
   // `created` tells whether this call made it.
   Tensor& buffer(std::size_t i, const std::string& name, bool* created = nullptr);
@@ -172,6 +180,7 @@ class Optimizer : public Stateful {
   std::size_t num_groups_;
   std::vector<ParamState> state_;
   std::int64_t steps_ = 0;
+  double grad_factor_ = 1.0;
 };
 
 // An optimizer whose groups each hold an Options (SGDOptions, AdamOptions): `settings`

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "xgrad/autograd/parallel.hpp"
+#include "xgrad/autograd/precision.hpp"
 
 namespace xgrad::optim {
 
@@ -61,28 +62,35 @@ auto sgd_kernel(bool nesterov) {
 
 // Independent elements, in fixed chunks over the thread pool.
 template <class T>
-void sgd_update(T* p, const T* g, T* buf, bool first, std::size_t n, const SGDOptions& o) {
-  const SgdCoefficients<T> c{o.maximize ? T(-1) : T(1), static_cast<T>(o.weight_decay), static_cast<T>(o.momentum),
-                             static_cast<T>(1.0 - o.dampening), static_cast<T>(o.lr)};
+void sgd_update(T* p, const T* g, T* buf, bool first, std::size_t n, const SGDOptions& o, double grad_factor,
+                const Bf16RoundingRefresh& rounding) {
+  // The gradient factor rides on the sign, as in adam.cpp.
+  const SgdCoefficients<T> c{static_cast<T>(o.maximize ? -grad_factor : grad_factor), static_cast<T>(o.weight_decay),
+                             static_cast<T>(o.momentum), static_cast<T>(1.0 - o.dampening), static_cast<T>(o.lr)};
   const auto run = !buf    ? sgd_kernel<T, false, false>(false)
                    : first ? sgd_kernel<T, true, true>(o.nesterov)
                            : sgd_kernel<T, true, false>(o.nesterov);
   // Five arrays read or written per element.
-  parallel_for_chunks(n, kElementsPerChunk, 20.0,
-                      [&](std::size_t begin, std::size_t end) { run(p, g, buf, begin, end, c); });
+  parallel_for_chunks(n, kElementsPerChunk, 20.0, [&](std::size_t begin, std::size_t end) {
+    run(p, g, buf, begin, end, c);
+    rounding.write(p, begin, end);
+  });
 }
 
 }  // namespace
 
 void SGD::update(std::size_t i, const Tensor& grad, std::int64_t) {
   Tensor param = parameters()[i].second;
+  Bf16RoundingRefresh rounding(param);
   const SGDOptions& o = group_options(group_of(i));
   bool first = false;
   Tensor* momentum = o.momentum > 0.0 ? &buffer(i, "momentum_buffer", &first) : nullptr;
   dispatch(param.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    sgd_update(param.data<T>(), grad.data<T>(), momentum ? momentum->data<T>() : nullptr, first, param.numel(), o);
+    sgd_update(param.data<T>(), grad.data<T>(), momentum ? momentum->data<T>() : nullptr, first, param.numel(), o,
+               grad_factor(), rounding);
   });
+  rounding.keep();
 }
 
 }  // namespace xgrad::optim

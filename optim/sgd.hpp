@@ -25,6 +25,7 @@ class SGD : public OptimizerWith<SGDOptions> {
 
  protected:
   void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
+  bool applies_grad_factor() const override { return true; }
   std::vector<std::string> buffer_names(const SGDOptions& group) const override;
 };
 

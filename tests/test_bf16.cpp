@@ -16,15 +16,21 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "xgrad/autograd/kernels/gemm.hpp"
+#include "xgrad/autograd/kernels/onednn_matmul.hpp"
+#include "xgrad/autograd/node.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/profiler.hpp"
+#include "xgrad/optim/adam.hpp"
+#include "xgrad/optim/clip.hpp"
 #include "xgrad/optim/sgd.hpp"
 
 using namespace xgrad;
@@ -281,16 +287,20 @@ BOOST_AUTO_TEST_CASE(bf16_products_give_the_same_bits_on_any_thread_count) {
   set_num_threads(threads);
 }
 
-// A weight's rounding read blocked (kernels/onednn_matmul.hpp): the same bits as the product
-// on its plain rounding, for the forward's layout (op(B) = W^T) and the input gradient's
-// (op(B) = W), in one call and cut by rows, columns and k, on 1 and 3 threads, with and
-// without the primitive on dense copies of strided panels. Where the primitive takes a
-// panel whose B is a dense part of W, it reads a blocked copy, made once and then reused.
-BOOST_AUTO_TEST_CASE(weight_products_read_blocked_copies_with_the_same_bits) {
+// A weight's rounding read blocked (kernels/onednn_matmul.hpp), for the forward's layout
+// (op(B) = W^T) and the input gradient's (op(B) = W), in one call and cut by rows, columns
+// and k, on 1 and 3 threads, with and without the primitive on dense copies of strided
+// panels: the same bits on every thread count; the same bits as the product on its plain
+// rounding on AVX512_BF16 and on the widened path; on AMX, which sums a blocked B in other
+// chunks past about 1,000 terms, each within the bound of a float32 sum of the rounded
+// operands. Where the primitive takes a panel whose B is a dense part of W, it reads a
+// blocked copy, made by the first product and reused by the next.
+BOOST_AUTO_TEST_CASE(weight_products_read_blocked_copies) {
   const int threads = num_threads();
   const bool dense_copies = kernels::dense_copies_for_brgemm();
   const bool primitive =
       kernels::bf16_path() == kernels::Bf16Path::kOneDnnNative && kernels::onednn_bf16_kernel().rfind("brg", 0) == 0;
+  const bool amx = kernels::onednn_bf16_kernel().find("amx") != std::string::npos;
   enum Cut { kOne, kRows, kColumns, kInner };
   struct Shape3 {
     std::size_t m, n, k;
@@ -302,7 +312,8 @@ BOOST_AUTO_TEST_CASE(weight_products_read_blocked_copies_with_the_same_bits) {
                                                           {1100, 96, 128, kRows},
                                                           {300, 90, 120, kRows},
                                                           {40, 1500, 64, kColumns},
-                                                          {40, 50, 1200, kInner}})
+                                                          {40, 50, 1200, kInner},
+                                                          {256, 768, 1000, kColumns}})
       for (const bool trans_b : {true, false})
         for (const auto& [beta, with_bias] : std::vector<std::pair<float, bool>>{{0.0f, false}, {1.0f, true}}) {
           kernels::set_dense_copies_for_brgemm(copies_on);
@@ -314,22 +325,47 @@ BOOST_AUTO_TEST_CASE(weight_products_read_blocked_copies_with_the_same_bits) {
           const kernels::Bf16Weight weight(w.data(), w_rows, w_cols, 0);
           const float* bias_or_null = with_bias ? bias.data() : nullptr;
           std::vector<float> plain = c0;
-          kernels::gemm(false, trans_b, m, n, k, 1.0f, ab.data(), k, weight.data(), w_cols, beta, plain.data(), n,
-                        bias_or_null);
+          kernels::gemm(false, trans_b, m, n, k, 1.0f, ab.data(), k, weight, kernels::WeightRead::plain, beta,
+                        plain.data(), n, bias_or_null);
+          BOOST_TEST(weight.blocked_copies() == 0u, "a plain read makes no blocked copy");
+          // The bound's scale per element: sum |a b| + |beta c0| + |bias| on the rounded operands.
+          std::vector<double> scale(m * n);
+          for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+              double magnitude = std::abs(beta * c0[i * n + j]) + (with_bias ? std::abs(bias[j]) : 0.0);
+              for (std::size_t q = 0; q < k; ++q)
+                magnitude += std::abs(static_cast<double>(kernels::to_float(ab[i * k + q])) *
+                                      round_trip(trans_b ? w[j * k + q] : w[q * n + j]));
+              scale[i * n + j] = magnitude;
+            }
           // B's panels are dense parts of W (rows of W), and the primitive takes the panels
           // (C and A dense, or copied dense).
           const bool b_panels_dense = cut == kOne || cut == kRows || (cut == kColumns) == trans_b;
           const bool blocked_expected = primitive && b_panels_dense && (copies_on || cut == kOne || cut == kRows);
-          // Three products: by the second every layout is read blocked (on AMX by the first).
           std::size_t copies = 0;
+          std::vector<float> first;
           for (const int t : {1, 3, 1}) {
             set_num_threads(t);
             std::vector<float> blocked = c0;
-            kernels::gemm(false, trans_b, m, n, k, 1.0f, ab.data(), k, weight, beta, blocked.data(), n, bias_or_null);
+            kernels::gemm(false, trans_b, m, n, k, 1.0f, ab.data(), k, weight, kernels::WeightRead::blocked, beta,
+                          blocked.data(), n, bias_or_null);
             const std::string what = std::to_string(m) + " x " + std::to_string(k) + " x " + std::to_string(n) +
                                      (trans_b ? " W^T" : " W") + " beta " + std::to_string(beta) + " on " +
                                      std::to_string(t) + " threads, dense copies " + (copies_on ? "on" : "off");
-            BOOST_TEST((blocked == plain), what);
+            if (!amx) {
+              BOOST_TEST((blocked == plain), what);
+            } else {
+              // Two float32 sums of the same exact products, each within (k + 2) u32 of them.
+              std::size_t outside = 0;
+              for (std::size_t i = 0; i < blocked.size(); ++i)
+                outside += std::abs(static_cast<double>(blocked[i]) - plain[i]) >
+                           2.0 * static_cast<double>(k + 2) * kU32 * scale[i];
+              BOOST_TEST(outside == 0u, what << ": " << outside << " elements apart beyond the bound");
+            }
+            if (first.empty())
+              first = blocked;
+            else
+              BOOST_TEST((blocked == first), what << ": the same bits as on one thread");
             if (copies > 0)
               BOOST_TEST(weight.blocked_copies() == copies, what << ": the copies are reused, not made again");
             copies = weight.blocked_copies();
@@ -342,7 +378,44 @@ BOOST_AUTO_TEST_CASE(weight_products_read_blocked_copies_with_the_same_bits) {
   const kernels::Bf16Weight weight(random_floats(12, 25).data(), 3, 4, 0);
   std::vector<float> c(2 * 4);
   const std::vector<bfloat16> a(2 * 3);
-  BOOST_CHECK_THROW(kernels::gemm(false, true, 2, 4, 3, 1.0f, a.data(), 3, weight, 0.0f, c.data(), 4), Error);
+  BOOST_CHECK_THROW(
+      kernels::gemm(false, true, 2, 4, 3, 1.0f, a.data(), 3, weight, kernels::WeightRead::blocked, 0.0f, c.data(), 4),
+      Error);
+}
+
+// Which weights' products read blocked copies (kernels::WeightRead, by a fixed rule): a
+// frozen weight's and any weight's read without a graph (generation, evaluation), whose
+// values stay for many products; not a weight the graph trains, whose values change after
+// one forward and one backward product. The outputs of both within the format's bound of
+// each other (the same bits but on AMX).
+BOOST_AUTO_TEST_CASE(frozen_and_inference_weights_read_blocked_copies_trained_ones_plain) {
+  const bool primitive =
+      kernels::bf16_path() == kernels::Bf16Path::kOneDnnNative && kernels::onednn_bf16_kernel().rfind("brg", 0) == 0;
+  Generator gen(61);
+  const Tensor x = Tensor::randn({64, 256}, gen);
+  const auto copies = [](const Tensor& w) {
+    const auto kept = w.node()->bf16_weight.load();
+    return kept ? kept->blocked_copies() : std::size_t{0};
+  };
+  Tensor trained = Tensor::randn({384, 256}, gen).requires_grad_();
+  const Tensor frozen = trained.detach().clone();
+  // sum |x w| per element, from the unrounded values: (1 + 2^-8)^2 covers the rounded ones.
+  const std::vector<double> magnitude =
+      matmul(abs(x).to(DType::float64), abs(frozen).to(DType::float64), false, true).to_vector();
+  const AutocastGuard bf16(Precision::bfloat16);
+  const std::vector<double> in_graph = linear(x, trained).to_vector();
+  BOOST_TEST(copies(trained) == 0u, "a trained weight read in a graph: plain");
+  const std::vector<double> of_frozen = linear(x, frozen).to_vector();
+  BOOST_TEST((copies(frozen) > 0u) == primitive, "a frozen weight: blocked");
+  std::vector<double> without_graph;
+  {
+    const NoGradGuard no_grad;
+    without_graph = linear(x, trained).to_vector();
+  }
+  BOOST_TEST((copies(trained) > 0u) == primitive, "a trained weight read without a graph: blocked");
+  BOOST_TEST((without_graph == of_frozen));
+  for (std::size_t i = 0; i < in_graph.size(); ++i)  // each within (k + 2) u32 of the exact sum: 2x apart
+    BOOST_TEST(std::abs(in_graph[i] - of_frozen[i]) <= 2.0 * (256 + 2) * kU32 * 1.01 * magnitude[i], "element " << i);
 }
 
 // linear and matmul keep a parameter's rounding with it (matmul: a 2-D B, as a tied
@@ -387,6 +460,72 @@ BOOST_AUTO_TEST_CASE(linear_and_matmul_reuse_a_weights_rounding_until_it_changes
     const std::vector<double> before = run(true)[0];  // and w's gradient for the step
     sgd.step();
     BOOST_TEST((check_fresh("an optimizer step") != before), op);
+  }
+}
+
+// An optimizer's update remakes a parameter's kept bf16 rounding as it writes the new
+// values (Bf16RoundingRefresh): after each step the weight keeps the rounding of its values
+// as they are, bit for bit what a product's own rounding gives, and the next products read
+// it; for SGD and Adam(W), clipping folded in, on 1 and 3 threads. A weight not read in bf16
+// since its last change, or float64, gets none.
+BOOST_AUTO_TEST_CASE(an_update_remakes_the_kept_rounding_as_it_writes) {
+  const int threads_before = num_threads();
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(const optim::NamedParameters&)>;
+  const std::vector<std::pair<const char*, Make>> optimizers = {
+      {"SGD momentum",
+       [](const auto& ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9}); }},
+      {"Adam", [](const auto& ps) { return std::make_unique<optim::Adam>(ps, optim::AdamOptions{.lr = 0.01}); }},
+      {"AdamW", [](const auto& ps) { return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01}); }}};
+  const auto kept_rounding = [](const Tensor& w) { return w.node()->bf16_weight.load(); };
+  const auto current = [](const Tensor& w, const kernels::Bf16Weight& kept) {
+    return kept.made_from(std::as_const(w).data<float>(), w.shape()[0], w.shape()[1], w.node()->version->load());
+  };
+  for (const int threads : {1, 3})
+    for (const auto& [name, make] : optimizers) {
+      set_num_threads(threads);
+      Generator gen(53);
+      Tensor w = Tensor::randn({130, 200}, gen).requires_grad_();  // 26,000 elements: two chunks
+      const Tensor x = Tensor::randn({12, 200}, gen), seed = Tensor::randn({12, 130}, gen);
+      const std::unique_ptr<optim::Optimizer> opt = make({{"w", w}});
+      const std::string what = std::string(name) + ", " + std::to_string(threads) + " threads";
+      for (int step = 0; step < 3; ++step) {
+        opt->zero_grad();
+        Tensor y, y_fresh;
+        {
+          const AutocastGuard bf16(Precision::bfloat16);
+          y = linear(x, w);
+          y_fresh = linear(x, w * 1.0);  // not a leaf: rounded for this call
+        }
+        BOOST_TEST((y.to_vector() == y_fresh.to_vector()), what << ", step " << step << ": the product reads it");
+        y.backward(seed);
+        const auto read = kept_rounding(w);
+        opt->step(optim::grad_norm_clip({w}, 0.5).factor);
+        const auto kept = kept_rounding(w);
+        BOOST_REQUIRE_MESSAGE(kept && kept != read && current(w, *kept), what << ", step " << step);
+        std::vector<bfloat16> expected(w.numel());
+        round_to_bfloat16(std::as_const(w).data<float>(), 1, w.numel(), w.numel(), expected.data());
+        BOOST_TEST(std::equal(expected.begin(), expected.end(), kept->data(),
+                              [](bfloat16 a, bfloat16 b) { return a.bits == b.bits; }),
+                   what << ", step " << step << ": the rounding of the new values");
+      }
+      // Changed since it was last read in bf16: the update leaves it to the next product.
+      w.data<float>()[0] += 1.0f;
+      opt->step();
+      const auto stale = kept_rounding(w);
+      BOOST_TEST((stale && !current(w, *stale)), what << ": a stale rounding is not remade");
+    }
+  set_num_threads(threads_before);
+  // Never read in bf16, or float64: nothing kept, nothing made.
+  for (const DType dtype : {DType::float32, DType::float64}) {
+    Generator gen(54);
+    Tensor w = Tensor::randn({20, 30}, gen).to(dtype).requires_grad_();
+    optim::AdamW opt({{"w", w}});
+    {
+      const AutocastGuard bf16(Precision::bfloat16);
+      sum(linear(Tensor::randn({4, 30}, gen).to(dtype), dtype == DType::float32 ? w * 1.0 : w)).backward();
+    }
+    opt.step();
+    BOOST_TEST(!kept_rounding(w), dtype_name(dtype));
   }
 }
 

@@ -147,6 +147,26 @@ BOOST_AUTO_TEST_CASE(a_lion_written_outside_optim_trains_checkpoints_and_resumes
   fs::remove_all(path.parent_path());
 }
 
+// An optimizer written elsewhere reads its gradients itself: step(factor) scales each in
+// place first, so that it too updates as clip_grad_norm then step() do, bit for bit.
+BOOST_AUTO_TEST_CASE(a_clip_factor_reaches_an_optimizer_written_elsewhere) {
+  Problem clipped(5), folded(5);
+  Lion clipped_lion(clipped.groups()), folded_lion(folded.groups());
+  for (int step = 0; step < 4; ++step) {
+    for (Problem* p : {&clipped, &folded}) {
+      p->model.zero_grad();
+      p->loss().backward();
+    }
+    optim::clip_grad_norm(clipped.model.parameters(), 0.01);
+    clipped_lion.step();
+    const optim::GradNormClip clip = optim::grad_norm_clip(folded.model.parameters(), 0.01);
+    BOOST_TEST(clip.factor < 1.0);
+    folded_lion.step(clip.factor);
+    check_identical(folded.model.state_dict(), clipped.model.state_dict());
+    check_identical(folded_lion.state_dict(), clipped_lion.state_dict());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_group_setting_reaches_the_update) {
   // Under the two-group Lion, each group trains bit for bit as under a Lion of its own
   // made with the group's settings; with the options alone (no override), the head

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numbers>
 
 using namespace xgrad;
@@ -584,6 +585,66 @@ BOOST_AUTO_TEST_CASE(clip_grad_norm_returns_the_norm_and_scales) {
   (e * std::numeric_limits<double>::quiet_NaN()).backward(Tensor::ones({1}, DType::float64));
   BOOST_CHECK(std::isnan(optim::clip_grad_norm({e}, 1.0, false)));
   BOOST_CHECK(std::isnan(e.grad().item()));
+}
+
+// step(grad_norm_clip(...).factor) updates as clip_grad_norm then step() do, bit for bit,
+// for every built-in optimizer and setting that reads the gradient differently, in float32
+// and float64, clipped or within the norm, and leaves the gradients unscaled.
+BOOST_AUTO_TEST_CASE(a_clip_factor_given_to_step_is_clip_grad_norm_then_step_bit_for_bit) {
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(const optim::NamedParameters&)>;
+  const std::vector<std::pair<const char*, Make>> optimizers = {
+      {"SGD", [](const auto& ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1}); }},
+      {"SGD momentum, nesterov, weight decay",
+       [](const auto& ps) {
+         return std::make_unique<optim::SGD>(
+             ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true, .weight_decay = 0.01});
+       }},
+      {"SGD maximize, dampening",
+       [](const auto& ps) {
+         return std::make_unique<optim::SGD>(
+             ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.5, .dampening = 0.3, .maximize = true});
+       }},
+      {"Adam weight decay, amsgrad",
+       [](const auto& ps) {
+         return std::make_unique<optim::Adam>(ps, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+       }},
+      {"AdamW maximize", [](const auto& ps) {
+         return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01, .maximize = true});
+       }}};
+  for (const auto& [name, make] : optimizers)
+    for (const DType dtype : {DType::float32, DType::float64})
+      for (const double max_norm : {1e-3, 1e3}) {  // clipped every step; never clipped
+        Generator gen(7);
+        const Tensor w0 = Tensor::randn({70, 300}, gen).to(dtype), b0 = Tensor::randn({70}, gen).to(dtype);
+        const Tensor x = Tensor::randn({9, 300}, gen).to(dtype);
+        struct Run {
+          Tensor w, b;
+          std::unique_ptr<optim::Optimizer> opt;
+        };
+        const auto start = [&] {
+          Run r{w0.clone().requires_grad_(), b0.clone().requires_grad_(), nullptr};
+          r.opt = make({{"w", r.w}, {"b", r.b}});
+          return r;
+        };
+        Run clipped = start(), folded = start();
+        for (int step = 0; step < 3; ++step) {
+          for (Run* r : {&clipped, &folded}) {
+            r->opt->zero_grad();
+            sum(pow(tanh(linear(x, r->w, r->b)), 2.0)).backward();
+          }
+          const double norm = optim::clip_grad_norm({clipped.w, clipped.b}, max_norm);
+          clipped.opt->step();
+          const std::vector<double> grad_before = folded.w.grad().to_vector();
+          const optim::GradNormClip clip = optim::grad_norm_clip({folded.w, folded.b}, max_norm);
+          BOOST_TEST(clip.norm == norm);
+          BOOST_TEST((max_norm < 1 ? clip.factor < 1.0 : clip.factor == 1.0));
+          folded.opt->step(clip.factor);
+          const std::string what = std::string(name) + ", " + dtype_name(dtype) + ", step " + std::to_string(step);
+          BOOST_TEST((folded.w.to_vector() == clipped.w.to_vector()), what << ": w");
+          BOOST_TEST((folded.b.to_vector() == clipped.b.to_vector()), what << ": b");
+          BOOST_TEST((folded.w.grad().to_vector() == grad_before), what << ": the gradient is left unscaled");
+        }
+      }
 }
 
 BOOST_AUTO_TEST_CASE(schedules_give_the_documented_rates) {

@@ -107,11 +107,10 @@ std::vector<float> widen(const bfloat16* x, std::size_t rows, std::size_t cols, 
 // oneDNN 2.6's brgemm matmul takes only dense operands, each row stride equal to its
 // row's length; a panel of a larger matrix (columns of B and C, a transposed A's rows,
 // attention's blocks) falls to its gemm API, which has no AMX kernel. Where the primitive
-// runs on AMX tiles, such a product runs on dense copies of its strided operands (the
-// copies cost about a tenth of the product: an AMX product is expected to save more; not
-// yet measured on AMX). Elsewhere the gemm API runs strided operands about as fast as brgemm
-// runs dense ones, and the copies only cost: GPT-2 124M's bf16 step went 505 ->
-// 515-614 ms with them on Zen 5 (AVX512_BF16).
+// runs on AMX tiles, such a product runs on dense copies of its strided operands: GPT-2
+// 124M's bf16 step 636 -> 558 ms with them (Xeon, medians of five). Elsewhere the gemm API
+// runs strided operands about as fast as brgemm runs dense ones, and the copies only cost:
+// the same step went 505 -> 515-614 ms with them on Zen 5 (AVX512_BF16).
 bool& dense_copies_setting() {
   static bool on = onednn_bf16_kernel().find("amx") != std::string::npos;
   return on;
@@ -335,11 +334,12 @@ bool dense_copies_for_brgemm() { return dense_copies_setting(); }
 void set_dense_copies_for_brgemm(bool on) { dense_copies_setting() = on; }
 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
-          std::size_t lda, const Bf16Weight& b, float beta, float* c, std::size_t ldc, const float* bias) {
+          std::size_t lda, const Bf16Weight& b, WeightRead read, float beta, float* c, std::size_t ldc,
+          const float* bias) {
   XGRAD_CHECK((trans_b ? n : k) == b.rows() && (trans_b ? k : n) == b.cols(), "matmul (bfloat16)", "op(B) of ", k,
               " x ", n, " is not the weight of ", b.rows(), " x ", b.cols(), trans_b ? " transposed" : "");
   bf16_product(trans_a, trans_b, m, n, k, alpha, a, lda, b.data(), b.cols(), beta, c, ldc, bias,
-               b.read_blocked(trans_b) ? &b : nullptr);
+               read == WeightRead::blocked ? &b : nullptr);
 }
 
 Bf16Path bf16_path() {

@@ -15,12 +15,19 @@ using xgrad::round_to_bfloat16;
 using xgrad::to_bfloat16;
 using xgrad::to_float;
 
+// How a product reads a weight (onednn_matmul.hpp): its plain rounding, repacked by the
+// primitive as it goes, or the blocked copies the weight keeps, made by the first product
+// that asks for a layout and reused by every later one. Blocked pays where many products
+// read the weight at one version (a frozen weight, generation, evaluation), plain where
+// one forward and one backward product do before it changes (a trained weight).
+enum class WeightRead { plain, blocked };
+
 // xgrad::gemm's bf16 product with op(B) a weight (B = W, or W^T when trans_b), rounded once
-// and read blocked where oneDNN's primitive takes the product, from the product that
-// Bf16Weight::read_blocked says on (onednn_matmul.hpp): the same bits as the product on
-// b.data(), without repacking the weight on every call and panel.
+// and, with WeightRead::blocked, read from its blocked copies where oneDNN's primitive
+// takes the product (a dense B: the whole weight, or a panel of its rows).
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
-          std::size_t lda, const Bf16Weight& b, float beta, float* c, std::size_t ldc, const float* bias = nullptr);
+          std::size_t lda, const Bf16Weight& b, WeightRead read, float beta, float* c, std::size_t ldc,
+          const float* bias = nullptr);
 
 // What runs bfloat16 products on this CPU, chosen once: oneDNN with native bf16 dot
 // products (AVX512_BF16, AMX), or OpenBLAS's sgemm on the operands widened to float32

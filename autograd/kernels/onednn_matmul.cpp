@@ -118,7 +118,6 @@ struct Bf16Weight::Blocked {
   };
   std::mutex mutex;
   std::vector<Copy> copies;
-  std::atomic<std::size_t> products[2] = {0, 0};  // read so far, as W and as W^T
 };
 
 Bf16Weight::Bf16Weight(const float* values, std::size_t rows, std::size_t cols, std::uint64_t version)
@@ -131,16 +130,20 @@ Bf16Weight::Bf16Weight(const float* values, std::size_t rows, std::size_t cols, 
   round_to_bfloat16(values, rows, cols, cols, rounded_.get());
 }
 
+Bf16Weight::Bf16Weight(std::unique_ptr<bfloat16[]> rounded, const float* values, std::size_t rows, std::size_t cols,
+                       std::uint64_t version)
+    : rounded_(std::move(rounded)),
+      rows_(rows),
+      cols_(cols),
+      source_(values),
+      version_(version),
+      blocked_(std::make_unique<Blocked>()) {}
+
 Bf16Weight::~Bf16Weight() = default;
 
 std::size_t Bf16Weight::blocked_copies() const {
   std::lock_guard lock(blocked_->mutex);
   return blocked_->copies.size();
-}
-
-bool Bf16Weight::read_blocked(bool trans_b) const {
-  static const std::size_t products_before_blocking = onednn_bf16_kernel().find("amx") != std::string::npos ? 0 : 1;
-  return blocked_->products[trans_b].fetch_add(1, std::memory_order_relaxed) >= products_before_blocking;
 }
 
 namespace {

@@ -17,21 +17,31 @@ namespace xgrad::kernels {
 // change, with the copies of it that oneDNN's primitive reads as its B operand in the
 // blocked layout it asks for. Given a plain matrix, the primitive repacks B on every call
 // (its "copy_B"), and a product cut into row panels repacks it once per panel; a blocked
-// copy is made once (a reorder), by the product that asks for that panel and layout, and
-// kept here. Blocked or plain, the primitive computes the same bits. Thread-safe.
+// copy is made once (a reorder), by the first product that reads that panel and layout
+// blocked, and kept here. Thread-safe.
 //
-// When a layout is read blocked: on AVX512_BF16 from its second product on. There copy_B
-// is about 5% of a product and overlaps its arithmetic, while the reorder takes 2-3 times
-// as long (0.3 ns an element, Zen 5): blocking a training step's forward and input-gradient
-// products, each run once per step, made GPT-2-shaped steps 1-7% slower. From the second
-// product on (micro-batches of a step, generation, a recomputed forward) it saves the
-// repacking every later call (17 x 768 x 50,257: 8.5 -> 5.0 ms). On AMX from its first:
-// there the primitive repacks B once per block of output rows (oneDNN 2.6's
-// brgemm_matmul.cpp), so one product repacks it many times (not measured on AMX).
+// Whether a product reads the weight blocked is its caller's choice (WeightRead, gemm.hpp),
+// and pays only for a weight many products read at one version: the reorder costs more
+// than the repacking it saves in one product. On AVX512_BF16 copy_B is about 5% of a
+// product and overlaps its arithmetic, while the reorder takes 2-3 times as long (0.3 ns
+// an element, Zen 5). On AMX a blocked 256 x 768 x 768 product is 13% faster than a plain
+// one, but its reorder costs 46% of it (Xeon, one thread); blocking a training step's
+// products made GPT-2 124M's bf16 step 20% slower there (699 -> 558 ms without, medians
+// of five). Read many times it saves the repacking every later call: 1 x 768 x 50,257 (a
+// generated token's logits) 6.7 -> 4.0 ms on AMX, 17 x 768 x 50,257 8.5 -> 5.0 ms on Zen 5.
+//
+// On AVX512_BF16 the primitive computes the same bits from either layout. On AMX it need
+// not: past about 1,000 terms (256 x 1,000 x 768, Xeon) it sums the blocked layout in
+// other chunks than the plain one. So the choice is a fixed rule of the caller's, never a
+// count of earlier reads: a product's bits do not depend on how often its weight was read
+// before (by micro-batches of a step, or a recomputed forward).
 class Bf16Weight {
  public:
   // values: rows x cols, row-major; version: the count of changes made to them so far.
   Bf16Weight(const float* values, std::size_t rows, std::size_t cols, std::uint64_t version);
+  // The rounding made elsewhere (by an optimizer's update: Bf16RoundingRefresh), taken.
+  Bf16Weight(std::unique_ptr<bfloat16[]> rounded, const float* values, std::size_t rows, std::size_t cols,
+             std::uint64_t version);
   ~Bf16Weight();
   Bf16Weight(const Bf16Weight&) = delete;
   Bf16Weight& operator=(const Bf16Weight&) = delete;
@@ -44,9 +54,6 @@ class Bf16Weight {
     return values == source_ && rows == rows_ && cols == cols_ && version == version_;
   }
   std::size_t blocked_copies() const;  // how many blocked copies have been made (for tests)
-  // Counts a product reading op(B) = W (or W^T when trans_b), and says whether it reads B
-  // blocked (above).
-  bool read_blocked(bool trans_b) const;
 
   struct Blocked;  // the blocked copies (onednn_matmul.cpp)
   Blocked& blocked() const { return *blocked_; }

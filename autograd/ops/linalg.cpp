@@ -43,6 +43,16 @@ std::shared_ptr<const kernels::Bf16Weight> bf16_weight(const Tensor& weight, std
   return kept;
 }
 
+// How a weight's products read it (kernels/gemm.hpp): blocked where its values stay as they
+// are for many products, a leaf either frozen (LoRA's base) or read without a graph
+// (generation, evaluation); plain where this graph trains it, to change after one forward
+// and one backward product a step. A fixed rule, not a count of reads, so that a product's
+// bits never depend on how often the weight was read before (kernels/onednn_matmul.hpp).
+kernels::WeightRead weight_read(const Tensor& weight) {
+  const bool stays = weight.node()->is_leaf() && !(weight.requires_grad() && grad_enabled());
+  return stays ? kernels::WeightRead::blocked : kernels::WeightRead::plain;
+}
+
 // Products of float32 tensors in bf16: inside an AutocastGuard(bfloat16).
 template <class T>
 bool products_in_bf16() {
@@ -138,7 +148,8 @@ void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
 // The same backward with the products in bf16: A and B as rounded in forward (B as the
 // weight it is when 2-D, or null), dC rounded.
 void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy& b,
-                          const std::shared_ptr<const kernels::Bf16Weight>& b_weight, BackwardContext<float>& ctx) {
+                          const std::shared_ptr<const kernels::Bf16Weight>& b_weight, kernels::WeightRead b_read,
+                          BackwardContext<float>& ctx) {
   if (is_empty(p)) {
     for (std::size_t i = 0; i < 2; ++i)
       if (ctx.needs_grad(i)) ctx.grad_buffer(i);
@@ -151,8 +162,8 @@ void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy
     float* da = ctx.grad_buffer(0).data();
     for (std::size_t i = 0; i < p.a_offset.size(); ++i) {
       if (!p.trans_a && b_weight)
-        kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, *b_weight, 1.0f, da + p.a_offset[i],
-                      p.lda);
+        kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, *b_weight, b_read, 1.0f,
+                      da + p.a_offset[i], p.lda);
       else if (!p.trans_a)
         kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, bv + p.b_offset[i], p.ldb, 1.0f,
                       da + p.a_offset[i], p.lda);
@@ -203,18 +214,19 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
         const Bf16Copy ab = rounded(av, numel(a.shape()) / plan.lda, plan.lda);
         // A 2-D B is one matrix every batch reads: a weight (a tied embedding's logits).
         const auto b_weight = b.dim() == 2 ? bf16_weight(b, b.shape()[0], b.shape()[1]) : nullptr;
+        const kernels::WeightRead b_read = weight_read(b);
         const Bf16Copy bb =
             b_weight ? Bf16Copy(b_weight, b_weight->data()) : rounded(bv, numel(b.shape()) / plan.ldb, plan.ldb);
         for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i) {
           if (b_weight)
             kernels::gemm(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, 1.0f, ab.get() + plan.a_offset[i],
-                          plan.lda, *b_weight, 0.0f, out.data() + i * c_size, plan.n);
+                          plan.lda, *b_weight, b_read, 0.0f, out.data() + i * c_size, plan.n);
           else
             kernels::gemm(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, 1.0f, ab.get() + plan.a_offset[i],
                           plan.lda, bb.get() + plan.b_offset[i], plan.ldb, 0.0f, out.data() + i * c_size, plan.n);
         }
-        return record<T>("matmul", std::move(out), {a, b}, [plan, ab, bb, b_weight](BackwardContext<T>& ctx) {
-          matmul_backward_bf16(plan, ab, bb, b_weight, ctx);
+        return record<T>("matmul", std::move(out), {a, b}, [plan, ab, bb, b_weight, b_read](BackwardContext<T>& ctx) {
+          matmul_backward_bf16(plan, ab, bb, b_weight, b_read, ctx);
         });
       }
     }
@@ -265,10 +277,11 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
   const auto [op, relu, rows, in, out] = call;
   const Bf16Copy xb = rounded(x.node()->values<float>().data(), rows, in);
   const std::shared_ptr<const kernels::Bf16Weight> wb = bf16_weight(weight, out, in);
-  kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, *wb, 0.0f, y.data(), out,
+  const kernels::WeightRead w_read = weight_read(weight);
+  kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, *wb, w_read, 0.0f, y.data(), out,
                 bias.defined() ? bias.node()->values<float>().data() : nullptr);
   if (relu) kernels::relu_in_place(y.data(), y.size());
-  return record<float>(op, std::move(y), {x, weight, bias}, [call, xb, wb](BackwardContext<float>& ctx) {
+  return record<float>(op, std::move(y), {x, weight, bias}, [call, xb, wb, w_read](BackwardContext<float>& ctx) {
     const auto [op, relu, rows, in, out] = call;
     float* db = ctx.needs_grad(2) ? ctx.grad_buffer(2).data() : nullptr;
     if (rows && out && in) {
@@ -276,7 +289,7 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
           rounded_with_column_sums(ctx.grad().data(), relu ? ctx.output().data() : nullptr, rows, out, db);
       if (ctx.needs_grad(0)) {  // dx = g W
         const auto dx = ctx.grad_target(0);
-        kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, *wb, dx.beta(), dx.data, in);
+        kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, *wb, w_read, dx.beta(), dx.data, in);
       }
       if (ctx.needs_grad(1)) {  // dW = g^T x
         const auto dw = ctx.grad_target(1);

@@ -153,8 +153,9 @@ int main(int argc, char** argv) {
     const Tensor loss = cross_entropy(logits, targets);  // mean over every position
     optimizer.zero_grad();
     loss.backward();
-    optim::clip_grad_norm(model.parameters(), 1.0);
-    optimizer.step();
+    // Gradient norm clipped to 1, as clip_grad_norm then step() would, with the scaling
+    // done by the update as it reads each gradient.
+    optimizer.step(optim::grad_norm_clip(model.parameters(), 1.0).factor);
     schedule.step();
     recent += loss.item();
     if (step % every == 0 || step == steps) {

@@ -167,8 +167,7 @@ double training_step(optim::Optimizer& optimizer, Precision precision, Loss&& lo
     loss = loss_of();
   }
   loss.backward();
-  if (clipped) optim::clip_grad_norm(*clipped, 1.0);
-  optimizer.step();
+  optimizer.step(clipped ? optim::grad_norm_clip(*clipped, 1.0).factor : 1.0);  // clipped as the update reads them
   return loss.item();
 }
 

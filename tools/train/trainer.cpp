@@ -324,12 +324,13 @@ double Trainer::take_step(std::int64_t step) {
   };
   if (!std::isfinite(step_loss) && !c_.allow_nonfinite)  // before the update: the checkpoint stays good
     throw diverged(str("the loss is ", step_loss, "; training diverged"));
+  double grad_factor = 1.0;  // the clipping, applied by the update as it reads the gradients
   try {
-    if (c_.clip > 0) optim::clip_grad_norm(model_.parameters(), c_.clip, !c_.allow_nonfinite);
+    if (c_.clip > 0) grad_factor = optim::grad_norm_clip(model_.parameters(), c_.clip, !c_.allow_nonfinite).factor;
   } catch (const Error& e) {
     throw diverged(e.what());
   }
-  opt_->step();
+  opt_->step(grad_factor);
   schedule_->step();
   completed_ = step;
   profiled_step.reset();
