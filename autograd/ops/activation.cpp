@@ -5,6 +5,7 @@
 
 #include <xtensor/xmath.hpp>
 
+#include "xgrad/autograd/kernels/gelu.hpp"
 #include "xgrad/autograd/kernels/mask.hpp"
 #include "xgrad/autograd/kernels/softmax.hpp"
 #include "xgrad/autograd/ops.hpp"
@@ -105,33 +106,37 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 
 namespace {
 
-// GELU's constants in the op's precision.
+// Exact GELU's constants in the op's precision.
 template <class T>
 struct GeluConstants {
   const T inv_sqrt2 = T(1) / std::numbers::sqrt2_v<T>;
   const T inv_sqrt_2pi = T(1) / std::sqrt(T(2) * std::numbers::pi_v<T>);
-  const T sqrt_2_over_pi = std::sqrt(T(2) / std::numbers::pi_v<T>);
-  const T cubic = T(0.044715);
 };
 
 }  // namespace
 
 Tensor gelu(const Tensor& x, bool approximate) {
-  if (approximate)  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-    return unary_op(
-        "gelu", x,
-        [](const auto& v) {
-          using T = value_t<decltype(v)>;
-          const GeluConstants<T> c;
-          return xt::xarray<T>(T(0.5) * v * (T(1) + xt::tanh(c.sqrt_2_over_pi * (v + c.cubic * v * v * v))));
-        },
-        [](const auto& g, const auto& u, const auto&) {
-          using T = value_t<decltype(g)>;
-          const GeluConstants<T> c;
-          const xt::xarray<T> t = xt::tanh(c.sqrt_2_over_pi * (u + c.cubic * u * u * u));
-          return xt::xarray<T>(g * (T(0.5) * (T(1) + t) +
-                                    T(0.5) * u * (T(1) - t * t) * c.sqrt_2_over_pi * (T(1) + T(3) * c.cubic * u * u)));
-        });
+  if (approximate) {  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), fused (kernels/gelu.hpp)
+    check_defined("gelu", x);
+    return dispatch_op(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const xt::xarray<T>& in = x.node()->values<T>();
+      xt::xarray<T> out = new_array<T>("gelu", in.shape());
+      parallel_for_chunks(in.size(), kElementsPerChunk, pointwise::kWorkPerElement,
+                          [&](std::size_t begin, std::size_t end) {
+                            kernels::gelu_tanh_forward(in.data() + begin, out.data() + begin, end - begin);
+                          });
+      return record<T>("gelu", std::move(out), {x}, [](BackwardContext<T>& ctx) {
+        if (!ctx.needs_grad(0)) return;
+        const auto target = ctx.grad_target(0);
+        const T *g = ctx.grad().data(), *u = ctx.input(0).data();
+        parallel_for_chunks(
+            ctx.grad().size(), kElementsPerChunk, pointwise::kWorkPerElement, [&](std::size_t begin, std::size_t end) {
+              kernels::gelu_tanh_backward(g + begin, u + begin, target.data + begin, end - begin, !target.fresh);
+            });
+      });
+    });
+  }
   // Exact: x * Phi(x); d/dx = Phi(x) + x * phi(x). Returned as expressions, evaluated
   // straight into the output: the constants are copied in (T(...)), so that nothing in
   // them refers to this lambda's locals.
