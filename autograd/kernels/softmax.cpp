@@ -105,7 +105,8 @@ void logsumexp_rows(const T* x, T* max, T* log_sum, std::size_t rows, std::size_
     thread_local std::vector<T> scratch;
     scratch.resize(n);
     const T* row = x + r * n;
-    column_max(row, n, 1, &max[r]);
+    const T row_max = max_of(row, n);                              // in SIMD; NaN when any is
+    max[r] = std::isinf(row_max) && row_max < 0 ? T(0) : row_max;  // as column_max: an all -inf row shifts by 0
     log_sum[r] = std::log(exp_shifted_to(row, scratch.data(), n, max[r], T(0)));
   });
 }
