@@ -224,22 +224,40 @@ std::size_t aligned_step(std::size_t extent, std::size_t panels) {
   return ((extent + panels - 1) / panels + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
 }
 
-Cut cut_of(std::size_t m, std::size_t n, std::size_t k) {
+// Panels of C's rows: the shape's own count, as for a product whose extent m rules.
+std::size_t row_panel_step(std::size_t m, double multiply_adds) {
+  const std::size_t by_extent = std::max<std::size_t>(2, m / kMinPanelExtent);
+  const auto by_work = static_cast<std::size_t>(2 * multiply_adds / kParallelMultiplyAdds);
+  // A power of two, so that 2, 4, 8 and 16 threads share the panels evenly.
+  return aligned_step(m, std::bit_floor(std::min({by_extent, by_work, kMaxPanels})));
+}
+
+// dense_panels: the panels run where only dense operands run fast (bf16 on AMX tiles:
+// strided ones are copied dense first, gemm.cpp above). There a cut whose panels are dense
+// is taken over one that needs copies: along k when A is stored transposed and B is not
+// (a weight gradient: both panels are row ranges), else C's rows when A is not stored
+// transposed (C's and A's row panels are dense, B whole). C's column panels never are.
+Cut cut_of(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, bool dense_panels) {
   const double multiply_adds = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (multiply_adds < kParallelMultiplyAdds) return {};
   Cut cut;
   std::size_t extent = 0;
-  if (const std::size_t k_panels = std::min(kMaxKPanels, std::bit_floor(k / (2 * std::max(m, n)))); k_panels >= 2) {
+  const std::size_t k_panels = std::min(kMaxKPanels, std::bit_floor(k / (2 * std::max(m, n))));
+  const bool k_panels_dense = trans_a && !trans_b, rows_dense = !trans_a && m >= 2 * kPanelAlign;
+  if (k_panels >= 2 && (!dense_panels || k_panels_dense || !rows_dense)) {
     cut.axis = Cut::kInner;
     extent = k;
     cut.step = aligned_step(k, k_panels);
+  } else if (m >= n || (dense_panels && rows_dense)) {
+    cut.axis = Cut::kRows;
+    extent = m;
+    cut.step = row_panel_step(m, multiply_adds);
   } else {
-    cut.axis = m >= n ? Cut::kRows : Cut::kColumns;
-    extent = std::max(m, n);
-    // A power of two, so that 2, 4, 8 and 16 threads share the panels evenly.
-    const std::size_t by_extent = std::max<std::size_t>(2, extent / kMinPanelExtent);
+    cut.axis = Cut::kColumns;
+    extent = n;
+    const std::size_t by_extent = std::max<std::size_t>(2, n / kMinPanelExtent);
     const auto by_work = static_cast<std::size_t>(2 * multiply_adds / kParallelMultiplyAdds);
-    cut.step = aligned_step(extent, std::bit_floor(std::min({by_extent, by_work, kMaxPanels})));
+    cut.step = aligned_step(n, std::bit_floor(std::min({by_extent, by_work, kMaxPanels})));
   }
   cut.panels = (extent + cut.step - 1) / cut.step;
   if (cut.panels == 1) cut.axis = Cut::kNone;
@@ -265,8 +283,8 @@ Cut cut_of(std::size_t m, std::size_t n, std::size_t k) {
 template <class In, class Out, class Call>
 void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const In* a,
                    std::size_t lda, const In* b, std::size_t ldb, Out beta, Out* c, std::size_t ldc, const Out* bias,
-                   const Call& call) {
-  const Cut cut = cut_of(m, n, k);
+                   bool dense_panels, const Call& call) {
+  const Cut cut = cut_of(trans_a, trans_b, m, n, k, dense_panels);
   if (cut.axis == Cut::kNone) {
     call(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
     return;
@@ -320,7 +338,8 @@ void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
       }
     return;
   }
-  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias,
+  const bool dense_panels = bf16_path() != Bf16Path::kWidened && dense_copies_setting();
+  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias, dense_panels,
                 [alpha, weight](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const bfloat16* pa,
                                 std::size_t plda, const bfloat16* pb, std::size_t pldb, float pbeta, float* pc,
                                 std::size_t pldc, const float* pbias) {
@@ -374,7 +393,7 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   kernels::split_product(
-      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, static_cast<const T*>(nullptr),
+      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, static_cast<const T*>(nullptr), false,
       [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const T* pa, std::size_t plda,
               const T* pb, std::size_t pldb, T pbeta, T* pc, std::size_t pldc,
               const T*) { kernels::blas_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc); });
