@@ -32,45 +32,57 @@ BOOST_AUTO_TEST_CASE(activation_values) {
   check_close(sigmoid(big).to_vector(), {0.0, 1.0});
 }
 
-// GELU's tanh approximation runs fused in SIMD batches with a scalar tail: over sizes that
-// fill batches, leave tails and cross the pool's chunks, its values and gradient (written,
-// and added to another use's) match the formula evaluated element by element with
-// std::tanh (float64 to 1e-14 relative to the larger of 1 and the value; float32 within a
-// few of its ulps of the float64 result), extremes saturate without NaN, NaN stays NaN,
-// and a float64 gradcheck holds on a size with both paths.
-BOOST_AUTO_TEST_CASE(fused_tanh_gelu_matches_the_formula_at_every_size) {
+// GELU (exact, and its tanh approximation) runs fused in SIMD batches with a scalar tail:
+// over sizes that fill batches, leave tails and cross the pool's chunks, its values and
+// gradient (written, and added to another use's) match the formula evaluated element by
+// element with std::erf, std::exp and std::tanh (float64 to 4e-14 relative to the larger
+// of 1 and the value: xsimd's double erf, which the xtensor expression before used too,
+// is off by up to 30 ulp of 1 where erf nears -1, putting the value off by 1.1e-14 near x
+// = -3.14; float32 within 16 of its ulps of |x| + |y|: the input's rounding and about
+// eight operations), extremes saturate without NaN, NaN stays NaN, and a float64
+// gradcheck holds on a size with both paths.
+BOOST_AUTO_TEST_CASE(fused_gelu_matches_the_formula_at_every_size) {
+  constexpr double kFloat64Bound = 4e-14;
   const double s = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
-  const auto value = [&](double x) { return 0.5 * x * (1 + std::tanh(s * (x + c * x * x * x))); };
-  const auto slope = [&](double x) {
-    const double t = std::tanh(s * (x + c * x * x * x));
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * s * (1 + 3 * c * x * x);
-  };
-  for (const std::size_t n : {1u, 7u, 8u, 16u, 37u, 1000u, 40000u}) {
-    const Tensor x64 = randn64({n}, 100 + n) * 3.0;
-    const Tensor x = x64.detach().requires_grad_();
-    const Tensor x32 = x64.to(DType::float32).detach();
-    const Tensor seed = randn64({n}, 200 + n);
-    sum(gelu(x, true) * seed + gelu(x, true) * seed).backward();  // the second use adds to the first
-    const std::vector<double> in = x64.to_vector(), w = seed.to_vector(), y = gelu(x64, true).to_vector(),
-                              y32 = gelu(x32, true).to_vector(), dx = x.grad().to_vector(), in32 = x32.to_vector();
-    for (std::size_t i = 0; i < n; ++i) {
-      const double scale = std::max(1.0, std::abs(value(in[i])));
-      BOOST_TEST(std::abs(y[i] - value(in[i])) <= 1e-14 * scale, "n " << n << " element " << i);
-      BOOST_TEST(std::abs(dx[i] - 2 * w[i] * slope(in[i])) <= 1e-14 * std::max(1.0, std::abs(dx[i])),
-                 "n " << n << " gradient " << i);
-      // float32: inputs rounded, then about 8 roundings of 2^-24 each, relative to |x| + |y|.
-      BOOST_TEST(std::abs(y32[i] - value(in32[i])) <= 16 * 0x1p-24 * (std::abs(in32[i]) + std::abs(y32[i])) + 1e-30,
-                 "float32, n " << n << " element " << i);
+  const auto phi = [](double x) { return std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi); };
+  const auto cdf = [](double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); };
+  for (const bool approximate : {false, true}) {
+    const auto value = [&](double x) {
+      return approximate ? 0.5 * x * (1 + std::tanh(s * (x + c * x * x * x))) : x * cdf(x);
+    };
+    const auto slope = [&](double x) {
+      if (!approximate) return cdf(x) + x * phi(x);
+      const double t = std::tanh(s * (x + c * x * x * x));
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * s * (1 + 3 * c * x * x);
+    };
+    const char* form = approximate ? "tanh" : "exact";
+    for (const std::size_t n : {1u, 7u, 8u, 16u, 37u, 1000u, 40000u}) {
+      const Tensor x64 = randn64({n}, 100 + n) * 3.0;
+      const Tensor x = x64.detach().requires_grad_();
+      const Tensor x32 = x64.to(DType::float32).detach();
+      const Tensor seed = randn64({n}, 200 + n);
+      sum(gelu(x, approximate) * seed + gelu(x, approximate) * seed).backward();  // the second use adds
+      const std::vector<double> in = x64.to_vector(), w = seed.to_vector(), y = gelu(x64, approximate).to_vector(),
+                                y32 = gelu(x32, approximate).to_vector(), dx = x.grad().to_vector(),
+                                in32 = x32.to_vector();
+      for (std::size_t i = 0; i < n; ++i) {
+        const double scale = std::max(1.0, std::abs(value(in[i])));
+        BOOST_TEST(std::abs(y[i] - value(in[i])) <= kFloat64Bound * scale, form << ", n " << n << " element " << i);
+        BOOST_TEST(std::abs(dx[i] - 2 * w[i] * slope(in[i])) <= kFloat64Bound * std::max(1.0, std::abs(dx[i])),
+                   form << ", n " << n << " gradient " << i);
+        BOOST_TEST(std::abs(y32[i] - value(in32[i])) <= 16 * 0x1p-24 * (std::abs(in32[i]) + std::abs(y32[i])) + 1e-30,
+                   form << ", float32, n " << n << " element " << i);
+      }
     }
+    const Tensor extremes = Tensor::from_vector({-1e30, -100.0, 100.0, 1e30, std::nan("")}, {5}, DType::float32);
+    const std::vector<double> e = gelu(extremes, approximate).to_vector();
+    BOOST_TEST(e[0] == 0.0, form);
+    BOOST_TEST(e[1] == 0.0, form);
+    BOOST_TEST(e[2] == 100.0, form);
+    BOOST_TEST(e[3] == 1e30f, form);
+    BOOST_TEST(std::isnan(e[4]), form);
+    check_gradients([approximate](const Inputs& in) { return gelu(in[0], approximate); }, {randn64({37}, 3)});
   }
-  const Tensor extremes = Tensor::from_vector({-1e30, -100.0, 100.0, 1e30, std::nan("")}, {5}, DType::float32);
-  const std::vector<double> e = gelu(extremes, true).to_vector();
-  BOOST_TEST(e[0] == 0.0);
-  BOOST_TEST(e[1] == 0.0);
-  BOOST_TEST(e[2] == 100.0);
-  BOOST_TEST(e[3] == 1e30f);
-  BOOST_TEST(std::isnan(e[4]));
-  check_gradients([](const Inputs& in) { return gelu(in[0], /*approximate=*/true); }, {randn64({37}, 3)});
 }
 
 BOOST_AUTO_TEST_CASE(softmax_over_every_axis) {

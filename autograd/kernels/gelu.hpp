@@ -1,15 +1,24 @@
 #pragma once
-// GELU's tanh approximation (GPT-2's "gelu_new"), fused and in SIMD (xsimd) over n
-// contiguous elements, each computed on its own (the bits never depend on how the
-// elements are cut), with s = sqrt(2 / pi), c = 0.044715 and t = tanh(s (x + c x^3)):
-//   gelu_tanh_forward:  y = x / 2 (1 + t)
-//   gelu_tanh_backward: dx = g (1/2 (1 + t) + x / 2 (1 - t^2) s (1 + 3 c x^2)), written,
-//                       or added to dx when `add`
-// One pass each, t recomputed in backward rather than kept.
+// GELU, fused and in SIMD (xsimd) over n contiguous elements, each computed on its own
+// (the bits never depend on how the elements are cut); one pass each way, the inner
+// function recomputed in backward rather than kept. The gradient is written to dx, or
+// added to it when `add`.
+//
+// Exact: y = x Phi(x) = x / 2 (1 + erf(x / sqrt 2)); dx = g (Phi(x) + x phi(x)), with
+// phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+//
+// The tanh approximation (GPT-2's "gelu_new"), with s = sqrt(2 / pi), c = 0.044715 and
+// t = tanh(s (x + c x^3)): y = x / 2 (1 + t); dx = g (1/2 (1 + t) + x / 2 (1 - t^2) s (1 + 3 c x^2)).
 
 #include <cstddef>
 
 namespace xgrad::kernels {
+
+template <class T>
+void gelu_forward(const T* x, T* y, std::size_t n);
+
+template <class T>
+void gelu_backward(const T* g, const T* x, T* dx, std::size_t n, bool add);
 
 template <class T>
 void gelu_tanh_forward(const T* x, T* y, std::size_t n);
