@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Mixed precision end to end: xgrad-train --precision bf16 learns as float32 does (sort
-# reaches 0.99 exact-match within 1.25x float32's steps; with --lm, the KJV language
+# reaches 0.99 exact-match in every one of five seeds, the median within 1.25x float32's
+# steps; with --lm, the KJV language
 # model's validation loss after the recipe's 2000 steps is within 0.03 of float32's),
 # writes float32 checkpoints that record the precision, resumes in it, refuses to change
 # it; xgrad-generate and xgrad-bench take the flag; bad values are one line and exit 2.
@@ -41,15 +42,26 @@ check "the memory check says what bf16 keeps" grep -q "and bf16 copies" err
 check "bf16 needs more memory ($(cat needed_bf16) GiB) than float32 ($(cat needed_float32) GiB)" \
   /usr/bin/python3 -c "import sys; sys.exit(not $(cat needed_bf16) > $(cat needed_float32))"
 
+# Steps to the target, by seed: one run's count is a lottery on its bits (seeds 0-5 took
+# 550-1,050 steps in float32 on one machine, and bf16's own bits differ between AMX and
+# AVX512_BF16), so the medians of five seeds are compared, each precision on the same seeds.
 for precision in float32 bf16; do
-  "$train" --task sort --precision "$precision" --quiet --eval-every 50 --metrics "sort_$precision.jsonl" \
-    --save "sort_$precision.st" >/dev/null
-  check "sort in $precision ends (exit $?)" test $? -eq 0
+  for seed in 0 1 2 3 4; do
+    save=()
+    [ "$seed" = 0 ] && save=(--save "sort_$precision.st")
+    "$train" --task sort --precision "$precision" --seed "$seed" --quiet --eval-every 50 \
+      --metrics "sort_${precision}_$seed.jsonl" "${save[@]}" >/dev/null
+    check "sort in $precision, seed $seed, ends (exit $?)" test $? -eq 0
+    check "sort in $precision, seed $seed, reaches the target" \
+      test "$(final "sort_${precision}_$seed.jsonl" reached_target)" = True
+  done
 done
-f32=$(final sort_float32.jsonl steps_to_target) b16=$(final sort_bf16.jsonl steps_to_target)
-echo "sort to 0.99 exact-match: $f32 steps in float32, $b16 in bf16"
-check "bf16 reaches the target" test "$(final sort_bf16.jsonl reached_target)" = True
-check "within 1.25x float32's steps ($b16 against $f32)" \
+median_steps() {
+  for seed in 0 1 2 3 4; do final "sort_${1}_$seed.jsonl" steps_to_target; done | sort -n | sed -n 3p
+}
+f32=$(median_steps float32) b16=$(median_steps bf16)
+echo "sort to 0.99 exact-match, median of five seeds: $f32 steps in float32, $b16 in bf16"
+check "bf16's median within 1.25x float32's ($b16 against $f32)" \
   /usr/bin/python3 -c "import sys; sys.exit(not (0 < 4 * int('$b16') <= 5 * int('$f32')))"
 check "the checkpoint holds the tensors of float32's, as float32's, and records bf16" \
   /usr/bin/python3 - sort_float32.st sort_bf16.st <<'PY'
