@@ -55,9 +55,10 @@ struct Node {
   // rather than a lost contribution.
   std::atomic<bool> in_backward{false};
   // A leaf's value rounded to bfloat16 for bf16 products, with the blocked copies oneDNN
-  // reads (kernels/onednn_matmul.hpp): made by the first product after a change, reused by
-  // every product until the next (each micro-batch, recomputed forward and generated token
-  // of a step); checked against `value` and `version` before each use.
+  // reads (kernels/onednn_matmul.hpp): made by the first product after a change, or by the
+  // optimizer's update as it writes the values (Bf16RoundingRefresh), reused by every
+  // product until the next (each micro-batch, recomputed forward and generated token of a
+  // step); checked against `value` and `version` before each use.
   std::atomic<std::shared_ptr<const kernels::Bf16Weight>> bf16_weight;
 
   Node() = default;
