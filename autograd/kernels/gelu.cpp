@@ -78,32 +78,18 @@ void backward_pass(const T* g, const T* x, T* dx, std::size_t n, bool add) {
 }  // namespace
 
 template <class T>
-void gelu_forward(const T* x, T* y, std::size_t n) {
-  forward_pass<GeluExact<T>>(x, y, n);
+void gelu_forward(const T* x, T* y, std::size_t n, bool approximate) {
+  approximate ? forward_pass<GeluTanh<T>>(x, y, n) : forward_pass<GeluExact<T>>(x, y, n);
 }
 
 template <class T>
-void gelu_backward(const T* g, const T* x, T* dx, std::size_t n, bool add) {
-  backward_pass<GeluExact<T>>(g, x, dx, n, add);
+void gelu_backward(const T* g, const T* x, T* dx, std::size_t n, bool approximate, bool add) {
+  approximate ? backward_pass<GeluTanh<T>>(g, x, dx, n, add) : backward_pass<GeluExact<T>>(g, x, dx, n, add);
 }
 
-template <class T>
-void gelu_tanh_forward(const T* x, T* y, std::size_t n) {
-  forward_pass<GeluTanh<T>>(x, y, n);
-}
-
-template <class T>
-void gelu_tanh_backward(const T* g, const T* x, T* dx, std::size_t n, bool add) {
-  backward_pass<GeluTanh<T>>(g, x, dx, n, add);
-}
-
-template void gelu_forward<float>(const float*, float*, std::size_t);
-template void gelu_forward<double>(const double*, double*, std::size_t);
-template void gelu_backward<float>(const float*, const float*, float*, std::size_t, bool);
-template void gelu_backward<double>(const double*, const double*, double*, std::size_t, bool);
-template void gelu_tanh_forward<float>(const float*, float*, std::size_t);
-template void gelu_tanh_forward<double>(const double*, double*, std::size_t);
-template void gelu_tanh_backward<float>(const float*, const float*, float*, std::size_t, bool);
-template void gelu_tanh_backward<double>(const double*, const double*, double*, std::size_t, bool);
+template void gelu_forward<float>(const float*, float*, std::size_t, bool);
+template void gelu_forward<double>(const double*, double*, std::size_t, bool);
+template void gelu_backward<float>(const float*, const float*, float*, std::size_t, bool, bool);
+template void gelu_backward<double>(const double*, const double*, double*, std::size_t, bool, bool);
 
 }  // namespace xgrad::kernels

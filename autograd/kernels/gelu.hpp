@@ -7,7 +7,7 @@
 // Exact: y = x Phi(x) = x / 2 (1 + erf(x / sqrt 2)); dx = g (Phi(x) + x phi(x)), with
 // phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
 //
-// The tanh approximation (GPT-2's "gelu_new"), with s = sqrt(2 / pi), c = 0.044715 and
+// The tanh approximation (GPT-2's "gelu_new", `approximate`), with s = sqrt(2 / pi), c = 0.044715 and
 // t = tanh(s (x + c x^3)): y = x / 2 (1 + t); dx = g (1/2 (1 + t) + x / 2 (1 - t^2) s (1 + 3 c x^2)).
 
 #include <cstddef>
@@ -15,15 +15,9 @@
 namespace xgrad::kernels {
 
 template <class T>
-void gelu_forward(const T* x, T* y, std::size_t n);
+void gelu_forward(const T* x, T* y, std::size_t n, bool approximate);
 
 template <class T>
-void gelu_backward(const T* g, const T* x, T* dx, std::size_t n, bool add);
-
-template <class T>
-void gelu_tanh_forward(const T* x, T* y, std::size_t n);
-
-template <class T>
-void gelu_tanh_backward(const T* g, const T* x, T* dx, std::size_t n, bool add);
+void gelu_backward(const T* g, const T* x, T* dx, std::size_t n, bool approximate, bool add);
 
 }  // namespace xgrad::kernels

@@ -103,44 +103,14 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
       });
 }
 
-namespace {
-
-// A pointwise op whose forward and gradient are fused kernels over contiguous elements
-// (kernels/gelu.hpp), run in the pool's chunks: forward(x, y, n), grad(g, x, dx, n, add).
-template <class Forward, class Grad>
-Tensor fused_unary_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
-  check_defined(op, x);
-  return dispatch_op(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const xt::xarray<T>& in = x.node()->values<T>();
-    xt::xarray<T> out = new_array<T>(op, in.shape());
-    parallel_for_chunks(
-        in.size(), kElementsPerChunk, pointwise::kWorkPerElement,
-        [&](std::size_t begin, std::size_t end) { forward(in.data() + begin, out.data() + begin, end - begin); });
-    return record<T>(op, std::move(out), {x}, [grad](BackwardContext<T>& ctx) {
-      if (!ctx.needs_grad(0)) return;
-      const auto target = ctx.grad_target(0);
-      const T *g = ctx.grad().data(), *u = ctx.input(0).data();
-      parallel_for_chunks(ctx.grad().size(), kElementsPerChunk, pointwise::kWorkPerElement,
-                          [&](std::size_t begin, std::size_t end) {
-                            grad(g + begin, u + begin, target.data + begin, end - begin, !target.fresh);
-                          });
-    });
-  });
-}
-
-}  // namespace
-
 // Exact: x Phi(x), d/dx = Phi(x) + x phi(x); the tanh approximation: 0.5 x (1 + tanh(sqrt(2
 // / pi) (x + 0.044715 x^3))). Each fused in one SIMD pass a way (kernels/gelu.hpp).
 Tensor gelu(const Tensor& x, bool approximate) {
-  return fused_unary_op(
+  return unary_kernel_op(
       "gelu", x,
-      [approximate](const auto* in, auto* out, std::size_t n) {
-        approximate ? kernels::gelu_tanh_forward(in, out, n) : kernels::gelu_forward(in, out, n);
-      },
+      [approximate](const auto* in, auto* out, std::size_t n) { kernels::gelu_forward(in, out, n, approximate); },
       [approximate](const auto* g, const auto* u, auto* dx, std::size_t n, bool add) {
-        approximate ? kernels::gelu_tanh_backward(g, u, dx, n, add) : kernels::gelu_backward(g, u, dx, n, add);
+        kernels::gelu_backward(g, u, dx, n, approximate, add);
       });
 }
 

@@ -53,22 +53,52 @@ void assign(T* dst, std::size_t n, bool add, F&& f, const Sources*... sources) {
 
 }  // namespace pointwise
 
-// forward(x) -> values; grad(g, x, y) -> gradient of x (y is the output).
-template <class Forward, class Grad>
-Tensor unary_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
+// The frame of a one-input pointwise op: run_forward(x, y, n) fills the output from the
+// input, run_grad(g, x, y, dx, n, add) writes (or adds, when `add`) the input's gradient;
+// each over whole contiguous arrays.
+template <class RunForward, class RunGrad>
+Tensor unary_pointwise(const char* op, const Tensor& x, RunForward run_forward, RunGrad run_grad) {
   check_defined(op, x);
   return dispatch_op(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const xt::xarray<T>& in = x.node()->values<T>();
     xt::xarray<T> out = new_array<T>(op, in.shape());
-    pointwise::assign(out.data(), in.size(), false, forward, in.data());
-    return record<T>(op, std::move(out), {x}, [grad](BackwardContext<T>& ctx) {
+    run_forward(in.data(), out.data(), in.size());
+    return record<T>(op, std::move(out), {x}, [run_grad](BackwardContext<T>& ctx) {
       if (!ctx.needs_grad(0)) return;
       const auto target = ctx.grad_target(0);
-      pointwise::assign(target.data, ctx.grad().size(), !target.fresh, grad, ctx.grad().data(), ctx.input(0).data(),
-                        ctx.output().data());
+      run_grad(ctx.grad().data(), ctx.input(0).data(), ctx.output().data(), target.data, ctx.grad().size(),
+               !target.fresh);
     });
   });
+}
+
+// forward(x) -> values; grad(g, x, y) -> gradient of x (y is the output): xtensor
+// expressions, evaluated chunk by chunk.
+template <class Forward, class Grad>
+Tensor unary_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
+  return unary_pointwise(
+      op, x, [forward](const auto* in, auto* out, std::size_t n) { pointwise::assign(out, n, false, forward, in); },
+      [grad](const auto* g, const auto* in, const auto* out, auto* dx, std::size_t n, bool add) {
+        pointwise::assign(dx, n, add, grad, g, in, out);
+      });
+}
+
+// forward(x, y, n) and grad(g, x, dx, n, add): fused kernels over contiguous elements (as
+// kernels/gelu.hpp's), run on the pool in the same chunks.
+template <class Forward, class Grad>
+Tensor unary_kernel_op(const char* op, const Tensor& x, Forward forward, Grad grad) {
+  return unary_pointwise(
+      op, x,
+      [forward](const auto* in, auto* out, std::size_t n) {
+        parallel_for_chunks(n, kElementsPerChunk, pointwise::kWorkPerElement,
+                            [&](std::size_t begin, std::size_t end) { forward(in + begin, out + begin, end - begin); });
+      },
+      [grad](const auto* g, const auto* in, const auto*, auto* dx, std::size_t n, bool add) {
+        parallel_for_chunks(n, kElementsPerChunk, pointwise::kWorkPerElement, [&](std::size_t begin, std::size_t end) {
+          grad(g + begin, in + begin, dx + begin, end - begin, add);
+        });
+      });
 }
 
 // forward(a, b) -> values; grad_a / grad_b(g, a, b, y) -> gradient at the broadcast shape.
