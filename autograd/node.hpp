@@ -14,6 +14,7 @@
 #include <xtensor/xarray.hpp>
 #include <xtensor/xnoalias.hpp>
 
+#include "xgrad/autograd/detail/heap.hpp"
 #include "xgrad/autograd/memory.hpp"
 #include "xgrad/autograd/profile.hpp"
 #include "xgrad/autograd/tensor.hpp"
@@ -125,7 +126,9 @@ xt::xarray<T> new_array(const char* op, const Dims& dims) {
     refuse_array(op, Shape(dims.begin(), dims.end()), dtype_of<T>(),
                  overflow && !empty ? std::nullopt : std::optional(bytes));
   try {
-    return xt::xarray<T>::from_shape(typename xt::xarray<T>::shape_type(dims.begin(), dims.end()));
+    xt::xarray<T> out = xt::xarray<T>::from_shape(typename xt::xarray<T>::shape_type(dims.begin(), dims.end()));
+    detail::advise_heap_growth();  // before the array is written: its pages fault in huge
+    return out;
   } catch (const std::bad_alloc&) {
     fail(op, "cannot allocate ", Shape(dims.begin(), dims.end()), " ", dtype_of<T>(), " (", bytes >> 20, " MiB)");
   }

@@ -821,7 +821,10 @@ BOOST_AUTO_TEST_CASE(autocast_causal_attention_blocks_within_the_format_bounds) 
     Tensor k = Tensor::randn({1, kv_heads, lk, d}, gen).requires_grad_();
     Tensor v = Tensor::randn({1, kv_heads, lk, d}, gen).requires_grad_();
     const Tensor seed = Tensor::randn({1, heads, lq, d}, gen);
-    const auto bf16 = autocast_attention(q, k, v, seed, {.is_causal = true, .enable_gqa = true});
+    AttentionOptions options;
+    options.is_causal = true;
+    options.enable_gqa = true;
+    const auto bf16 = autocast_attention(q, k, v, seed, options);
     check_attention_within_bounds(bf16, q.to_vector(), k.to_vector(), v.to_vector(), seed.to_vector(), heads,
                                   heads / kv_heads, lq, lk, d, /*causal=*/true);
     const std::vector<double>& dk = bf16[2];

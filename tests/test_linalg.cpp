@@ -204,6 +204,33 @@ BOOST_AUTO_TEST_CASE(matmul_gradients_with_transposes) {
     }
 }
 
+// A first gradient is written by its one product (no zero fill), later ones are added to
+// it: an operand of two products, then a second backward; a batch whose slices add into
+// one broadcast operand's gradient. Each against the sum of the products' own gradients.
+BOOST_AUTO_TEST_CASE(matmul_gradients_are_written_then_added_to) {
+  for (DType dtype : {DType::float64, DType::float32}) {
+    const double tol = dtype == DType::float64 ? 1e-12 : 1e-5;
+    Tensor a = randn64({3, 4}, 30).detach().to(dtype).requires_grad_();
+    Tensor b = randn64({4, 5}, 31).detach().to(dtype).requires_grad_();
+    const Tensor b2 = randn64({4, 5}, 32, false).to(dtype), seed = randn64({3, 5}, 33, false).to(dtype);
+    sum(mul(add(matmul(a, b), matmul(a, b2)), seed)).backward();
+    // d/da of sum((a b + a b2) o seed) = seed (b + b2)^T; d/db = a^T seed.
+    const Tensor expected_a = matmul(seed, add(b, b2).detach(), false, true).detach();
+    const Tensor expected_b = matmul(a.detach(), seed, true, false);
+    check_close(a.grad().to_vector(), expected_a.to_vector(), tol);
+    check_close(b.grad().to_vector(), expected_b.to_vector(), tol);
+    sum(mul(matmul(a, b), seed)).backward();  // adds seed b^T and a^T seed again
+    check_close(a.grad().to_vector(), add(expected_a, matmul(seed, b.detach(), false, true)).to_vector(), tol);
+    check_close(b.grad().to_vector(), add(expected_b, expected_b).to_vector(), tol);
+    // [2, 3, 4] x [4, 5] with A transposed: not folded, two slices add into dB.
+    Tensor stack = randn64({2, 4, 3}, 34).detach().to(dtype).requires_grad_();
+    Tensor w = randn64({4, 5}, 35).detach().to(dtype).requires_grad_();
+    sum(matmul(stack, w, true, false)).backward();
+    const Tensor ones = Tensor::ones({2, 3, 5}, dtype);
+    check_close(w.grad().to_vector(), sum(matmul(stack.detach(), ones, false, false), {0}).to_vector(), tol);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(matmul_with_vectors) {
   const Tensor m = randn64({3, 4}, 15), v = randn64({4}, 16), w = randn64({3}, 17);
   BOOST_CHECK(matmul(m, v).shape() == (Shape{3}));

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "xgrad/autograd/kernels/gemm.hpp"
+#include "xgrad/autograd/kernels/prefetch.hpp"
 #include "xgrad/autograd/kernels/vexp.hpp"
 #include "xgrad/autograd/parallel.hpp"
 
@@ -118,8 +119,10 @@ Operand<T> entry_operand(const AttentionProblem<T>& p, const T* rows_begin, std:
     if (p.bf16) {
       copy.narrow.reset(new bfloat16[rows * cols]);
       bfloat16* out = copy.narrow.get();
-      for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t r = 0; r < rows; ++r) {
+        if (r + kPrefetchRows < rows) prefetch_bytes(rows_begin + (r + kPrefetchRows) * ld, cols * sizeof(float));
         for (std::size_t c = 0; c < cols; ++c) out[r * cols + c] = to_bfloat16(rows_begin[r * ld + c]);
+      }
       return {nullptr, out, std::max<std::size_t>(1, cols), true};
     }
   }

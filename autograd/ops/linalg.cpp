@@ -110,6 +110,17 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b, bool trans_a, bool trans_
 
 bool is_empty(const MatmulPlan& p) { return p.m == 0 || p.n == 0 || p.k == 0; }
 
+// Input i's gradient as `products` products make it. One product writes every element, so
+// a first gradient is written (beta 0), not zero-filled and then added to: for GPT-2's tied
+// embedding that fill and re-read were 300 MB a step. Several (the slices of a batch, a
+// broadcast operand's sum) add into a zero-filled buffer.
+template <class T>
+typename BackwardContext<T>::GradTarget product_grad_target(BackwardContext<T>& ctx, std::size_t i,
+                                                            std::size_t products) {
+  if (products == 1) return ctx.grad_target(i);
+  return {ctx.grad_buffer(i).data(), false};
+}
+
 template <class T>
 void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
   if (is_empty(p)) {  // nothing flows through an empty product: zero gradients, as PyTorch's
@@ -122,25 +133,25 @@ void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
   const T* b = ctx.input(1).data();
   const std::size_t c_size = p.m * p.n;
   if (ctx.needs_grad(0)) {
-    T* da = ctx.grad_buffer(0).data();
+    const auto da = product_grad_target(ctx, 0, p.a_offset.size());
     for (std::size_t i = 0; i < p.a_offset.size(); ++i) {
       if (!p.trans_a)  // dA = dC op(B)^T
-        kernels::gemm<T>(false, !p.trans_b, p.m, p.k, p.n, T(1), g + i * c_size, p.n, b + p.b_offset[i], p.ldb, T(1),
-                         da + p.a_offset[i], p.lda);
+        kernels::gemm<T>(false, !p.trans_b, p.m, p.k, p.n, T(1), g + i * c_size, p.n, b + p.b_offset[i], p.ldb,
+                         da.beta(), da.data + p.a_offset[i], p.lda);
       else  // A stored [k, n]: dA = op(B) dC^T
-        kernels::gemm<T>(p.trans_b, true, p.k, p.m, p.n, T(1), b + p.b_offset[i], p.ldb, g + i * c_size, p.n, T(1),
-                         da + p.a_offset[i], p.lda);
+        kernels::gemm<T>(p.trans_b, true, p.k, p.m, p.n, T(1), b + p.b_offset[i], p.ldb, g + i * c_size, p.n, da.beta(),
+                         da.data + p.a_offset[i], p.lda);
     }
   }
   if (ctx.needs_grad(1)) {
-    T* db = ctx.grad_buffer(1).data();
+    const auto db = product_grad_target(ctx, 1, p.b_offset.size());
     for (std::size_t i = 0; i < p.b_offset.size(); ++i) {
       if (!p.trans_b)  // dB = op(A)^T dC
-        kernels::gemm<T>(!p.trans_a, false, p.k, p.n, p.m, T(1), a + p.a_offset[i], p.lda, g + i * c_size, p.n, T(1),
-                         db + p.b_offset[i], p.ldb);
+        kernels::gemm<T>(!p.trans_a, false, p.k, p.n, p.m, T(1), a + p.a_offset[i], p.lda, g + i * c_size, p.n,
+                         db.beta(), db.data + p.b_offset[i], p.ldb);
       else  // B stored [m, k]: dB = dC^T op(A)
-        kernels::gemm<T>(true, p.trans_a, p.n, p.k, p.m, T(1), g + i * c_size, p.n, a + p.a_offset[i], p.lda, T(1),
-                         db + p.b_offset[i], p.ldb);
+        kernels::gemm<T>(true, p.trans_a, p.n, p.k, p.m, T(1), g + i * c_size, p.n, a + p.a_offset[i], p.lda, db.beta(),
+                         db.data + p.b_offset[i], p.ldb);
     }
   }
 }
@@ -159,28 +170,28 @@ void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy
   const Bf16Copy g = rounded(ctx.grad().data(), ctx.grad().size() / p.n, p.n);
   const kernels::bfloat16 *gv = g.get(), *av = a.get(), *bv = b.get();
   if (ctx.needs_grad(0)) {
-    float* da = ctx.grad_buffer(0).data();
+    const auto da = product_grad_target(ctx, 0, p.a_offset.size());
     for (std::size_t i = 0; i < p.a_offset.size(); ++i) {
       if (!p.trans_a && b_weight)
-        kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, *b_weight, b_read, 1.0f,
-                      da + p.a_offset[i], p.lda);
+        kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, *b_weight, b_read, da.beta(),
+                      da.data + p.a_offset[i], p.lda);
       else if (!p.trans_a)
-        kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, bv + p.b_offset[i], p.ldb, 1.0f,
-                      da + p.a_offset[i], p.lda);
+        kernels::gemm(false, !p.trans_b, p.m, p.k, p.n, 1.0f, gv + i * c_size, p.n, bv + p.b_offset[i], p.ldb,
+                      da.beta(), da.data + p.a_offset[i], p.lda);
       else
-        kernels::gemm(p.trans_b, true, p.k, p.m, p.n, 1.0f, bv + p.b_offset[i], p.ldb, gv + i * c_size, p.n, 1.0f,
-                      da + p.a_offset[i], p.lda);
+        kernels::gemm(p.trans_b, true, p.k, p.m, p.n, 1.0f, bv + p.b_offset[i], p.ldb, gv + i * c_size, p.n, da.beta(),
+                      da.data + p.a_offset[i], p.lda);
     }
   }
   if (ctx.needs_grad(1)) {
-    float* db = ctx.grad_buffer(1).data();
+    const auto db = product_grad_target(ctx, 1, p.b_offset.size());
     for (std::size_t i = 0; i < p.b_offset.size(); ++i) {
       if (!p.trans_b)
-        kernels::gemm(!p.trans_a, false, p.k, p.n, p.m, 1.0f, av + p.a_offset[i], p.lda, gv + i * c_size, p.n, 1.0f,
-                      db + p.b_offset[i], p.ldb);
+        kernels::gemm(!p.trans_a, false, p.k, p.n, p.m, 1.0f, av + p.a_offset[i], p.lda, gv + i * c_size, p.n,
+                      db.beta(), db.data + p.b_offset[i], p.ldb);
       else
-        kernels::gemm(true, p.trans_a, p.n, p.k, p.m, 1.0f, gv + i * c_size, p.n, av + p.a_offset[i], p.lda, 1.0f,
-                      db + p.b_offset[i], p.ldb);
+        kernels::gemm(true, p.trans_a, p.n, p.k, p.m, 1.0f, gv + i * c_size, p.n, av + p.a_offset[i], p.lda, db.beta(),
+                      db.data + p.b_offset[i], p.ldb);
     }
   }
 }
