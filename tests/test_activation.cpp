@@ -39,13 +39,18 @@ BOOST_AUTO_TEST_CASE(activation_values) {
 // of 1 and the value: xsimd's double erf, which the xtensor expression before used too,
 // is off by up to 30 ulp of 1 where erf nears -1, putting the value off by 1.1e-14 near x
 // = -3.14; float32 within 16 of its ulps of |x| + |y|: the input's rounding and about
-// eight operations), extremes saturate without NaN, NaN stays NaN, and a float64
-// gradcheck holds on a size with both paths.
+// eight operations; its gradient within 16 ulps of (1 + |x|) |seed|, the slope crossing
+// zero), extremes saturate without NaN, NaN stays NaN, and a float64 gradcheck holds on a
+// size with both paths. The exact form in float32 also keeps its relative accuracy for x
+// < 0, where Phi(x) is small and 1 + erf(x / sqrt 2) would cancel: within (16 + x^2 / 2)
+// ulps of the value (exp(-x^2 / 2) carries x^2 / 2 ulps from its argument's rounding).
+// Values from -14 to 14 in steps of 1e-3 cover both of float32's paths (a batch near zero,
+// and the erfc form) down to where Phi(x) leaves float32's normal range (x = -12.9).
 BOOST_AUTO_TEST_CASE(fused_gelu_matches_the_formula_at_every_size) {
   constexpr double kFloat64Bound = 4e-14;
   const double s = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
   const auto phi = [](double x) { return std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi); };
-  const auto cdf = [](double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); };
+  const auto cdf = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };  // no cancelling for x < 0
   for (const bool approximate : {false, true}) {
     const auto value = [&](double x) {
       return approximate ? 0.5 * x * (1 + std::tanh(s * (x + c * x * x * x))) : x * cdf(x);
@@ -62,16 +67,34 @@ BOOST_AUTO_TEST_CASE(fused_gelu_matches_the_formula_at_every_size) {
       const Tensor x32 = x64.to(DType::float32).detach();
       const Tensor seed = randn64({n}, 200 + n);
       sum(gelu(x, approximate) * seed + gelu(x, approximate) * seed).backward();  // the second use adds
+      const Tensor x32_grad = x32.detach().requires_grad_();
+      sum(gelu(x32_grad, approximate) * seed.to(DType::float32)).backward();
       const std::vector<double> in = x64.to_vector(), w = seed.to_vector(), y = gelu(x64, approximate).to_vector(),
                                 y32 = gelu(x32, approximate).to_vector(), dx = x.grad().to_vector(),
-                                in32 = x32.to_vector();
+                                in32 = x32.to_vector(), dx32 = x32_grad.grad().to_vector(),
+                                w32 = seed.to(DType::float32).to_vector();
       for (std::size_t i = 0; i < n; ++i) {
+        BOOST_TEST(
+            std::abs(dx32[i] - w32[i] * slope(in32[i])) <= 16 * 0x1p-24 * (1 + std::abs(in32[i])) * std::abs(w32[i]),
+            form << ", float32, n " << n << " gradient " << i);
         const double scale = std::max(1.0, std::abs(value(in[i])));
         BOOST_TEST(std::abs(y[i] - value(in[i])) <= kFloat64Bound * scale, form << ", n " << n << " element " << i);
         BOOST_TEST(std::abs(dx[i] - 2 * w[i] * slope(in[i])) <= kFloat64Bound * std::max(1.0, std::abs(dx[i])),
                    form << ", n " << n << " gradient " << i);
         BOOST_TEST(std::abs(y32[i] - value(in32[i])) <= 16 * 0x1p-24 * (std::abs(in32[i]) + std::abs(y32[i])) + 1e-30,
                    form << ", float32, n " << n << " element " << i);
+      }
+    }
+    if (!approximate) {
+      std::vector<double> grid;
+      for (int i = -14000; i <= 14000; ++i) grid.push_back(i * 1e-3);
+      const std::vector<double> in32 = Tensor::from_vector(grid, {grid.size()}, DType::float32).to_vector(),
+                                y32 = gelu(Tensor::from_vector(grid, {grid.size()}, DType::float32)).to_vector();
+      for (std::size_t i = 0; i < grid.size(); ++i) {
+        const double x = in32[i], expected = value(x);
+        if (x < 0 && expected / x >= std::numeric_limits<float>::min())  // Phi(x) a normal float: x > -12.9
+          BOOST_TEST(std::abs(y32[i] - expected) <= (16 + x * x / 2) * 0x1p-24 * std::abs(expected),
+                     "float32 at " << x);
       }
     }
     const Tensor extremes = Tensor::from_vector({-1e30, -100.0, 100.0, 1e30, std::nan("")}, {5}, DType::float32);

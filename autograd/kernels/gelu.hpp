@@ -5,7 +5,9 @@
 // added to it when `add`.
 //
 // Exact: y = x Phi(x) = x / 2 (1 + erf(x / sqrt 2)); dx = g (Phi(x) + x phi(x)), with
-// phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+// phi(x) = exp(-x^2 / 2) / sqrt(2 pi). float64 through xsimd's erf; float32 through erfc
+// and one exp that phi shares (gelu.cpp), Phi accurate relative to its size out into the
+// negative tail, where 1 + erf cancels.
 //
 // The tanh approximation (GPT-2's "gelu_new", `approximate`), with s = sqrt(2 / pi), c = 0.044715 and
 // t = tanh(s (x + c x^3)): y = x / 2 (1 + t); dx = g (1/2 (1 + t) + x / 2 (1 - t^2) s (1 + 3 c x^2)).
