@@ -108,6 +108,34 @@ BOOST_AUTO_TEST_CASE(fused_gelu_matches_the_formula_at_every_size) {
   }
 }
 
+// An element's GELU and gradient are the same bits wherever it lies: SIMD batches of
+// other neighbours (the array shifted by 1 to 17 places, as another shard or row length
+// would cut it) and the padded tail give the same values, near zero, far out and mixed.
+BOOST_AUTO_TEST_CASE(gelu_bits_do_not_depend_on_an_elements_neighbours) {
+  std::vector<double> values = randn64({200}, 11).to_vector();
+  for (std::size_t i = 0; i < values.size(); i += 3) values[i] *= 0.2;  // batches mixing near zero and far
+  for (std::size_t i = 100; i < 140; ++i) values[i] *= 0.1;             // some wholly near zero
+  for (const DType dtype : {DType::float32, DType::float64})
+    for (const bool approximate : {false, true}) {
+      const auto run = [&](std::size_t shift) {
+        std::vector<double> padded(shift, 3.0);
+        padded.insert(padded.end(), values.begin(), values.end());
+        const Tensor x = Tensor::from_vector(padded, {padded.size()}, dtype).requires_grad_();
+        const Tensor y = gelu(x, approximate);
+        sum(y * y).backward();
+        std::vector<double> out = y.to_vector(), grad = x.grad().to_vector();
+        out.erase(out.begin(), out.begin() + shift);
+        grad.erase(grad.begin(), grad.begin() + shift);
+        out.insert(out.end(), grad.begin(), grad.end());
+        return out;
+      };
+      const std::vector<double> unshifted = run(0);
+      for (const std::size_t shift : {1u, 5u, 8u, 15u, 17u})
+        BOOST_TEST(run(shift) == unshifted, dtype_name(dtype)
+                                                << (approximate ? " tanh" : " exact") << ", shift " << shift);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(softmax_over_every_axis) {
   const Tensor x = randn64({2, 3, 4}, 2);
   for (int axis : {0, 1, 2, -1, -2}) {

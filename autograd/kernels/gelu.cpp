@@ -57,8 +57,8 @@ constexpr std::array<float, 11> kErfcFit = {0.28209479518888515f,  0.28209375380
                                             0.13217704525294715f,  -0.45497398937000342f, 0.49369493279742151f,
                                             -0.23473359328820676f, 0.043195433357500626f};
 
-// Where a whole batch has |x| <= sqrt 2, as activations mostly do, Phi(x) = 1/2 + z S(z^2)
-// / 2 with z = x / sqrt 2 (signed), S of degree 5 fitted as above to erf(z) / z over |z| <=
+// Where |x| <= sqrt 2, as activations mostly are, Phi(x) = 1/2 + z S(z^2) / 2 with z = x /
+// sqrt 2 (signed), S of degree 5 fitted as above to erf(z) / z over |z| <=
 // 1 (4e-8 relative): no division, no exp. Phi >= 0.079 there, so nothing cancels far.
 constexpr std::array<float, 6> kErfNearZeroFit = {1.1283791211297025f,    -0.37612319731503294f,
                                                   0.11280130260832545f,   -0.026709949549366855f,
@@ -73,8 +73,6 @@ Floats polynomial(const std::array<float, N>& coefficients, const Floats& at) {
   return sum;
 }
 
-bool near_zero(const Floats& z) { return xsimd::all(xsimd::abs(z) <= Floats(1.0f)); }  // NaN is not
-
 Floats cdf_near_zero(const Floats& z) {
   return xsimd::fma(Floats(0.5f) * z, polynomial(kErfNearZeroFit, z * z), Floats(0.5f));
 }
@@ -88,15 +86,26 @@ Floats cdf_through_erfc(const Floats& x, const Floats& z, const Floats& gaussian
 
 Floats gaussian_of(const Floats& x) { return xsimd::exp(Floats(-0.5f) * x * x); }
 
+// Each element takes the path its own |z| picks (the bits never depend on its neighbours
+// in a batch); a batch wholly near zero skips the erfc form.
+Floats cdf_of(const Floats& x, const Floats& z, const Floats& gaussian) {
+  const auto near_zero = xsimd::abs(z) <= Floats(1.0f);  // false for NaN
+  if (xsimd::all(near_zero)) return cdf_near_zero(z);
+  const Floats far = cdf_through_erfc(x, z, gaussian);
+  return xsimd::any(near_zero) ? xsimd::select(near_zero, cdf_near_zero(z), far) : far;
+}
+
+Floats z_of(const Floats& x) { return x * Floats(static_cast<float>(1 / std::numbers::sqrt2)); }
+
 Floats cdf_of(const Floats& x) {
-  const Floats z = x * Floats(static_cast<float>(1 / std::numbers::sqrt2));
-  return near_zero(z) ? cdf_near_zero(z) : cdf_through_erfc(x, z, gaussian_of(x));
+  const Floats z = z_of(x);
+  if (xsimd::all(xsimd::abs(z) <= Floats(1.0f))) return cdf_near_zero(z);  // no exp needed
+  return cdf_of(x, z, gaussian_of(x));
 }
 
 Normal<float> normal_of(const Floats& x) {
-  const Floats z = x * Floats(static_cast<float>(1 / std::numbers::sqrt2)), gaussian = gaussian_of(x);
-  return {near_zero(z) ? cdf_near_zero(z) : cdf_through_erfc(x, z, gaussian),
-          Floats(static_cast<float>(kInvSqrt2Pi)) * gaussian};
+  const Floats gaussian = gaussian_of(x);
+  return {cdf_of(x, z_of(x), gaussian), Floats(static_cast<float>(kInvSqrt2Pi)) * gaussian};
 }
 
 Batch<double> cdf_of(const Batch<double>& x) { return normal_of(x).cdf; }
