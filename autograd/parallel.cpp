@@ -169,10 +169,16 @@ struct InsideJob {
 };
 
 // One job at a time. The caller publishes it by bumping `epoch_`; a worker joins by
-// incrementing `inside_` unless the job is already closed, claims indices from `next_`
-// until none are left, and leaves. The caller works too, then closes the job and waits
-// only for workers inside it: a worker that was descheduled and never joined is not
-// waited for.
+// incrementing `inside_` unless the job is already closed, claims indices until none are
+// left, and leaves. The caller works too, then closes the job and waits only for workers
+// inside it: a worker that was descheduled and never joined is not waited for.
+//
+// Each thread has a home range, its share of [0, n) in order (the caller the first), and
+// claims from it first, then from the others' ranges front to back. A row-parallel op
+// then finds the rows the op before it wrote on the same core, in its L2: each of the two
+// vCPUs here reads its L2 at about 100 GB/s and its share of L3 at 28, DRAM at 14, and
+// indices claimed in turn from one counter had each core reading half the rows the other
+// had just written. Which thread runs an index never changes a result (parallel.hpp).
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) : threads_(threads) { start(); }
@@ -220,12 +226,15 @@ class ThreadPool {
     count_ = n;
     owner_ = profile::active() ? profile::innermost() : profile::EventRef{};
     float_mode_ = detail::float_mode();  // denormals flushed or kept, as the caller runs
-    next_.store(0, std::memory_order_relaxed);
+    for (std::size_t slot = 0; slot < ranges_.size(); ++slot) {
+      ranges_[slot].next.store(home_begin(slot), std::memory_order_relaxed);
+      ranges_[slot].end = home_begin(slot + 1);
+    }
     error_ = nullptr;
     inside_.store(0, std::memory_order_release);
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     wake_sleepers(epoch_, epoch_sleepers_);
-    work();
+    work(0);
     // Close the job, then wait for the workers still inside it.
     const profile::Scope waiting(profile::Kind::pool_wait, "pool wait");
     std::uint32_t state = inside_.fetch_or(kClosed, std::memory_order_seq_cst) | kClosed;
@@ -238,9 +247,15 @@ class ThreadPool {
 
   void start() {
     stopping_ = false;
+    ranges_ = std::vector<Range>(static_cast<std::size_t>(threads_));
     const std::uint32_t epoch = epoch_.load();  // a worker that starts late still sees every later change
-    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, epoch] { worker_loop(epoch); });
+    for (int i = 1; i < threads_; ++i)
+      workers_.emplace_back([this, epoch, i] { worker_loop(epoch, static_cast<std::size_t>(i)); });
   }
+
+  // Where thread `slot`'s home range of the current job begins (the next one's begins
+  // where it ends).
+  std::size_t home_begin(std::size_t slot) const { return count_ * slot / ranges_.size(); }
 
   void stop() {
     stopping_ = true;
@@ -250,7 +265,7 @@ class ThreadPool {
     workers_.clear();
   }
 
-  void worker_loop(std::uint32_t seen) {
+  void worker_loop(std::uint32_t seen, std::size_t slot) {
     for (;;) {
       seen = wait_while_equal(epoch_, seen, epoch_sleepers_);
       if (stopping_) return;
@@ -260,25 +275,35 @@ class ThreadPool {
       }
       if (!joined) continue;
       const detail::ModeOf callers_mode(float_mode_);
-      work();
+      work(slot);
       if (inside_.fetch_sub(1, std::memory_order_seq_cst) == (kClosed | 1)) wake_sleepers(inside_, caller_sleeping_);
     }
   }
 
-  // This thread's share of the job: one pool task event, owned by the caller's event.
-  void work() {
+  // This thread's share of the job, its home range first: one pool task event, owned by
+  // the caller's event.
+  void work(std::size_t slot) {
     const profile::Scope task(profile::Kind::pool_task, "pool task");
     if (profile::Event* event = task.event()) event->owner = owner_;
     const InsideJob inside;
-    for (std::size_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count_;) {
-      try {
-        function_(context_, i);
-      } catch (...) {
-        std::lock_guard lock(error_mutex_);
-        if (!error_) error_ = std::current_exception();
+    for (std::size_t k = 0; k < ranges_.size(); ++k) {
+      Range& range = ranges_[(slot + k) % ranges_.size()];
+      for (std::size_t i; (i = range.next.fetch_add(1, std::memory_order_relaxed)) < range.end;) {
+        try {
+          function_(context_, i);
+        } catch (...) {
+          std::lock_guard lock(error_mutex_);
+          if (!error_) error_ = std::current_exception();
+        }
       }
     }
   }
+
+  // A thread's home range of the current job: indices [next, end) left to claim.
+  struct alignas(64) Range {  // a cache line each: claims on one do not slow the others
+    std::atomic<std::size_t> next{0};
+    std::size_t end = 0;
+  };
 
   int threads_;  // the caller included
   std::vector<std::thread> workers_;
@@ -286,7 +311,7 @@ class ThreadPool {
   std::atomic<std::uint32_t> epoch_{0};
   std::atomic<std::uint32_t> inside_{kClosed};
   std::atomic<int> epoch_sleepers_{0}, caller_sleeping_{0};
-  std::atomic<std::size_t> next_{0};
+  std::vector<Range> ranges_;  // one per thread, the caller's first
   std::atomic<bool> stopping_{false};
   detail::IndexFunction function_ = nullptr;
   void* context_ = nullptr;

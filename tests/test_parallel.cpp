@@ -4,7 +4,11 @@
 #include "helpers.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -40,6 +44,42 @@ BOOST_AUTO_TEST_CASE(every_index_runs_once_for_any_thread_count) {
       for (int round = 0; round < 20; ++round) parallel_for(n, kBig, [&](std::size_t i) { ++hits[i]; });
       for (std::size_t i = 0; i < n; ++i) BOOST_TEST(hits[i].load() == 20, "index " << i << " of " << n);
     }
+  }
+}
+
+// Each thread starts at its home range, its share of the indices in order (the caller the
+// first), so a row-parallel op finds on each core the rows the op before wrote there. Each
+// thread's first body waits until every thread has begun one, so none can finish its range
+// and take from another's first.
+BOOST_AUTO_TEST_CASE(each_thread_starts_at_its_home_range) {
+  ThreadCount restore;
+  for (const int threads : {2, 3}) {
+    set_num_threads(threads);
+    constexpr std::size_t n = 12;
+    const auto caller = std::this_thread::get_id();
+    std::atomic<int> started{0};
+    std::mutex mutex;
+    std::map<std::thread::id, std::size_t> first;  // each thread's first index
+    parallel_for(n, kBig, [&](std::size_t i) {
+      {
+        std::lock_guard lock(mutex);
+        if (first.count(std::this_thread::get_id())) return;
+        first[std::this_thread::get_id()] = i;
+      }
+      ++started;
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (started.load() < threads && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    });
+    if (started.load() < threads) {  // a worker never joined (the machine is crowded): nothing to check
+      BOOST_TEST_MESSAGE(threads << " threads: only " << started.load() << " took part");
+      continue;
+    }
+    std::set<std::size_t> firsts;
+    for (const auto& [id, index] : first) firsts.insert(index);
+    BOOST_TEST(first.at(caller) == 0u, threads << " threads");
+    std::set<std::size_t> homes;
+    for (int slot = 0; slot < threads; ++slot) homes.insert(n * static_cast<std::size_t>(slot) / threads);
+    BOOST_TEST(firsts == homes, threads << " threads");
   }
 }
 
