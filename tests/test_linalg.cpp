@@ -370,6 +370,52 @@ BOOST_AUTO_TEST_CASE(linear_relu_is_relu_of_linear_bit_for_bit) {
     }
 }
 
+// linear's bias gradient, the column sums of dY (taken in fixed chunks of rows, added in
+// chunk order), is the same bits on 1, 2 and 3 threads, in float32, float64 and bf16
+// autocast, relu fused in or not, on shapes the pool cuts with a part-chunk of rows and a
+// part-block of columns left over; and it is the column sums, within the rounding of that
+// many float32 additions (rows x 2^-24 x the sum of |dY|; float64 within 1e-12 of it).
+BOOST_AUTO_TEST_CASE(linear_bias_gradient_is_the_same_on_any_thread_count) {
+  const int threads = num_threads();
+  const std::size_t rows = 2100, in = 16, out = 600;
+  for (const DType dtype : {DType::float32, DType::float64})
+    for (const Precision precision : {Precision::float32, Precision::bfloat16}) {
+      if (dtype == DType::float64 && precision == Precision::bfloat16) continue;
+      for (const bool relu_fused : {false, true}) {
+        const Tensor x = randn64({rows, in}, 70).to(dtype).detach();
+        const Tensor w = randn64({out, in}, 71).to(dtype).detach();
+        Tensor b = randn64({out}, 72).to(dtype).detach().requires_grad_();
+        const Tensor seed_grad = randn64({rows, out}, 73).to(dtype);
+        std::vector<Tensor> grads;
+        for (const int t : {1, 2, 3}) {
+          set_num_threads(t);
+          b.zero_grad();
+          {
+            const AutocastGuard guard(precision);
+            (relu_fused ? linear_relu(x, w, b) : linear(x, w, b)).backward(seed_grad);
+          }
+          grads.push_back(b.grad().detach().clone());
+        }
+        const std::string what =
+            str(dtype_name(dtype), precision == Precision::bfloat16 ? " bf16" : "", relu_fused ? " relu" : "");
+        BOOST_TEST(same_bits(grads[1], grads[0]), what << " on 2 threads");
+        BOOST_TEST(same_bits(grads[2], grads[0]), what << " on 3 threads");
+        if (relu_fused) continue;
+        const std::vector<double> g = seed_grad.to_vector(), db = grads[0].to_vector();
+        for (std::size_t o = 0; o < out; ++o) {
+          double sum = 0, magnitude = 0;
+          for (std::size_t r = 0; r < rows; ++r) {
+            sum += g[r * out + o];
+            magnitude += std::abs(g[r * out + o]);
+          }
+          const double bound = dtype == DType::float32 ? rows * 0x1p-24 * magnitude : 1e-12 * magnitude;
+          BOOST_TEST(std::abs(db[o] - sum) <= bound, what << " column " << o);
+        }
+      }
+    }
+  set_num_threads(threads);
+}
+
 BOOST_AUTO_TEST_CASE(linear_relu_gradients) {
   const Tensor x = randn64({2, 3, 4}, 60), w = randn64({5, 4}, 61), b = randn64({5}, 62);
   check_gradients([](const Inputs& in) { return linear_relu(in[0], in[1], in[2]); }, {x, w, b});

@@ -1,8 +1,8 @@
 #pragma once
 // The passes around linear's product y = x W^T + b over [rows, out] matrices, on the
 // pool: the bias written into y's rows (the product then adds into them), relu fused in,
-// and the bias gradient. Each element is written on its own and each column sum is taken
-// whole by one thread, row by row, so the bits do not depend on the thread count.
+// and the bias gradient. Each element is written on its own and the column sums are taken
+// in fixed chunks of rows added in order, so the bits do not depend on the thread count.
 
 #include <cstddef>
 
