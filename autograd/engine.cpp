@@ -38,10 +38,11 @@ void accumulate_grad(Node& node, Storage&& grad) {
         const Array& g = std::get<Array>(grad);
         XGRAD_CHECK(acc.shape() == g.shape(), "backward", "internal error: a gradient of shape ", to_shape(g.shape()),
                     " reached a tensor of shape ", to_shape(acc.shape()));
-        // On the pool, element by element: the same bits on any number of threads.
+        // On the pool, element by element: the same bits on any number of threads. Its
+        // work an element counted as a pointwise op's (ops/pointwise.hpp).
         auto* sum = acc.data();
         const auto* add = g.data();
-        parallel_for_chunks(acc.size(), kElementsPerChunk, 1.0, [&](std::size_t begin, std::size_t end) {
+        parallel_for_chunks(acc.size(), kElementsPerChunk, 8.0, [&](std::size_t begin, std::size_t end) {
           for (std::size_t i = begin; i < end; ++i) sum[i] += add[i];
         });
       },
