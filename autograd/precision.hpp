@@ -80,8 +80,7 @@ class Bf16RoundingRefresh {
   template <class T>
   void write(const T* values, std::size_t begin, std::size_t end) const {
     if constexpr (std::is_same_v<T, float>)
-      if (rounded_)
-        for (std::size_t i = begin; i < end; ++i) rounded_[i] = to_bfloat16(values[i]);
+      if (rounded_) to_bfloat16_n(values + begin, end - begin, rounded_.get() + begin);
   }
   // After the update: the rounding becomes the parameter's kept rounding of its values as
   // they now are. Not called (an exception during the update), the next product rounds.

@@ -118,6 +118,44 @@ BOOST_AUTO_TEST_CASE(rounding_is_to_nearest_even) {
       BOOST_TEST(kernels::to_float(dense[r * 5 + c]) == round_trip(block[1 + r * 9 + c]));
 }
 
+// The array rounding (32 at a time by vcvtne2ps2bf16 where built for AVX512_BF16) gives
+// to_bfloat16's bits for every kind of float: ties either way, the largest finite values
+// (rounding to infinity), infinities, quiet and signalling NaNs of either sign with their
+// payloads, zeros, and denormals (which the instruction would flush), alone in a batch of
+// 32 or among normals, at every offset and length (tails).
+BOOST_AUTO_TEST_CASE(array_rounding_gives_every_floats_bits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> special = {1.0f + 0x1p-8f,
+                                      1.0f + 3 * 0x1p-8f,
+                                      -1.0f - 0x1p-8f,
+                                      std::numeric_limits<float>::max(),
+                                      -std::numeric_limits<float>::max(),
+                                      inf,
+                                      -inf,
+                                      std::bit_cast<float>(0x7fc00001u),
+                                      std::bit_cast<float>(0x7f800001u),
+                                      std::bit_cast<float>(0xffa12345u),
+                                      0.0f,
+                                      -0.0f,
+                                      1e-40f,
+                                      -1e-40f,
+                                      std::bit_cast<float>(0x007fffffu),
+                                      std::bit_cast<float>(0x00000001u),
+                                      std::numeric_limits<float>::min()};
+  std::vector<float> values = random_floats(4096, 5);
+  for (std::size_t i = 0; i < values.size(); i += 37) values[i] = special[(i / 37) % special.size()];
+  for (std::size_t i = 0; i < 32; ++i) values[64 + i] = 1e-39f * static_cast<float>(i + 1);  // a batch all denormal
+  for (std::size_t offset : {0, 1, 7})
+    for (std::size_t n : {0, 1, 31, 32, 33, 95, 1000, 4000}) {
+      std::vector<bfloat16> out(n + 1, bfloat16{0xabcd});
+      kernels::to_bfloat16_n(values.data() + offset, n, out.data());
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) wrong += out[i].bits != kernels::to_bfloat16(values[offset + i]).bits;
+      BOOST_TEST(wrong == 0u, "offset " << offset << ", n " << n);
+      BOOST_TEST(out[n].bits == 0xabcd, "past the end written, n " << n);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(bf16_products_are_within_the_format_bounds) {
   for (const auto& [m, n, k] : kShapes)
     for (const bool trans_a : {false, true})

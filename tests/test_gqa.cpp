@@ -331,3 +331,19 @@ BOOST_AUTO_TEST_CASE(bad_input_names_the_op_and_shapes) {
   // Without enable_gqa, fewer K/V heads do not broadcast.
   check_error([&] { scaled_dot_product_attention(q, k2, k2); }, {op, "leading axes", "k [2, 2, 5, 3]"});
 }
+
+// Past one of the kernel's blocks each way (128 positions in float64), heads read in place
+// (row strides past a head's width), causal: dQ sums products over key blocks, dK and dV
+// over query blocks and over the query heads of their group. Against the explicit repeat,
+// and the gradient against finite differences.
+BOOST_AUTO_TEST_CASE(across_kernel_blocks_with_heads_in_place) {
+  AttentionOptions o;
+  o.is_causal = true;
+  const Fused f{2};
+  const auto grouped = [&](const Tensor& t) { return gqa(f, t, true, o); };
+  const Tensor x = randn64({1, 300, f.width()}, 41, false);
+  const auto explicit_repeat = [&](const Tensor& t) { return repeated_kv(f, t, true, o); };
+  const auto mine = forward_and_gradients(grouped, x), reference = forward_and_gradients(explicit_repeat, x);
+  for (std::size_t i = 0; i < mine.size(); ++i) check_close(mine[i], reference[i], 1e-12);
+  check_gradients([&](const Inputs& in) { return grouped(in[0]).output; }, {randn64({1, 140, f.width()}, 42)});
+}

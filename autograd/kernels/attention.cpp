@@ -24,6 +24,12 @@ std::size_t key_block(const AttentionProblem<T>& p) {
   return p.bf16 ? 256 : 128;
 }
 
+// rows x cols from `from` (row stride from_ld) to `to` (row stride to_ld).
+template <class T>
+void copy_rows(const T* from, std::size_t from_ld, std::size_t rows, std::size_t cols, T* to, std::size_t to_ld) {
+  for (std::size_t r = 0; r < rows; ++r) std::copy_n(from + r * from_ld, cols, to + r * to_ld);
+}
+
 template <class T>
 inline T dot(std::size_t n, const T* x, const T* y) {
   T s = 0;
@@ -121,7 +127,7 @@ Operand<T> entry_operand(const AttentionProblem<T>& p, const T* rows_begin, std:
       bfloat16* out = copy.narrow.get();
       for (std::size_t r = 0; r < rows; ++r) {
         if (r + kPrefetchRows < rows) prefetch_bytes(rows_begin + (r + kPrefetchRows) * ld, cols * sizeof(float));
-        for (std::size_t c = 0; c < cols; ++c) out[r * cols + c] = to_bfloat16(rows_begin[r * ld + c]);
+        to_bfloat16_n(rows_begin + r * ld, cols, out + r * cols);
       }
       return {nullptr, out, std::max<std::size_t>(1, cols), true};
     }
@@ -162,7 +168,7 @@ Operand<T> block_operand(const AttentionProblem<T>& p, const T* block, std::size
                          bfloat16* space) {
   if constexpr (std::is_same_v<T, float>) {
     if (p.bf16) {
-      for (std::size_t i = 0; i < rows * cols; ++i) space[i] = to_bfloat16(block[i]);
+      to_bfloat16_n(block, rows * cols, space);
       return {nullptr, space, std::max<std::size_t>(1, cols), true};
     }
   }
@@ -290,6 +296,39 @@ struct KeyValueOperands {
                                  p.dv, vt_copy)) {}
 };
 
+// Where block products sum a gradient's rows: a window of them at a time, in place, or in
+// a dense block written to the rows when the window closes. On AMX tiles a product whose C
+// is strided (a head's columns of dQ, dK, dV) runs on a dense copy of C, made and written
+// back every call: where several products add to each row, xlong's bf16 step ran 14%
+// faster summing densely. The same sums in the same order: the same bits.
+template <class T>
+class GradientRows {
+ public:
+  // The gradient's rows from `rows` on (row stride ld, `width` wide); a window of up to
+  // dense_rows rows summed densely, or in place when dense_rows is 0.
+  GradientRows(T* rows, std::size_t ld, std::size_t width, std::size_t dense_rows)
+      : rows_(rows), ld_(ld), width_(width), dense_(dense_rows * width) {}
+
+  // Products write rows [first, first + count) next; `load` when they add to what is there.
+  void open(std::size_t first, std::size_t count, bool load) {
+    first_ = first, count_ = count;
+    if (!dense_.empty() && load) copy_rows(rows_ + first * ld_, ld_, count, width_, dense_.data(), width_);
+  }
+  T* row(std::size_t r) { return dense_.empty() ? rows_ + (first_ + r) * ld_ : dense_.data() + r * width_; }
+  std::size_t ld() const { return dense_.empty() ? ld_ : width_; }
+  void zero(std::size_t r, std::size_t count) {
+    for (std::size_t i = r; i < r + count; ++i) std::fill_n(row(i), width_, T(0));
+  }
+  void close() {
+    if (!dense_.empty()) copy_rows(dense_.data(), width_, count_, width_, rows_ + first_ * ld_, ld_);
+  }
+
+ private:
+  T* rows_;
+  std::size_t ld_, width_, first_ = 0, count_ = 0;
+  std::vector<T> dense_;
+};
+
 // Entry b's gradients: dq written; dk and dv written too, or added to when `add_to_kv`
 // (a later query head of the same K/V head).
 template <class T>
@@ -298,11 +337,12 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
   ScoreBlock<T> block(p);
   std::vector<T> dropped(p.dropout_p > 0 ? block.scores.size() : 0), dp(block.scores.size());
   const std::size_t g_ld = p.out_rows.stride;
-  const std::size_t dq_ld = p.dq_rows.stride, dk_ld = p.dk_rows.stride, dv_ld = p.dv_rows.stride;
   const T* g = dout + p.out_rows.at(b, 0);
-  T* dq_b = dq + p.dq_rows.at(b, 0);
-  T* dk_b = dk + p.dk_rows.at(b, 0);
-  T* dv_b = dv + p.dv_rows.at(b, 0);
+  // dQ summed over key blocks, dK and dV over query blocks: densely where there are several.
+  const std::size_t kv_window = p.lq > kBlockQ ? key_block(p) : 0;
+  GradientRows<T> dq_rows(dq + p.dq_rows.at(b, 0), p.dq_rows.stride, p.dk, p.lk > key_block(p) ? p.lq : 0),
+      dk_rows(dk + p.dk_rows.at(b, 0), p.dk_rows.stride, p.dk, kv_window),
+      dv_rows(dv + p.dv_rows.at(b, 0), p.dv_rows.stride, p.dv, kv_window);
   OperandCopy<T> q_copy, g_copy;
   const Operand<T> q = query_operand(p, b, q_copy), k = kv.keys.k, values_t = kv.values_t;
   const Operand<T> dout_rows = entry_operand(p, g, g_ld, p.lq, p.dv, g_copy);
@@ -310,8 +350,8 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
   // Each gradient block is written (beta = 0) by its first product and added to after;
   // rows no product reaches (no keys at all, or keys no query sees) are zeroed. dK and
   // dV of a later query head of the group are only added to.
-  if (p.lk == 0)
-    for (std::size_t i = 0; i < p.lq; ++i) std::fill_n(dq_b + i * dq_ld, p.dk, T(0));
+  dq_rows.open(0, p.lq, false);
+  if (p.lk == 0) dq_rows.zero(0, p.lq);
   // D_i = dout_i . out_i equals sum_j P_ij dP_ij, dropout included.
   std::vector<T> delta(p.lq);
   for (std::size_t i = 0; i < p.lq; ++i) delta[i] = dot(p.dv, g + i * g_ld, out + p.out_rows.at(b, i));
@@ -319,17 +359,18 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
   for (std::size_t j0 = 0; j0 < p.lk; j0 += key_block(p)) {
     const std::size_t key_block_size = std::min(key_block(p), p.lk - j0);
     T key_beta = add_to_kv ? T(1) : T(0);  // for this key block's dK and dV: 0 until its first product
+    dk_rows.open(j0, key_block_size, add_to_kv);
+    dv_rows.open(j0, key_block_size, add_to_kv);
     for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
       const std::size_t bq = std::min(kBlockQ, p.lq - i0);
       if (p.causal && j0 >= i0 + bq) continue;     // the whole block is in the future
       const T query_beta = j0 == 0 ? T(0) : T(1);  // for dQ: key block 0 is never in the future
       // The keys of the block some query of this block sees (all but causal's future).
       const std::size_t bk = std::min(key_block_size, key_end(p, i0, bq) - j0);
-      if (key_beta == T(0) && bk < key_block_size)  // rows this first product leaves: later ones add to them
-        for (std::size_t j = j0 + bk; j < j0 + key_block_size; ++j) {
-          std::fill_n(dk_b + j * dk_ld, p.dk, T(0));
-          std::fill_n(dv_b + j * dv_ld, p.dv, T(0));
-        }
+      if (key_beta == T(0) && bk < key_block_size) {  // rows this first product leaves: later ones add to them
+        dk_rows.zero(bk, key_block_size - bk);
+        dv_rows.zero(bk, key_block_size - bk);
+      }
       compute_scores(p, b, i0, bq, j0, bk, q, kv.keys, block);
       T* prob = block.scores.data();
       for (std::size_t r = 0; r < bq; ++r)  // P = exp(S - lse): 0 where masked or the row is
@@ -343,7 +384,7 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
       // dV += (P o Z)^T dO;   dP = dO V^T
       block_gemm(true, false, bk, p.dv, bq, T(1),
                  block_operand(p, with_dropout ? dropped.data() : prob, bq, bk, rounded_block.get()), dout_block,
-                 key_beta, dv_b + j0 * dv_ld, dv_ld);
+                 key_beta, dv_rows.row(0), dv_rows.ld());
       block_gemm(false, false, bq, bk, p.dv, T(1), dout_block, values_t.at(0, j0), T(0), dp.data(), bk);
       // dS = P o (dP o Z - D) * scale, written over dp
       for (std::size_t r = 0; r < bq; ++r) {
@@ -358,16 +399,18 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
       }
       // dQ += dS K;   dK += dS^T Q
       const Operand<T> ds = block_operand(p, dp.data(), bq, bk, rounded_block.get());
-      block_gemm(false, false, bq, p.dk, bk, T(1), ds, k.at(j0, 0), query_beta, dq_b + i0 * dq_ld, dq_ld);
-      block_gemm(true, false, bk, p.dk, bq, T(1), ds, q.at(i0, 0), key_beta, dk_b + j0 * dk_ld, dk_ld);
+      block_gemm(false, false, bq, p.dk, bk, T(1), ds, k.at(j0, 0), query_beta, dq_rows.row(i0), dq_rows.ld());
+      block_gemm(true, false, bk, p.dk, bq, T(1), ds, q.at(i0, 0), key_beta, dk_rows.row(0), dk_rows.ld());
       key_beta = 1;
     }
-    if (key_beta == T(0))
-      for (std::size_t j = j0; j < j0 + key_block_size; ++j) {
-        std::fill_n(dk_b + j * dk_ld, p.dk, T(0));
-        std::fill_n(dv_b + j * dv_ld, p.dv, T(0));
-      }
+    if (key_beta == T(0)) {
+      dk_rows.zero(0, key_block_size);
+      dv_rows.zero(0, key_block_size);
+    }
+    dk_rows.close();
+    dv_rows.close();
   }
+  dq_rows.close();
 }
 
 // The backward of K/V head `group` (entries group * p.group, ...): its query heads in

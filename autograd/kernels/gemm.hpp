@@ -13,6 +13,7 @@ using xgrad::bfloat16;
 using xgrad::gemm;
 using xgrad::round_to_bfloat16;
 using xgrad::to_bfloat16;
+using xgrad::to_bfloat16_n;
 using xgrad::to_float;
 
 // How a product reads a weight (onednn_matmul.hpp): its plain rounding, repacked by the
