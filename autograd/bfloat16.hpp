@@ -25,10 +25,16 @@ inline bfloat16 to_bfloat16(float x) {
 
 inline float to_float(bfloat16 x) { return std::bit_cast<float>(static_cast<std::uint32_t>(x.bits) << 16); }
 
+// How to_bfloat16_n writes: through the caches, or streamed to memory past them, for a
+// rounding read long after (an optimizer's refresh of every weight's rounding, which the
+// next forward reads only after the whole step has gone through memory): no line is read
+// before it is written.
+enum class Bf16Store { cached, streamed };
+
 // out[i] = to_bfloat16(in[i]) for i < n, the same bits. Where the library is built for
 // AVX512_BF16, 32 at a time by vcvtne2ps2bf16 (which rounds alike but flushes denormals:
 // a batch holding one is rounded element by element).
-void to_bfloat16_n(const float* in, std::size_t n, bfloat16* out);
+void to_bfloat16_n(const float* in, std::size_t n, bfloat16* out, Bf16Store store = Bf16Store::cached);
 
 // out[r * cols + c] = to_bfloat16(in[r * ld + c]) for a rows x cols block stored with row
 // stride ld: an operand made dense and rounded once, then used by every panel of a product.

@@ -80,7 +80,7 @@ class Bf16RoundingRefresh {
   template <class T>
   void write(const T* values, std::size_t begin, std::size_t end) const {
     if constexpr (std::is_same_v<T, float>)
-      if (rounded_) to_bfloat16_n(values + begin, end - begin, rounded_.get() + begin);
+      if (rounded_) to_bfloat16_n(values + begin, end - begin, rounded_.get() + begin, Bf16Store::streamed);
   }
   // After the update: the rounding becomes the parameter's kept rounding of its values as
   // they now are. Not called (an exception during the update), the next product rounds.

@@ -118,7 +118,8 @@ BOOST_AUTO_TEST_CASE(rounding_is_to_nearest_even) {
       BOOST_TEST(kernels::to_float(dense[r * 5 + c]) == round_trip(block[1 + r * 9 + c]));
 }
 
-// The array rounding (32 at a time by vcvtne2ps2bf16 where built for AVX512_BF16) gives
+// The array rounding (32 at a time by vcvtne2ps2bf16 where built for AVX512_BF16, through
+// the caches or streamed past them) gives
 // to_bfloat16's bits for every kind of float: ties either way, the largest finite values
 // (rounding to infinity), infinities, quiet and signalling NaNs of either sign with their
 // payloads, zeros, and denormals (which the instruction would flush), alone in a batch of
@@ -145,15 +146,18 @@ BOOST_AUTO_TEST_CASE(array_rounding_gives_every_floats_bits) {
   std::vector<float> values = random_floats(4096, 5);
   for (std::size_t i = 0; i < values.size(); i += 37) values[i] = special[(i / 37) % special.size()];
   for (std::size_t i = 0; i < 32; ++i) values[64 + i] = 1e-39f * static_cast<float>(i + 1);  // a batch all denormal
-  for (std::size_t offset : {0, 1, 7})
-    for (std::size_t n : {0, 1, 31, 32, 33, 95, 1000, 4000}) {
-      std::vector<bfloat16> out(n + 1, bfloat16{0xabcd});
-      kernels::to_bfloat16_n(values.data() + offset, n, out.data());
-      std::size_t wrong = 0;
-      for (std::size_t i = 0; i < n; ++i) wrong += out[i].bits != kernels::to_bfloat16(values[offset + i]).bits;
-      BOOST_TEST(wrong == 0u, "offset " << offset << ", n " << n);
-      BOOST_TEST(out[n].bits == 0xabcd, "past the end written, n " << n);
-    }
+  for (const Bf16Store store : {Bf16Store::cached, Bf16Store::streamed})
+    for (std::size_t offset : {0, 1, 7})
+      for (std::size_t n : {0, 1, 31, 32, 33, 95, 1000, 4000}) {
+        std::vector<bfloat16> out(n + 2, bfloat16{0xabcd});
+        bfloat16* at = out.data() + offset % 2;  // streamed: lines start at other elements
+        kernels::to_bfloat16_n(values.data() + offset, n, at, store);
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; ++i) wrong += at[i].bits != kernels::to_bfloat16(values[offset + i]).bits;
+        BOOST_TEST(wrong == 0u, "offset " << offset << ", n " << n << ", streamed " << (store == Bf16Store::streamed));
+        BOOST_TEST(at[n].bits == 0xabcd, "past the end written, n " << n);
+        BOOST_TEST((offset % 2 == 0 || out[0].bits == 0xabcd), "before the start written, n " << n);
+      }
 }
 
 BOOST_AUTO_TEST_CASE(bf16_products_are_within_the_format_bounds) {

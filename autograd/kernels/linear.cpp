@@ -28,12 +28,14 @@ std::size_t rows_per_chunk(std::size_t width) {
 // Walks a rows x out matrix row by row in chunks of kSumRows rows on the pool, calling
 // element(r, o) on each element, and adds the column sums of what it returns into db (when
 // given): each chunk's sums (from zero, row by row) then added into db in chunk order.
+// chunk_done(first, last) follows each chunk's walk, on its thread, while its rows are in
+// cache.
 // Cut by rows, each core reads the rows the op before it wrote there (the pool's home
 // ranges), in its L2; cut by columns, each core read half of every row from the other's
 // cache, and a narrow block stepped a row's length from read to read: medium's bf16 step
 // spent 11% of its time there (Xeon, AMX).
-template <class T, class Element>
-void walk_rows(std::size_t rows, std::size_t out, T* db, Element&& element) {
+template <class T, class Element, class ChunkDone>
+void walk_rows(std::size_t rows, std::size_t out, T* db, Element&& element, ChunkDone&& chunk_done) {
   const std::size_t chunks = (rows + kSumRows - 1) / kSumRows;
   std::vector<T> partial(db ? chunks * out : 0);
   parallel_for(chunks, kColumnSumWork * static_cast<double>(kSumRows * out), [&](std::size_t c) {
@@ -49,6 +51,7 @@ void walk_rows(std::size_t rows, std::size_t out, T* db, Element&& element) {
     for (; begin + kSumColumns <= out; begin += kSumColumns)
       block(begin, std::integral_constant<std::size_t, kSumColumns>{});  // a fixed width unrolls
     if (begin < out) block(begin, out - begin);
+    chunk_done(first, last);
   });
   if (db)
     for (std::size_t c = 0; c < chunks; ++c)
@@ -86,21 +89,33 @@ void relu_gradient(const T* g, const T* y, std::size_t n, T* masked) {
 
 template <class T>
 void add_column_sums(const T* g, std::size_t rows, std::size_t out, T* db) {
-  walk_rows(rows, out, db, [g, out](std::size_t r, std::size_t o) { return g[r * out + o]; });
+  walk_rows(
+      rows, out, db, [g, out](std::size_t r, std::size_t o) { return g[r * out + o]; },
+      [](std::size_t, std::size_t) {});
 }
 
 void round_with_column_sums(const float* g, const float* relu_output, std::size_t rows, std::size_t out, float* db,
                             bfloat16* rounded) {
-  const auto round = [&](std::size_t r, std::size_t o, float v) {
-    rounded[r * out + o] = to_bfloat16(v);
-    return v;
-  };
+  // Each chunk's rows rounded after its sums while in cache, whole rows at a time by
+  // to_bfloat16_n (element by element inside the walk, the rounding ran at the emulation's
+  // rate): lm's bf16 step 1.6% faster. relu's gradient is made again into a row for it.
   if (relu_output)
-    walk_rows(rows, out, db, [&](std::size_t r, std::size_t o) {
-      return round(r, o, relu_gradient_of(g[r * out + o], relu_output[r * out + o]));
-    });
+    walk_rows(
+        rows, out, db,
+        [&](std::size_t r, std::size_t o) { return relu_gradient_of(g[r * out + o], relu_output[r * out + o]); },
+        [&](std::size_t first, std::size_t last) {
+          std::vector<float> row(out);
+          for (std::size_t r = first; r < last; ++r) {
+            for (std::size_t o = 0; o < out; ++o) row[o] = relu_gradient_of(g[r * out + o], relu_output[r * out + o]);
+            to_bfloat16_n(row.data(), out, rounded + r * out);
+          }
+        });
   else
-    walk_rows(rows, out, db, [&](std::size_t r, std::size_t o) { return round(r, o, g[r * out + o]); });
+    walk_rows(
+        rows, out, db, [&](std::size_t r, std::size_t o) { return g[r * out + o]; },
+        [&](std::size_t first, std::size_t last) {
+          to_bfloat16_n(g + first * out, (last - first) * out, rounded + first * out);
+        });
 }
 
 template void fill_rows<float>(float*, const float*, std::size_t, std::size_t);
