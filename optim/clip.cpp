@@ -4,6 +4,11 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <type_traits>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "xgrad/autograd/denormals.hpp"
 #include "xgrad/autograd/parallel.hpp"
@@ -39,9 +44,26 @@ double sum_of_squares(const T* g, std::size_t n) {
     std::array<double, kLanes> lanes{};
     const auto add = [&](std::size_t i, std::size_t lane) {
       const auto x = static_cast<double>(g[i]);
-      lanes[lane] += x * x;
+      lanes[lane] = std::fma(x, x, lanes[lane]);
     };
     std::size_t i = begin;
+#if defined(__AVX512F__)
+    // float32 on AVX-512: the 16 lanes as two vectors of doubles. The compiler left most of
+    // the lanes below scalar: GPT-2 124M's gradient norm read 25 GB/s, AdamW's pass 45.
+    if constexpr (std::is_same_v<T, float>) {
+      __m512d low = _mm512_setzero_pd(), high = _mm512_setzero_pd();
+      for (; i + kLanes <= end; i += kLanes) {
+        __builtin_prefetch(g + i + kPrefetchBytes / sizeof(T));
+        const __m512 x = _mm512_loadu_ps(g + i);
+        const __m512d x_low = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+        const __m512d x_high = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+        low = _mm512_fmadd_pd(x_low, x_low, low);
+        high = _mm512_fmadd_pd(x_high, x_high, high);
+      }
+      _mm512_storeu_pd(lanes.data(), low);
+      _mm512_storeu_pd(lanes.data() + 8, high);
+    }
+#endif
     for (; i + kLanes <= end; i += kLanes) {
       // One stream a thread, read once from memory: fetched 4 KB ahead, the pass runs 20%
       // faster (9.2 -> 11.4 GB/s on one Xeon core; the hardware prefetcher alone lags).

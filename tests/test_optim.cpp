@@ -1,5 +1,6 @@
 #define BOOST_TEST_MODULE optim
 #include "fixtures.hpp"
+#include "xgrad/autograd/parallel.hpp"
 #include "xgrad/optim/optim.hpp"
 
 #include <algorithm>
@@ -585,6 +586,33 @@ BOOST_AUTO_TEST_CASE(clip_grad_norm_returns_the_norm_and_scales) {
   (e * std::numeric_limits<double>::quiet_NaN()).backward(Tensor::ones({1}, DType::float64));
   BOOST_CHECK(std::isnan(optim::clip_grad_norm({e}, 1.0, false)));
   BOOST_CHECK(std::isnan(e.grad().item()));
+}
+
+// The float32 gradient norm (sums of squares in float64, 16 lanes a chunk, vectors of
+// them on AVX-512) against the norm in float64 of the same values: every square is exact
+// in float64, so only the additions round, n of them at most 2^-53 each. Lengths around
+// the lanes and past one chunk (16K), and the same bits on 1, 2 and 3 threads.
+BOOST_AUTO_TEST_CASE(float32_gradient_norm_within_its_additions_rounding) {
+  const int threads = num_threads();
+  for (const std::size_t n : {1, 15, 16, 17, 33, 1000, 40000}) {
+    Tensor a = Tensor::zeros({n}, DType::float32).requires_grad_(), b = Tensor::zeros({7}, DType::float32);
+    b.requires_grad_();
+    Generator gen(n);
+    sum(a * Tensor::randn({n}, gen) * 3.0).backward();
+    sum(b * Tensor::randn({7}, gen)).backward();
+    double squares = 0;
+    for (const Tensor& t : {a, b})
+      for (const double x : t.grad().to_vector()) squares += x * x;
+    std::vector<double> norms;
+    for (const int t : {1, 2, 3}) {
+      set_num_threads(t);
+      norms.push_back(optim::grad_norm_clip({a, b}, 1.0).norm);
+    }
+    set_num_threads(threads);
+    BOOST_TEST(std::abs(norms[0] - std::sqrt(squares)) <= 1e-16 * static_cast<double>(n + 7) * std::sqrt(squares),
+               "n " << n);
+    BOOST_TEST((norms[1] == norms[0] && norms[2] == norms[0]), "n " << n << " on 2 and 3 threads");
+  }
 }
 
 // step(grad_norm_clip(...).factor) updates as clip_grad_norm then step() do, bit for bit,
