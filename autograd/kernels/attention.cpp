@@ -299,33 +299,70 @@ struct KeyValueOperands {
 // Where block products sum a gradient's rows: a window of them at a time, in place, or in
 // a dense block written to the rows when the window closes. On AMX tiles a product whose C
 // is strided (a head's columns of dQ, dK, dV) runs on a dense copy of C, made and written
-// back every call: where several products add to each row, xlong's bf16 step ran 14%
-// faster summing densely. The same sums in the same order: the same bits.
+// back every call: where several products add to each row, xlong's bf16 step ran 11%
+// faster summing densely (the same sums in the same order as in place: the same bits).
+//
+// A transposed window holds the rows' transpose, [width, dense_rows], for products that
+// write C^T (bf16): dV^T += dO^T P and dK^T += Q^T dS, whose transposed A is a head's 128
+// rows of dO or Q, where dV += P^T dO and dK += dS^T Q transpose a 128 x 256 block of P or
+// dS, which oneDNN's AMX kernel copies row-major on every call (at d = 32, one Xeon core:
+// 8.1 us a product, 6.5 us as C^T). long's and xlong's bf16 steps 3% faster; other bits
+// than the products written untransposed, the same on every thread count.
 template <class T>
 class GradientRows {
  public:
   // The gradient's rows from `rows` on (row stride ld, `width` wide); a window of up to
-  // dense_rows rows summed densely, or in place when dense_rows is 0.
-  GradientRows(T* rows, std::size_t ld, std::size_t width, std::size_t dense_rows)
-      : rows_(rows), ld_(ld), width_(width), dense_(dense_rows * width) {}
+  // dense_rows rows summed densely (transposed or not), or in place when dense_rows is 0.
+  GradientRows(T* rows, std::size_t ld, std::size_t width, std::size_t dense_rows, bool transposed = false)
+      : rows_(rows),
+        ld_(ld),
+        width_(width),
+        dense_rows_(dense_rows),
+        transposed_(transposed && dense_rows > 0),
+        dense_(dense_rows * width) {}
 
+  bool transposed() const { return transposed_; }
   // Products write rows [first, first + count) next; `load` when they add to what is there.
   void open(std::size_t first, std::size_t count, bool load) {
     first_ = first, count_ = count;
-    if (!dense_.empty() && load) copy_rows(rows_ + first * ld_, ld_, count, width_, dense_.data(), width_);
+    if (dense_.empty() || !load) return;
+    if (transposed_)
+      transpose_rows(rows_ + first * ld_, ld_, count, dense_.data(), dense_rows_);
+    else
+      copy_rows(rows_ + first * ld_, ld_, count, width_, dense_.data(), width_);
   }
-  T* row(std::size_t r) { return dense_.empty() ? rows_ + (first_ + r) * ld_ : dense_.data() + r * width_; }
-  std::size_t ld() const { return dense_.empty() ? ld_ : width_; }
+  // Where products write row r on (not transposed), or the column of row r (transposed);
+  // ld() is the row stride of what they write.
+  T* row(std::size_t r) {
+    if (dense_.empty()) return rows_ + (first_ + r) * ld_;
+    return transposed_ ? dense_.data() + r : dense_.data() + r * width_;
+  }
+  std::size_t ld() const { return dense_.empty() ? ld_ : transposed_ ? dense_rows_ : width_; }
   void zero(std::size_t r, std::size_t count) {
-    for (std::size_t i = r; i < r + count; ++i) std::fill_n(row(i), width_, T(0));
+    if (!transposed_)
+      for (std::size_t i = r; i < r + count; ++i) std::fill_n(row(i), width_, T(0));
+    else
+      for (std::size_t c = 0; c < width_; ++c) std::fill_n(dense_.data() + c * dense_rows_ + r, count, T(0));
   }
   void close() {
-    if (!dense_.empty()) copy_rows(dense_.data(), width_, count_, width_, rows_ + first_ * ld_, ld_);
+    if (dense_.empty()) return;
+    if (transposed_)
+      for (std::size_t r = 0; r < count_; ++r)
+        for (std::size_t c = 0; c < width_; ++c) rows_[(first_ + r) * ld_ + c] = dense_[c * dense_rows_ + r];
+    else
+      copy_rows(dense_.data(), width_, count_, width_, rows_ + first_ * ld_, ld_);
   }
 
  private:
+  // count rows from `from` (row stride from_ld) into the window's transpose.
+  void transpose_rows(const T* from, std::size_t from_ld, std::size_t count, T* to, std::size_t to_ld) const {
+    for (std::size_t r = 0; r < count; ++r)
+      for (std::size_t c = 0; c < width_; ++c) to[c * to_ld + r] = from[r * from_ld + c];
+  }
+
   T* rows_;
-  std::size_t ld_, width_, first_ = 0, count_ = 0;
+  std::size_t ld_, width_, dense_rows_, first_ = 0, count_ = 0;
+  bool transposed_;
   std::vector<T> dense_;
 };
 
@@ -338,11 +375,12 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
   std::vector<T> dropped(p.dropout_p > 0 ? block.scores.size() : 0), dp(block.scores.size());
   const std::size_t g_ld = p.out_rows.stride;
   const T* g = dout + p.out_rows.at(b, 0);
-  // dQ summed over key blocks, dK and dV over query blocks: densely where there are several.
+  // dQ summed over key blocks, dK and dV over query blocks: densely where there are several,
+  // dK and dV transposed in bf16.
   const std::size_t kv_window = p.lq > kBlockQ ? key_block(p) : 0;
   GradientRows<T> dq_rows(dq + p.dq_rows.at(b, 0), p.dq_rows.stride, p.dk, p.lk > key_block(p) ? p.lq : 0),
-      dk_rows(dk + p.dk_rows.at(b, 0), p.dk_rows.stride, p.dk, kv_window),
-      dv_rows(dv + p.dv_rows.at(b, 0), p.dv_rows.stride, p.dv, kv_window);
+      dk_rows(dk + p.dk_rows.at(b, 0), p.dk_rows.stride, p.dk, kv_window, p.bf16),
+      dv_rows(dv + p.dv_rows.at(b, 0), p.dv_rows.stride, p.dv, kv_window, p.bf16);
   OperandCopy<T> q_copy, g_copy;
   const Operand<T> q = query_operand(p, b, q_copy), k = kv.keys.k, values_t = kv.values_t;
   const Operand<T> dout_rows = entry_operand(p, g, g_ld, p.lq, p.dv, g_copy);
@@ -381,10 +419,12 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
           for (std::size_t c = 0; c < bk; ++c)
             dropped[r * bk + c] = prob[r * bk + c] * dropout_factor(p, b, i0 + r, j0 + c);
       const Operand<T> dout_block = dout_rows.at(i0, 0);
-      // dV += (P o Z)^T dO;   dP = dO V^T
-      block_gemm(true, false, bk, p.dv, bq, T(1),
-                 block_operand(p, with_dropout ? dropped.data() : prob, bq, bk, rounded_block.get()), dout_block,
-                 key_beta, dv_rows.row(0), dv_rows.ld());
+      // dV += (P o Z)^T dO (or dV^T += dO^T (P o Z));   dP = dO V^T
+      const Operand<T> kept = block_operand(p, with_dropout ? dropped.data() : prob, bq, bk, rounded_block.get());
+      if (dv_rows.transposed())
+        block_gemm(true, false, p.dv, bk, bq, T(1), dout_block, kept, key_beta, dv_rows.row(0), dv_rows.ld());
+      else
+        block_gemm(true, false, bk, p.dv, bq, T(1), kept, dout_block, key_beta, dv_rows.row(0), dv_rows.ld());
       block_gemm(false, false, bq, bk, p.dv, T(1), dout_block, values_t.at(0, j0), T(0), dp.data(), bk);
       // dS = P o (dP o Z - D) * scale, written over dp
       for (std::size_t r = 0; r < bq; ++r) {
@@ -400,7 +440,10 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
       // dQ += dS K;   dK += dS^T Q
       const Operand<T> ds = block_operand(p, dp.data(), bq, bk, rounded_block.get());
       block_gemm(false, false, bq, p.dk, bk, T(1), ds, k.at(j0, 0), query_beta, dq_rows.row(i0), dq_rows.ld());
-      block_gemm(true, false, bk, p.dk, bq, T(1), ds, q.at(i0, 0), key_beta, dk_rows.row(0), dk_rows.ld());
+      if (dk_rows.transposed())  // dK^T += Q^T dS
+        block_gemm(true, false, p.dk, bk, bq, T(1), q.at(i0, 0), ds, key_beta, dk_rows.row(0), dk_rows.ld());
+      else
+        block_gemm(true, false, bk, p.dk, bq, T(1), ds, q.at(i0, 0), key_beta, dk_rows.row(0), dk_rows.ld());
       key_beta = 1;
     }
     if (key_beta == T(0)) {
