@@ -347,18 +347,23 @@ BOOST_AUTO_TEST_CASE(weight_products_read_blocked_copies) {
       kernels::bf16_path() == kernels::Bf16Path::kOneDnnNative && kernels::onednn_bf16_kernel().rfind("brg", 0) == 0;
   const bool amx = kernels::onednn_bf16_kernel().find("amx") != std::string::npos;
   enum Cut { kOne, kRows, kColumns, kInner };
+  // cut: without copies; dense_cut_wt, dense_cut_w: where strided panels are copied dense
+  // (AMX), for op(B) = W^T and W. There C's rows are cut when A is not transposed (their
+  // panels are dense), unless C's columns or k give at least twice the panels (a few hundred
+  // rows and a wide or deep product: kernels/gemm.cpp, cut_of).
   struct Shape3 {
     std::size_t m, n, k;
-    Cut cut;
+    Cut cut, dense_cut_wt, dense_cut_w;
   };
   for (const bool copies_on : {false, true})
-    for (const auto& [m, n, k, cut] : std::vector<Shape3>{{7, 5, 3, kOne},
-                                                          {1, 73, 30, kOne},
-                                                          {1100, 96, 128, kRows},
-                                                          {300, 90, 120, kRows},
-                                                          {40, 1500, 64, kColumns},
-                                                          {40, 50, 1200, kInner},
-                                                          {256, 768, 1000, kColumns}})
+    for (const auto& [m, n, k, cut, dense_cut_wt, dense_cut_w] :
+         std::vector<Shape3>{{7, 5, 3, kOne, kOne, kOne},
+                             {1, 73, 30, kOne, kOne, kOne},
+                             {1100, 96, 128, kRows, kRows, kRows},
+                             {300, 90, 120, kRows, kRows, kRows},
+                             {40, 1500, 64, kColumns, kRows, kRows},
+                             {40, 50, 1200, kInner, kRows, kInner},
+                             {256, 768, 1000, kColumns, kColumns, kColumns}})
       for (const bool trans_b : {true, false})
         for (const auto& [beta, with_bias] : std::vector<std::pair<float, bool>>{{0.0f, false}, {1.0f, true}}) {
           kernels::set_dense_copies_for_brgemm(copies_on);
@@ -383,10 +388,7 @@ BOOST_AUTO_TEST_CASE(weight_products_read_blocked_copies) {
                                       round_trip(trans_b ? w[j * k + q] : w[q * n + j]));
               scale[i * n + j] = magnitude;
             }
-          // Where strided panels are copied dense (AMX), a product cut along columns or along
-          // k with A not transposed is cut along C's rows instead, whose panels are dense
-          // (kernels/gemm.cpp, cut_of).
-          const Cut taken = copies_on && primitive && cut != kOne && m >= 32 ? kRows : cut;
+          const Cut taken = copies_on && primitive ? (trans_b ? dense_cut_wt : dense_cut_w) : cut;
           // B's panels are dense parts of W (rows of W), and the primitive takes the panels
           // (C and A dense, or copied dense).
           const bool b_panels_dense = taken == kOne || taken == kRows || (taken == kColumns) == trans_b;

@@ -209,6 +209,10 @@ constexpr std::size_t kPanelAlign = 16;
 // this many rows (or columns) wide: each panel repacks the other operand, which costs
 // about 2% of a panel's time at 512 rows and 7% at 128 (Zen 5, 1 thread).
 constexpr std::size_t kMinPanelExtent = 512;
+// Where panels run on AMX tiles (dense_panels below) they are as narrow as this: there a
+// 1024-row product was two panels, on two of 16 threads (16 cores: 581 GFLOP/s bf16, 1,385
+// with 64), and on 2 threads the narrower panels cost nothing measurable.
+constexpr std::size_t kMinDensePanelExtent = 64;
 // Enough panels to keep 16 threads busy on a large product, none under half the threshold.
 constexpr std::size_t kMaxPanels = 16;
 // A product is cut along k into at most this many panels, each with k at least 2 x max(m, n).
@@ -224,48 +228,55 @@ std::size_t aligned_step(std::size_t extent, std::size_t panels) {
   return ((extent + panels - 1) / panels + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
 }
 
-// Panels of C's rows: the shape's own count, as for a product whose extent m rules.
-std::size_t row_panel_step(std::size_t m, double multiply_adds) {
-  const std::size_t by_extent = std::max<std::size_t>(2, m / kMinPanelExtent);
+// Panels of an extent (C's rows or columns): the shape's own count, a power of two, so
+// that 2, 4, 8 and 16 threads share the panels evenly.
+std::size_t panel_count(std::size_t extent, double multiply_adds, std::size_t min_extent) {
+  const std::size_t by_extent = std::max<std::size_t>(2, extent / min_extent);
   const auto by_work = static_cast<std::size_t>(2 * multiply_adds / kParallelMultiplyAdds);
-  // A power of two, so that 2, 4, 8 and 16 threads share the panels evenly.
-  return aligned_step(m, std::bit_floor(std::min({by_extent, by_work, kMaxPanels})));
+  return std::bit_floor(std::min({by_extent, by_work, kMaxPanels}));
 }
 
 // dense_panels: the panels run where only dense operands run fast (bf16 on AMX tiles:
 // strided ones are copied dense first, gemm.cpp above). There a cut whose panels are dense
 // is taken over one that needs copies: along k when A is stored transposed and B is not
 // (a weight gradient: both panels are row ranges), else C's rows when A is not stored
-// transposed (C's and A's row panels are dense, B whole). C's column panels never are.
+// transposed (C's and A's row panels are dense, B whole).
 // A weight gradient is cut in two along k from k = 2 max(m, n) already (not 4), where each
 // half is still kMinPanelExtent deep: each thread then reads the rows of dY and X it wrote
 // itself. Medium's bf16 step (2,048 positions, weights 256 to 1,024 wide) ran 4.5% faster
 // (Xeon, AMX); lm's (768 positions) 3% slower, its halves too shallow to pay for the sum.
+// Where C has few rows (a few hundred positions) and the product is large, its rows would
+// feed only two threads of many: there columns are cut where B's are its stored rows (only
+// C's panels are copied, 1/k of the work), or k where B's panels are (A's panels copied,
+// 1/n), whenever that gives at least twice the panels. GPT-2 124M's step at B 4, T 64 on 16
+// threads: the tied head's products ran on two threads for 95 of 382 ms.
 Cut cut_of(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, bool dense_panels) {
   const double multiply_adds = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (multiply_adds < kParallelMultiplyAdds) return {};
-  Cut cut;
-  std::size_t extent = 0;
+  const std::size_t min_extent = dense_panels ? kMinDensePanelExtent : kMinPanelExtent;
   const bool k_panels_dense = trans_a && !trans_b, rows_dense = !trans_a && m >= 2 * kPanelAlign;
   std::size_t k_panels = std::min(kMaxKPanels, std::bit_floor(k / (2 * std::max(m, n))));
   if (dense_panels && k_panels_dense && k >= 2 * std::max(m, n) && k >= 2 * kMinPanelExtent)
     k_panels = std::max<std::size_t>(k_panels, 2);
-  if (k_panels >= 2 && (!dense_panels || k_panels_dense || !rows_dense)) {
-    cut.axis = Cut::kInner;
-    extent = k;
-    cut.step = aligned_step(k, k_panels);
-  } else if (m >= n || (dense_panels && rows_dense)) {
-    cut.axis = Cut::kRows;
-    extent = m;
-    cut.step = row_panel_step(m, multiply_adds);
-  } else {
-    cut.axis = Cut::kColumns;
-    extent = n;
-    const std::size_t by_extent = std::max<std::size_t>(2, n / kMinPanelExtent);
-    const auto by_work = static_cast<std::size_t>(2 * multiply_adds / kParallelMultiplyAdds);
-    cut.step = aligned_step(n, std::bit_floor(std::min({by_extent, by_work, kMaxPanels})));
+  struct Choice {
+    Cut::Axis axis;
+    std::size_t extent, panels;
+  } choice{};
+  if (k_panels >= 2 && (!dense_panels || k_panels_dense || !rows_dense))
+    choice = {Cut::kInner, k, k_panels};
+  else if (m >= n || (dense_panels && rows_dense))
+    choice = {Cut::kRows, m, panel_count(m, multiply_adds, min_extent)};
+  else
+    choice = {Cut::kColumns, n, panel_count(n, multiply_adds, min_extent)};
+  if (dense_panels && choice.axis == Cut::kRows) {
+    const std::size_t columns = panel_count(n, multiply_adds, min_extent);
+    if (!trans_b && k_panels >= 2 * choice.panels && k_panels >= columns)
+      choice = {Cut::kInner, k, k_panels};
+    else if (columns >= 2 * choice.panels)
+      choice = {Cut::kColumns, n, columns};
   }
-  cut.panels = (extent + cut.step - 1) / cut.step;
+  Cut cut{choice.axis, aligned_step(choice.extent, choice.panels)};
+  cut.panels = (choice.extent + cut.step - 1) / cut.step;
   if (cut.panels == 1) cut.axis = Cut::kNone;
   return cut;
 }
