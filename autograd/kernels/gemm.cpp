@@ -209,10 +209,14 @@ constexpr std::size_t kPanelAlign = 16;
 // this many rows (or columns) wide: each panel repacks the other operand, which costs
 // about 2% of a panel's time at 512 rows and 7% at 128 (Zen 5, 1 thread).
 constexpr std::size_t kMinPanelExtent = 512;
-// Where panels run on AMX tiles (dense_panels below) they are as narrow as this: there a
-// 1024-row product was two panels, on two of 16 threads (16 cores: 581 GFLOP/s bf16, 1,385
-// with 64), and on 2 threads the narrower panels cost nothing measurable.
+// Where panels run on AMX tiles (dense_panels below) they are narrower, so that 16 threads
+// share products that were two panels: columns and k as narrow as 64, whose panels each
+// pack only their own part of B; rows as narrow as 128 where B (which every row panel
+// packs whole) fits in half an L2 of 2 MiB. A 1024^3 product (B 2 MiB) in 64-row panels
+// ran at 840 GFLOP/s on 2 threads against 1,200 in two (Xeon, AMX).
 constexpr std::size_t kMinDensePanelExtent = 64;
+constexpr std::size_t kMinDenseRowPanelExtent = 128;
+constexpr std::size_t kDenseRowPanelBBytes = std::size_t{1} << 20;
 // Enough panels to keep 16 threads busy on a large product, none under half the threshold.
 constexpr std::size_t kMaxPanels = 16;
 // A product is cut along k into at most this many panels, each with k at least 2 x max(m, n).
@@ -245,15 +249,19 @@ std::size_t panel_count(std::size_t extent, double multiply_adds, std::size_t mi
 // half is still kMinPanelExtent deep: each thread then reads the rows of dY and X it wrote
 // itself. Medium's bf16 step (2,048 positions, weights 256 to 1,024 wide) ran 4.5% faster
 // (Xeon, AMX); lm's (768 positions) 3% slower, its halves too shallow to pay for the sum.
-// Where C has few rows (a few hundred positions) and the product is large, its rows would
-// feed only two threads of many: there columns are cut where B's are its stored rows (only
-// C's panels are copied, 1/k of the work), or k where B's panels are (A's panels copied,
-// 1/n), whenever that gives at least twice the panels. GPT-2 124M's step at B 4, T 64 on 16
-// threads: the tied head's products ran on two threads for 95 of 382 ms.
+// Where C has few rows (up to 512 positions) and the product is large, its rows would
+// feed only two threads of many: there columns are cut (C's panels copied, 1/k of the work,
+// and B's where they are not its stored rows, 1/m), or k where B's panels are its stored
+// rows (A's panels copied, 1/n), whenever that gives at least twice the panels. GPT-2
+// 124M's step at B 4, T 64 on 16 threads: the tied head's products had run on two threads
+// for 95 of 382 ms. With more rows, column panels cost on 2 threads (a 1024^3 product 8%).
 Cut cut_of(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, bool dense_panels) {
   const double multiply_adds = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (multiply_adds < kParallelMultiplyAdds) return {};
   const std::size_t min_extent = dense_panels ? kMinDensePanelExtent : kMinPanelExtent;
+  // Each row panel's call repacks all of B: narrow ones only where B stays in L2.
+  const std::size_t row_min_extent =
+      dense_panels && k * n * sizeof(bfloat16) <= kDenseRowPanelBBytes ? kMinDenseRowPanelExtent : kMinPanelExtent;
   const bool k_panels_dense = trans_a && !trans_b, rows_dense = !trans_a && m >= 2 * kPanelAlign;
   std::size_t k_panels = std::min(kMaxKPanels, std::bit_floor(k / (2 * std::max(m, n))));
   if (dense_panels && k_panels_dense && k >= 2 * std::max(m, n) && k >= 2 * kMinPanelExtent)
@@ -265,10 +273,10 @@ Cut cut_of(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t
   if (k_panels >= 2 && (!dense_panels || k_panels_dense || !rows_dense))
     choice = {Cut::kInner, k, k_panels};
   else if (m >= n || (dense_panels && rows_dense))
-    choice = {Cut::kRows, m, panel_count(m, multiply_adds, min_extent)};
+    choice = {Cut::kRows, m, panel_count(m, multiply_adds, row_min_extent)};
   else
     choice = {Cut::kColumns, n, panel_count(n, multiply_adds, min_extent)};
-  if (dense_panels && choice.axis == Cut::kRows) {
+  if (dense_panels && choice.axis == Cut::kRows && m <= kMinPanelExtent) {
     const std::size_t columns = panel_count(n, multiply_adds, min_extent);
     if (!trans_b && k_panels >= 2 * choice.panels && k_panels >= columns)
       choice = {Cut::kInner, k, k_panels};
