@@ -12,12 +12,18 @@
 set -u
 cd "$(dirname "$0")/.."
 threads="16 2" seconds=480
+usage() { echo "usage: bench/device_compare.sh [--threads \"16 2\"] [--seconds 480]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || usage
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
-    *) echo "usage: bench/device_compare.sh [--threads \"16 2\"] [--seconds 480]" >&2; exit 2 ;;
+    *) usage ;;
   esac
+done
+[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "device_compare.sh: --seconds $seconds is not a whole number of seconds" >&2; exit 2; }
+for t in $threads; do
+  [[ "$t" =~ ^[1-9][0-9]*$ ]] || { echo "device_compare.sh: --threads: $t is not a thread count" >&2; exit 2; }
 done
 out=${OUT:-/tmp/out}; mkdir -p "$out"; log=$out/perf.jsonl; : >"$log"
 [ -f .device/xgrad.tar.xz ] || { echo "device_compare.sh: no .device/xgrad.tar.xz (run ../shared/bench/device/pack.sh)" >&2; exit 2; }

@@ -7,7 +7,19 @@ import json
 import statistics
 import sys
 
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+
+
+def fail(message):
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
+if len(sys.argv) not in (2, 3):
+    fail("usage: bench/device_table.py perf.jsonl [machine.txt]")
+try:
+    rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+except (OSError, ValueError) as error:
+    fail(f"device_table.py: {sys.argv[1]}: {error}")
 CONFIGS = ["gpt2", "tiny", "medium", "long", "xlong"]
 TORCH_NAME = {"gpt2_124m": "gpt2"}
 
