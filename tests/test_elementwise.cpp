@@ -1,5 +1,6 @@
 #define BOOST_TEST_MODULE elementwise
 #include "helpers.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -28,6 +29,68 @@ BOOST_AUTO_TEST_CASE(arithmetic_gradients_broadcast) {
   const Tensor s = uniform64({}, 0.5, 2.0, 5), col = randn64({3, 1}, 6), row = uniform64({1, 5}, 0.5, 2, 7);
   check_gradients([](const Inputs& in) { return in[0] * in[1]; }, {s, a});
   check_gradients([](const Inputs& in) { return in[0] / in[1]; }, {col, row});
+}
+
+// One operand repeated along the other's leading axes (a bias, a positional table: at least
+// 64 elements) runs block by block on the pool (ops/pointwise.hpp, row_broadcast_op). For
+// exact ops its values and gradients must be those of the same op on the operand expanded
+// first, bit for bit in float32 (each element computed alike, the repeated operand's
+// gradient summed in block order); pow's and swiglu's values, where each element is xsimd's
+// vector pow or exp or the C library's depending on where it falls in a chunk, within 4
+// float32 ulps of them (each way within 2, as both libraries bound them). Everything the
+// same bits on 1 and 3 threads, and float64 gradients pass gradcheck.
+BOOST_AUTO_TEST_CASE(rows_broadcast_matches_the_expanded_operand) {
+  const int threads = num_threads();
+  struct Case {
+    const char* name;
+    Binary op;
+    bool exact;
+  };
+  const std::vector<Case> ops{{"add", add, true},         {"sub", sub, true},         {"mul", mul, true},
+                              {"div", div, true},         {"maximum", maximum, true}, {"minimum", minimum, true},
+                              {"pow", pow, false},        {"swiglu", swiglu, false}};
+  // [a, b], the output the larger: b repeats, a repeats (with and without leading 1s),
+  // several tasks either way.
+  const std::vector<std::pair<Shape, Shape>> shapes{{{5, 3, 70}, {3, 70}},   {{1, 3, 70}, {4, 3, 70}},
+                                                    {{70}, {6, 70}},         {{9, 2, 64}, {1, 1, 64}},
+                                                    {{300, 64}, {64}},       {{8, 4096}, {4096}}};
+  const double ulp = std::ldexp(1.0, -23);
+  for (const auto& [a_shape, b_shape] : shapes)
+    for (const auto& [name, op, exact] : ops) {
+      BOOST_TEST_CHECKPOINT(name << " " << shape_str(a_shape) << " with " << shape_str(b_shape));
+      Generator gen(7);
+      // Positive operands for pow and div; a tie for maximum and minimum.
+      Tensor a = Tensor::uniform(a_shape, 0.5, 2.0, gen), b = Tensor::uniform(b_shape, 0.5, 2.0, gen);
+      a.data<float>()[1] = b.data<float>()[1];
+      const Shape out_shape = numel(a_shape) >= numel(b_shape) ? a_shape : b_shape;
+      const Tensor seed = Tensor::randn(out_shape, gen);
+      const auto run = [&](bool expanded) {
+        const Tensor ai = a.detach().requires_grad_(), bi = b.detach().requires_grad_();
+        const Tensor out = expanded ? op(expand(ai, out_shape), expand(bi, out_shape)) : op(ai, bi);
+        out.backward(seed);
+        return std::vector<std::vector<double>>{out.to_vector(), ai.grad().to_vector(), bi.grad().to_vector()};
+      };
+      set_num_threads(1);
+      const auto reference = run(true), first = run(false);
+      const std::string what = std::string(name) + " " + shape_str(a_shape) + " with " + shape_str(b_shape);
+      if (exact) {
+        BOOST_TEST((first == reference), what << ": values and gradients as on the expanded operand");
+      } else {
+        std::size_t apart = 0;
+        for (std::size_t i = 0; i < first[0].size(); ++i)
+          apart += std::abs(first[0][i] - reference[0][i]) > 4 * ulp * std::abs(reference[0][i]);
+        BOOST_TEST(apart == 0u, what << ": " << apart << " values more than 4 ulps from the expanded operand's");
+      }
+      set_num_threads(3);
+      BOOST_TEST((run(false) == first), what << ": the same bits on 3 threads as on 1");
+    }
+  set_num_threads(threads);
+  for (const Binary op : std::vector<Binary>{add, sub, mul, div, pow, swiglu}) {
+    check_gradients([op](const Inputs& in) { return op(in[0], in[1]); },
+                    {uniform64({3, 2, 40}, 0.5, 2.0, 8), uniform64({2, 40}, 0.5, 2.0, 9)});
+    check_gradients([op](const Inputs& in) { return op(in[0], in[1]); },
+                    {uniform64({1, 80}, 0.5, 2.0, 10), uniform64({3, 80}, 0.5, 2.0, 11)});
+  }
 }
 
 BOOST_AUTO_TEST_CASE(broadcast_values) {

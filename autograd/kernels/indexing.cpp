@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "xgrad/autograd/parallel.hpp"
+
 namespace xgrad::kernels {
 
 template <class T>
@@ -28,7 +30,10 @@ void nonzero_at(const T* x, const std::size_t* at, std::size_t n, std::uint8_t* 
 
 template <class T>
 void gather_rows(const T* table, const std::int64_t* ids, std::size_t n, std::size_t dim, T* out) {
-  for (std::size_t i = 0; i < n; ++i) std::copy_n(table + ids[i] * dim, dim, out + i * dim);
+  const std::size_t rows_per_task = std::max<std::size_t>(1, kElementsPerChunk / std::max<std::size_t>(dim, 1));
+  parallel_for_chunks(n, rows_per_task, static_cast<double>(dim), [&](std::size_t first, std::size_t last) {
+    for (std::size_t i = first; i < last; ++i) std::copy_n(table + ids[i] * dim, dim, out + i * dim);
+  });
 }
 
 template <class T>

@@ -51,6 +51,18 @@ void assign(T* dst, std::size_t n, bool add, F&& f, const Sources*... sources) {
   });
 }
 
+// A broadcast whose repeated operand is smaller than this goes through xtensor's
+// broadcasting whole: the block-by-block path evaluates one expression per block.
+inline constexpr std::size_t kMinRepeatedBlock = 64;
+
+// Elements [begin, end) of an operand's part in block `o` of a RowBroadcast: of its own
+// block `o`, or of the repeated operand, which every block reads whole.
+template <class T>
+auto block_part(const T* data, bool repeated, std::size_t inner, std::size_t o, std::size_t begin, std::size_t end) {
+  const std::size_t offset = repeated ? 0 : o * inner;
+  return chunk(data, offset + begin, offset + end);
+}
+
 }  // namespace pointwise
 
 // The frame of a one-input pointwise op: run_forward(x, y, n) fills the output from the
@@ -101,8 +113,86 @@ Tensor unary_kernel_op(const char* op, const Tensor& x, Forward forward, Grad gr
       });
 }
 
+// binary_op where one operand repeats along the output's leading axes (RowBroadcast): the
+// output and the other operand's gradient block by block on the pool; the repeated
+// operand's gradient, the sum of its blocks' in block order (as unbroadcast sums them: the
+// same bits), a range of its elements per task. Each element computed as xtensor's
+// broadcasting computes it. A positional table's add had run on one thread: 4.5% of
+// medium's bf16 step, with the embedding's lookup, left the pool's worker idle.
+template <class T, class Forward, class GradA, class GradB>
+Tensor row_broadcast_op(const char* op, const Tensor& a, const Tensor& b, const Shape& out_shape,
+                        const RowBroadcast& rows, Forward forward, GradA grad_a, GradB grad_b) {
+  using pointwise::block_part;
+  using pointwise::chunk;
+  const std::size_t blocks_per_task = std::max<std::size_t>(1, kElementsPerChunk / rows.inner);
+  const double block_work = pointwise::kWorkPerElement * static_cast<double>(rows.inner);
+  const bool a_repeats = rows.repeated == 0, b_repeats = rows.repeated == 1;
+  const T* x = a.node()->values<T>().data();
+  const T* y = b.node()->values<T>().data();
+  xt::xarray<T> out = new_array<T>(op, out_shape);
+  parallel_for_chunks(rows.outer, blocks_per_task, block_work, [&](std::size_t first, std::size_t last) {
+    for (std::size_t o = first; o < last; ++o) {
+      auto target = chunk(out.data(), o * rows.inner, (o + 1) * rows.inner);
+      xt::noalias(target) = forward(block_part(x, a_repeats, rows.inner, o, 0, rows.inner),
+                                    block_part(y, b_repeats, rows.inner, o, 0, rows.inner));
+    }
+  });
+  return record<T>(op, std::move(out), {a, b}, [rows, blocks_per_task, block_work, a_repeats, b_repeats, grad_a,
+                                                 grad_b](BackwardContext<T>& ctx) {
+    const std::size_t inner = rows.inner;
+    const T* gv = ctx.grad().data();
+    const T* av = ctx.input(0).data();
+    const T* bv = ctx.input(1).data();
+    const T* outv = ctx.output().data();
+    // use(grad(g, a, b, out)) over elements [begin, end) of block o, in one full expression:
+    // the gradient's expression refers to the chunks made for it.
+    const auto with_block_grad = [&](const auto& grad, std::size_t o, std::size_t begin, std::size_t end,
+                                     const auto& use) {
+      const std::size_t at = o * inner;
+      use(grad(chunk(gv, at + begin, at + end), block_part(av, a_repeats, inner, o, begin, end),
+               block_part(bv, b_repeats, inner, o, begin, end), chunk(outv, at + begin, at + end)));
+    };
+    const auto whole_grad = [&](std::size_t i, const auto& grad) {
+      if (!ctx.needs_grad(i)) return;
+      const auto target = ctx.grad_target(i);
+      parallel_for_chunks(rows.outer, blocks_per_task, block_work, [&](std::size_t first, std::size_t last) {
+        for (std::size_t o = first; o < last; ++o) {
+          auto block = chunk(target.data, o * inner, (o + 1) * inner);
+          with_block_grad(grad, o, 0, inner, [&](const auto& gradient) {
+            if (target.fresh)
+              xt::noalias(block) = gradient;
+            else
+              xt::noalias(block) += gradient;
+          });
+        }
+      });
+    };
+    const auto repeated_grad = [&](std::size_t i, const auto& grad) {
+      if (!ctx.needs_grad(i)) return;
+      xt::xarray<T> sum = zeros_array<T>(ctx.op(), ctx.input(i).shape());
+      const std::size_t elements_per_task = std::max<std::size_t>(pointwise::kMinRepeatedBlock, kElementsPerChunk / rows.outer);
+      parallel_for_chunks(inner, elements_per_task, pointwise::kWorkPerElement * static_cast<double>(rows.outer),
+                          [&](std::size_t begin, std::size_t end) {
+                            auto part = chunk(sum.data(), begin, end);
+                            for (std::size_t o = 0; o < rows.outer; ++o)
+                              with_block_grad(grad, o, begin, end,
+                                              [&](const auto& gradient) { xt::noalias(part) += gradient; });
+                          });
+      ctx.accumulate(i, std::move(sum));
+    };
+    if (a_repeats) {
+      repeated_grad(0, grad_a);
+      whole_grad(1, grad_b);
+    } else {
+      whole_grad(0, grad_a);
+      repeated_grad(1, grad_b);
+    }
+  });
+}
+
 // forward(a, b) -> values; grad_a / grad_b(g, a, b, y) -> gradient at the broadcast shape.
-// Operands of one shape are computed chunk by chunk on the pool; broadcasting ones whole.
+// Operands of one shape are computed chunk by chunk on the pool, as are those where one
+// repeats along the other's leading axes (row_broadcast_op); other broadcasts whole.
 template <class Forward, class GradA, class GradB>
 Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forward, GradA grad_a, GradB grad_b) {
   check_same_dtype(op, a, b);
@@ -111,6 +201,9 @@ Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forwa
     using T = decltype(tag);
     const xt::xarray<T>&x = a.node()->values<T>(), &y = b.node()->values<T>();
     if (x.shape() != y.shape()) {
+      if (const RowBroadcast rows = row_broadcast(a.shape(), b.shape(), out_shape);
+          rows.repeated < 2 && rows.inner >= pointwise::kMinRepeatedBlock)
+        return row_broadcast_op<T>(op, a, b, out_shape, rows, forward, grad_a, grad_b);
       // The output is allocated (new_array's guard: it can be far larger than either
       // operand) before forward runs, which may itself make arrays of the broadcast shape.
       xt::xarray<T> out = new_array<T>(op, out_shape);

@@ -1,5 +1,7 @@
 #include "xgrad/autograd/ops/shape_util.hpp"
 
+#include <algorithm>
+
 namespace xgrad {
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
@@ -12,6 +14,20 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     out[i] = da == 1 ? db : da;
   }
   return out;
+}
+
+RowBroadcast row_broadcast(const Shape& a, const Shape& b, const Shape& out) {
+  for (const std::size_t repeated : {1, 0}) {
+    const Shape& whole = repeated == 1 ? a : b;
+    const Shape& part = repeated == 1 ? b : a;
+    if (whole != out) continue;
+    const auto kept = std::find_if(part.begin(), part.end(), [](std::size_t extent) { return extent != 1; });
+    const auto rank = static_cast<std::size_t>(part.end() - kept);
+    if (rank <= out.size() && std::equal(kept, part.end(), out.end() - static_cast<std::ptrdiff_t>(rank)) &&
+        numel(part) > 0)
+      return {repeated, numel(part), numel(out) / numel(part)};
+  }
+  return {};
 }
 
 std::vector<bool> unbroadcast_axes(const Shape& from, const Shape& to) {

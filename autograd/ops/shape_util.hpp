@@ -20,6 +20,16 @@ std::vector<std::size_t> batch_offsets(const Shape& source_batch, const Shape& o
 // The axes of `from` that must be summed to get back to `to` (to broadcasts to from).
 std::vector<bool> unbroadcast_axes(const Shape& from, const Shape& to);
 
+// A broadcast of two operands where one has the output's shape and the other (`repeated`:
+// 0 or 1) repeats along the output's leading axes, as a bias or a positional table does:
+// its shape, leading 1s aside, is the output's trailing axes. The output is then `outer`
+// blocks of `inner` elements, each pairing a block of the first operand with all of the
+// second. `repeated` is 2 for any other pair of shapes.
+struct RowBroadcast {
+  std::size_t repeated = 2, inner = 0, outer = 0;
+};
+RowBroadcast row_broadcast(const Shape& a, const Shape& b, const Shape& out);
+
 namespace detail {
 template <class T>
 xt::xarray<T> summed_to(const char* op, const xt::xarray<T>& grad, const Shape& from, const Shape& target) {
