@@ -78,8 +78,8 @@ void reference(const Product& p, double alpha, const std::vector<double>& a, con
 // k = 4 max(m, n), and (a weight gradient's layout, on AMX) from 2 max(m, n) with halves at
 // least 512 deep; 520 x 16 x 600 by columns, or on AMX by rows, A stored transposed too
 // (kernels/gemm.cpp, cut_of).
-const std::vector<std::array<std::size_t, 3>> kShapes{
-    {7, 5, 3}, {300, 90, 120}, {70, 410, 150}, {40, 50, 1200}, {24, 400, 1024}, {520, 600, 16}};
+const std::vector<std::array<std::size_t, 3>> kShapes{{7, 5, 3},      {300, 90, 120},  {70, 410, 150},
+                                                      {40, 50, 1200}, {24, 400, 1024}, {520, 600, 16}};
 
 }  // namespace
 

@@ -46,14 +46,14 @@ BOOST_AUTO_TEST_CASE(rows_broadcast_matches_the_expanded_operand) {
     Binary op;
     bool exact;
   };
-  const std::vector<Case> ops{{"add", add, true},         {"sub", sub, true},         {"mul", mul, true},
-                              {"div", div, true},         {"maximum", maximum, true}, {"minimum", minimum, true},
-                              {"pow", pow, false},        {"swiglu", swiglu, false}};
+  const std::vector<Case> ops{{"add", add, true},  {"sub", sub, true},         {"mul", mul, true},
+                              {"div", div, true},  {"maximum", maximum, true}, {"minimum", minimum, true},
+                              {"pow", pow, false}, {"swiglu", swiglu, false}};
   // [a, b], the output the larger: b repeats, a repeats (with and without leading 1s),
   // several tasks either way.
-  const std::vector<std::pair<Shape, Shape>> shapes{{{5, 3, 70}, {3, 70}},   {{1, 3, 70}, {4, 3, 70}},
-                                                    {{70}, {6, 70}},         {{9, 2, 64}, {1, 1, 64}},
-                                                    {{300, 64}, {64}},       {{8, 4096}, {4096}}};
+  const std::vector<std::pair<Shape, Shape>> shapes{{{5, 3, 70}, {3, 70}}, {{1, 3, 70}, {4, 3, 70}},
+                                                    {{70}, {6, 70}},       {{9, 2, 64}, {1, 1, 64}},
+                                                    {{300, 64}, {64}},     {{8, 4096}, {4096}}};
   const double ulp = std::ldexp(1.0, -23);
   for (const auto& [a_shape, b_shape] : shapes)
     for (const auto& [name, op, exact] : ops) {

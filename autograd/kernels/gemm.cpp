@@ -267,9 +267,9 @@ Cut cut_of(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t
   const std::size_t min_extent = dense_panels ? kMinDensePanelExtent : kMinPanelExtent;
   // Each row panel's call repacks all of B: narrow ones only where B stays in L2, or where
   // A is stored transposed and every panel's call transposes its own rows of it anyway.
-  const std::size_t row_min_extent =
-      dense_panels && (trans_a || k * n * sizeof(bfloat16) <= kDenseRowPanelBBytes) ? kMinDenseRowPanelExtent
-                                                                                    : kMinPanelExtent;
+  const std::size_t row_min_extent = dense_panels && (trans_a || k * n * sizeof(bfloat16) <= kDenseRowPanelBBytes)
+                                         ? kMinDenseRowPanelExtent
+                                         : kMinPanelExtent;
   const bool k_panels_dense = trans_a && !trans_b, rows_dense = !trans_a && m >= 2 * kPanelAlign;
   std::size_t k_panels = std::min(kMaxKPanels, std::bit_floor(k / (2 * std::max(m, n))));
   if (dense_panels && k_panels_dense && k >= 2 * std::max(m, n) && k >= 2 * kMinPanelExtent)
@@ -337,25 +337,26 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
     // was 3% of medium's bf16 step).
     constexpr std::size_t kBlock = 256;
     const std::size_t rows_per_chunk = std::max<std::size_t>(1, kElementsPerChunk / n);
-    parallel_for_chunks(
-        m, rows_per_chunk, static_cast<double>(n * cut.panels), [&](std::size_t first, std::size_t last) {
-          std::array<Out, kBlock> sums;
-          for (std::size_t i = first; i < last; ++i) {
-            Out* row = c + i * ldc;
-            for (std::size_t j0 = 0; j0 < n; j0 += kBlock) {
-              const std::size_t width = std::min(kBlock, n - j0);
-              for (std::size_t j = 0; j < width; ++j) sums[j] = beta == Out(0) ? Out(0) : beta * row[j0 + j];
-              for (std::size_t p = 0; p < cut.panels; ++p) {
-                const Out* part = partial.get() + (p * m + i) * n + j0;
-                for (std::size_t j = 0; j < width; ++j) sums[j] += part[j];
-              }
-              if (bias)
-                for (std::size_t j = 0; j < width; ++j) row[j0 + j] = sums[j] + bias[j0 + j];
-              else
-                std::copy_n(sums.begin(), width, row + j0);
-            }
-          }
-        });
+    parallel_for_chunks(m, rows_per_chunk, static_cast<double>(n * cut.panels),
+                        [&](std::size_t first, std::size_t last) {
+                          std::array<Out, kBlock> sums;
+                          for (std::size_t i = first; i < last; ++i) {
+                            Out* row = c + i * ldc;
+                            for (std::size_t j0 = 0; j0 < n; j0 += kBlock) {
+                              const std::size_t width = std::min(kBlock, n - j0);
+                              for (std::size_t j = 0; j < width; ++j)
+                                sums[j] = beta == Out(0) ? Out(0) : beta * row[j0 + j];
+                              for (std::size_t p = 0; p < cut.panels; ++p) {
+                                const Out* part = partial.get() + (p * m + i) * n + j0;
+                                for (std::size_t j = 0; j < width; ++j) sums[j] += part[j];
+                              }
+                              if (bias)
+                                for (std::size_t j = 0; j < width; ++j) row[j0 + j] = sums[j] + bias[j0 + j];
+                              else
+                                std::copy_n(sums.begin(), width, row + j0);
+                            }
+                          }
+                        });
     return;
   }
   parallel_for(cut.panels, work, [&](std::size_t p) {

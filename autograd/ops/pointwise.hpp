@@ -137,57 +137,59 @@ Tensor row_broadcast_op(const char* op, const Tensor& a, const Tensor& b, const 
                                     block_part(y, b_repeats, rows.inner, o, 0, rows.inner));
     }
   });
-  return record<T>(op, std::move(out), {a, b}, [rows, blocks_per_task, block_work, a_repeats, b_repeats, grad_a,
-                                                 grad_b](BackwardContext<T>& ctx) {
-    const std::size_t inner = rows.inner;
-    const T* gv = ctx.grad().data();
-    const T* av = ctx.input(0).data();
-    const T* bv = ctx.input(1).data();
-    const T* outv = ctx.output().data();
-    // use(grad(g, a, b, out)) over elements [begin, end) of block o, in one full expression:
-    // the gradient's expression refers to the chunks made for it.
-    const auto with_block_grad = [&](const auto& grad, std::size_t o, std::size_t begin, std::size_t end,
-                                     const auto& use) {
-      const std::size_t at = o * inner;
-      use(grad(chunk(gv, at + begin, at + end), block_part(av, a_repeats, inner, o, begin, end),
-               block_part(bv, b_repeats, inner, o, begin, end), chunk(outv, at + begin, at + end)));
-    };
-    const auto whole_grad = [&](std::size_t i, const auto& grad) {
-      if (!ctx.needs_grad(i)) return;
-      const auto target = ctx.grad_target(i);
-      parallel_for_chunks(rows.outer, blocks_per_task, block_work, [&](std::size_t first, std::size_t last) {
-        for (std::size_t o = first; o < last; ++o) {
-          auto block = chunk(target.data, o * inner, (o + 1) * inner);
-          with_block_grad(grad, o, 0, inner, [&](const auto& gradient) {
-            if (target.fresh)
-              xt::noalias(block) = gradient;
-            else
-              xt::noalias(block) += gradient;
+  return record<T>(
+      op, std::move(out), {a, b},
+      [rows, blocks_per_task, block_work, a_repeats, b_repeats, grad_a, grad_b](BackwardContext<T>& ctx) {
+        const std::size_t inner = rows.inner;
+        const T* gv = ctx.grad().data();
+        const T* av = ctx.input(0).data();
+        const T* bv = ctx.input(1).data();
+        const T* outv = ctx.output().data();
+        // use(grad(g, a, b, out)) over elements [begin, end) of block o, in one full expression:
+        // the gradient's expression refers to the chunks made for it.
+        const auto with_block_grad = [&](const auto& grad, std::size_t o, std::size_t begin, std::size_t end,
+                                         const auto& use) {
+          const std::size_t at = o * inner;
+          use(grad(chunk(gv, at + begin, at + end), block_part(av, a_repeats, inner, o, begin, end),
+                   block_part(bv, b_repeats, inner, o, begin, end), chunk(outv, at + begin, at + end)));
+        };
+        const auto whole_grad = [&](std::size_t i, const auto& grad) {
+          if (!ctx.needs_grad(i)) return;
+          const auto target = ctx.grad_target(i);
+          parallel_for_chunks(rows.outer, blocks_per_task, block_work, [&](std::size_t first, std::size_t last) {
+            for (std::size_t o = first; o < last; ++o) {
+              auto block = chunk(target.data, o * inner, (o + 1) * inner);
+              with_block_grad(grad, o, 0, inner, [&](const auto& gradient) {
+                if (target.fresh)
+                  xt::noalias(block) = gradient;
+                else
+                  xt::noalias(block) += gradient;
+              });
+            }
           });
+        };
+        const auto repeated_grad = [&](std::size_t i, const auto& grad) {
+          if (!ctx.needs_grad(i)) return;
+          xt::xarray<T> sum = zeros_array<T>(ctx.op(), ctx.input(i).shape());
+          const std::size_t elements_per_task =
+              std::max<std::size_t>(pointwise::kMinRepeatedBlock, kElementsPerChunk / rows.outer);
+          parallel_for_chunks(inner, elements_per_task, pointwise::kWorkPerElement * static_cast<double>(rows.outer),
+                              [&](std::size_t begin, std::size_t end) {
+                                auto part = chunk(sum.data(), begin, end);
+                                for (std::size_t o = 0; o < rows.outer; ++o)
+                                  with_block_grad(grad, o, begin, end,
+                                                  [&](const auto& gradient) { xt::noalias(part) += gradient; });
+                              });
+          ctx.accumulate(i, std::move(sum));
+        };
+        if (a_repeats) {
+          repeated_grad(0, grad_a);
+          whole_grad(1, grad_b);
+        } else {
+          whole_grad(0, grad_a);
+          repeated_grad(1, grad_b);
         }
       });
-    };
-    const auto repeated_grad = [&](std::size_t i, const auto& grad) {
-      if (!ctx.needs_grad(i)) return;
-      xt::xarray<T> sum = zeros_array<T>(ctx.op(), ctx.input(i).shape());
-      const std::size_t elements_per_task = std::max<std::size_t>(pointwise::kMinRepeatedBlock, kElementsPerChunk / rows.outer);
-      parallel_for_chunks(inner, elements_per_task, pointwise::kWorkPerElement * static_cast<double>(rows.outer),
-                          [&](std::size_t begin, std::size_t end) {
-                            auto part = chunk(sum.data(), begin, end);
-                            for (std::size_t o = 0; o < rows.outer; ++o)
-                              with_block_grad(grad, o, begin, end,
-                                              [&](const auto& gradient) { xt::noalias(part) += gradient; });
-                          });
-      ctx.accumulate(i, std::move(sum));
-    };
-    if (a_repeats) {
-      repeated_grad(0, grad_a);
-      whole_grad(1, grad_b);
-    } else {
-      whole_grad(0, grad_a);
-      repeated_grad(1, grad_b);
-    }
-  });
 }
 
 // forward(a, b) -> values; grad_a / grad_b(g, a, b, y) -> gradient at the broadcast shape.
