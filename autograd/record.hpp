@@ -75,6 +75,17 @@ class BackwardContext {
     return {std::get<xt::xarray<T>>(*input.grad).data(), fresh};
   }
 
+  // Input i's gradient is this node's own, unchanged (an identity's, as add's): where the
+  // input has none yet and nothing else holds this node's (which is dropped after its
+  // backward anyway), the array is handed over rather than copied, and true returned; the
+  // node's gradient is then gone, so this comes after every other use of grad().
+  bool take_grad(std::size_t i) {
+    Node& input = *self_.inputs[i];
+    if (!needs_grad(i) || input.grad || self_.grad.use_count() != 1) return false;
+    input.grad = std::move(self_.grad);
+    return true;
+  }
+
   // Input i's gradient buffer, zero-filled on first use, for ops that add into it in
   // place (matmul with beta = 1, scatter-add for embedding).
   xt::xarray<T>& grad_buffer(std::size_t i) {

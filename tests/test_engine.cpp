@@ -56,6 +56,39 @@ BOOST_AUTO_TEST_CASE(diamond_graph_sums_both_paths) {
   for (int i = 0; i < 2; ++i) BOOST_CHECK_CLOSE(g[i], 4 * v[i] + std::exp(v[i]) * (1 + v[i]), 1e-10);
 }
 
+// add's and sub's identity gradients are handed over, not copied, where the input has none
+// yet and nothing else holds the output's (BackwardContext::take_grad): the taken array
+// must then be the input's alone. Residual adds whose inputs are used again (added into
+// after the take), a leaf reached first through an add, a tensor added to itself, a second
+// pass over a retained graph, and a seed the caller keeps.
+BOOST_AUTO_TEST_CASE(identity_gradients_handed_over_stay_the_inputs_own) {
+  Tensor a = Tensor::from_vector({0.5, -1.0, 2.0}, {3}, DType::float64, true);
+  Tensor b = Tensor::from_vector({1.5, 0.25, -0.75}, {3}, DType::float64, true);
+  // h = a + b takes its gradient into b (b has none yet); b * a and h + h add to it after.
+  const auto f = [](const std::vector<Tensor>& in) {
+    const Tensor h = in[0] + in[1];
+    const Tensor r = (h + h) * in[1] - in[0];
+    return sum(r * r) + sum(in[1] * in[0]);
+  };
+  check_gradients(f, {a, b});
+  const Tensor y = f({a, b});
+  y.backward(/*retain_graph=*/true);
+  const std::vector<double> ga = a.grad().to_vector(), gb = b.grad().to_vector();
+  y.backward();
+  for (std::size_t i = 0; i < 3; ++i) {
+    BOOST_CHECK_CLOSE(a.grad().to_vector()[i], 2 * ga[i], 1e-12);
+    BOOST_CHECK_CLOSE(b.grad().to_vector()[i], 2 * gb[i], 1e-12);
+  }
+  // A non-scalar root: the seed stays the caller's.
+  Tensor c = Tensor::from_vector({1.0, 2.0}, {2}, DType::float64, true);
+  const Tensor seed = Tensor::from_vector({3.0, 4.0}, {2}, DType::float64);
+  (c + c).backward(seed);
+  check_close(c.grad().to_vector(), {6.0, 8.0});
+  check_close(seed.to_vector(), {3.0, 4.0});
+  c.grad().data<double>()[0] = 100.0;  // the leaf's gradient, not shared with the seed or another leaf
+  check_close(seed.to_vector(), {3.0, 4.0});
+}
+
 BOOST_AUTO_TEST_CASE(node_used_twice_as_both_operands) {
   Tensor x = Tensor::from_vector({3.0}, {}, DType::float64, true);
   Tensor y = x * x;

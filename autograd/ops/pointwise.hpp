@@ -63,6 +63,13 @@ auto block_part(const T* data, bool repeated, std::size_t inner, std::size_t o, 
   return chunk(data, offset + begin, offset + end);
 }
 
+// Whether a binary op's gradient lambda is the identity: it returns the gradient it is
+// given itself (declared `-> const auto&`), not an expression of it.
+template <class Grad, class T>
+constexpr bool returns_its_gradient =
+    std::is_lvalue_reference_v<std::invoke_result_t<const Grad&, const xt::xarray<T>&, const xt::xarray<T>&,
+                                                    const xt::xarray<T>&, const xt::xarray<T>&>>;
+
 }  // namespace pointwise
 
 // The frame of a one-input pointwise op: run_forward(x, y, n) fills the output from the
@@ -229,8 +236,19 @@ Tensor binary_op(const char* op, const Tensor& a, const Tensor& b, Forward forwa
         pointwise::assign(target.data, ctx.grad().size(), !target.fresh, grad, ctx.grad().data(), ctx.input(0).data(),
                           ctx.input(1).data(), ctx.output().data());
       };
-      gradient_into(0, grad_a);
-      gradient_into(1, grad_b);
+      // An input whose gradient is the output's own (its lambda returns g itself, as add's)
+      // is written last, and takes the output's gradient where it can rather than copy it:
+      // a residual add's backward had copied it twice.
+      if constexpr (pointwise::returns_its_gradient<GradB, T>) {
+        gradient_into(0, grad_a);
+        if (!ctx.take_grad(1)) gradient_into(1, grad_b);
+      } else if constexpr (pointwise::returns_its_gradient<GradA, T>) {
+        gradient_into(1, grad_b);
+        if (!ctx.take_grad(0)) gradient_into(0, grad_a);
+      } else {
+        gradient_into(0, grad_a);
+        gradient_into(1, grad_b);
+      }
     });
   });
 }
