@@ -70,6 +70,22 @@ constexpr bool returns_its_gradient =
     std::is_lvalue_reference_v<std::invoke_result_t<const Grad&, const xt::xarray<T>&, const xt::xarray<T>&,
                                                     const xt::xarray<T>&, const xt::xarray<T>&>>;
 
+// body(o, begin, end) for elements [begin, end) of block o of a RowBroadcast, over the
+// whole output in the pool's chunks (a chunk may hold the end of one block and the start
+// of the next; a block may span chunks): fixed by the shape, whatever the thread count.
+template <class Body>
+void for_block_parts(const RowBroadcast& rows, Body&& body) {
+  parallel_for_chunks(rows.outer * rows.inner, kElementsPerChunk, kWorkPerElement,
+                      [&](std::size_t first, std::size_t last) {
+                        for (std::size_t at = first; at < last;) {
+                          const std::size_t o = at / rows.inner, begin = at % rows.inner;
+                          const std::size_t end = std::min(rows.inner, begin + (last - at));
+                          body(o, begin, end);
+                          at += end - begin;
+                        }
+                      });
+}
+
 }  // namespace pointwise
 
 // The frame of a one-input pointwise op: run_forward(x, y, n) fills the output from the
@@ -121,82 +137,75 @@ Tensor unary_kernel_op(const char* op, const Tensor& x, Forward forward, Grad gr
 }
 
 // binary_op where one operand repeats along the output's leading axes (RowBroadcast): the
-// output and the other operand's gradient block by block on the pool; the repeated
-// operand's gradient, the sum of its blocks' in block order (as unbroadcast sums them: the
-// same bits), a range of its elements per task. Each element computed as xtensor's
-// broadcasting computes it. A positional table's add had run on one thread: 4.5% of
-// medium's bf16 step, with the embedding's lookup, left the pool's worker idle.
+// output and the other operand's gradient in the pool's chunks (for_block_parts); the
+// repeated operand's gradient, the sum of its blocks' in block order (as unbroadcast sums
+// them), a range of its elements per task. Each element by the op's own expression, as
+// for operands of one shape. A positional table's add had run on one thread: with the
+// embedding's lookup, the pool's worker idled 4.5% of medium's bf16 step.
 template <class T, class Forward, class GradA, class GradB>
 Tensor row_broadcast_op(const char* op, const Tensor& a, const Tensor& b, const Shape& out_shape,
                         const RowBroadcast& rows, Forward forward, GradA grad_a, GradB grad_b) {
   using pointwise::block_part;
   using pointwise::chunk;
-  const std::size_t blocks_per_task = std::max<std::size_t>(1, kElementsPerChunk / rows.inner);
-  const double block_work = pointwise::kWorkPerElement * static_cast<double>(rows.inner);
   const bool a_repeats = rows.repeated == 0, b_repeats = rows.repeated == 1;
   const T* x = a.node()->values<T>().data();
   const T* y = b.node()->values<T>().data();
   xt::xarray<T> out = new_array<T>(op, out_shape);
-  parallel_for_chunks(rows.outer, blocks_per_task, block_work, [&](std::size_t first, std::size_t last) {
-    for (std::size_t o = first; o < last; ++o) {
-      auto target = chunk(out.data(), o * rows.inner, (o + 1) * rows.inner);
-      xt::noalias(target) = forward(block_part(x, a_repeats, rows.inner, o, 0, rows.inner),
-                                    block_part(y, b_repeats, rows.inner, o, 0, rows.inner));
+  pointwise::for_block_parts(rows, [&](std::size_t o, std::size_t begin, std::size_t end) {
+    const std::size_t at = o * rows.inner;
+    auto target = chunk(out.data(), at + begin, at + end);
+    xt::noalias(target) = forward(block_part(x, a_repeats, rows.inner, o, begin, end),
+                                  block_part(y, b_repeats, rows.inner, o, begin, end));
+  });
+  return record<T>(op, std::move(out), {a, b}, [rows, a_repeats, b_repeats, grad_a, grad_b](BackwardContext<T>& ctx) {
+    const std::size_t inner = rows.inner;
+    const T* gv = ctx.grad().data();
+    const T* av = ctx.input(0).data();
+    const T* bv = ctx.input(1).data();
+    const T* outv = ctx.output().data();
+    // use(grad(g, a, b, out)) over elements [begin, end) of block o, in one full expression:
+    // the gradient's expression refers to the chunks made for it.
+    const auto with_block_grad = [&](const auto& grad, std::size_t o, std::size_t begin, std::size_t end,
+                                     const auto& use) {
+      const std::size_t at = o * inner;
+      use(grad(chunk(gv, at + begin, at + end), block_part(av, a_repeats, inner, o, begin, end),
+               block_part(bv, b_repeats, inner, o, begin, end), chunk(outv, at + begin, at + end)));
+    };
+    const auto whole_grad = [&](std::size_t i, const auto& grad) {
+      if (!ctx.needs_grad(i)) return;
+      const auto target = ctx.grad_target(i);
+      pointwise::for_block_parts(rows, [&](std::size_t o, std::size_t begin, std::size_t end) {
+        auto part = chunk(target.data, o * inner + begin, o * inner + end);
+        with_block_grad(grad, o, begin, end, [&](const auto& gradient) {
+          if (target.fresh)
+            xt::noalias(part) = gradient;
+          else
+            xt::noalias(part) += gradient;
+        });
+      });
+    };
+    const auto repeated_grad = [&](std::size_t i, const auto& grad) {
+      if (!ctx.needs_grad(i)) return;
+      xt::xarray<T> sum = zeros_array<T>(ctx.op(), ctx.input(i).shape());
+      const std::size_t elements_per_task =
+          std::max<std::size_t>(pointwise::kMinRepeatedBlock, kElementsPerChunk / rows.outer);
+      parallel_for_chunks(inner, elements_per_task, pointwise::kWorkPerElement * static_cast<double>(rows.outer),
+                          [&](std::size_t begin, std::size_t end) {
+                            auto part = chunk(sum.data(), begin, end);
+                            for (std::size_t o = 0; o < rows.outer; ++o)
+                              with_block_grad(grad, o, begin, end,
+                                              [&](const auto& gradient) { xt::noalias(part) += gradient; });
+                          });
+      ctx.accumulate(i, std::move(sum));
+    };
+    if (a_repeats) {
+      repeated_grad(0, grad_a);
+      whole_grad(1, grad_b);
+    } else {
+      whole_grad(0, grad_a);
+      repeated_grad(1, grad_b);
     }
   });
-  return record<T>(
-      op, std::move(out), {a, b},
-      [rows, blocks_per_task, block_work, a_repeats, b_repeats, grad_a, grad_b](BackwardContext<T>& ctx) {
-        const std::size_t inner = rows.inner;
-        const T* gv = ctx.grad().data();
-        const T* av = ctx.input(0).data();
-        const T* bv = ctx.input(1).data();
-        const T* outv = ctx.output().data();
-        // use(grad(g, a, b, out)) over elements [begin, end) of block o, in one full expression:
-        // the gradient's expression refers to the chunks made for it.
-        const auto with_block_grad = [&](const auto& grad, std::size_t o, std::size_t begin, std::size_t end,
-                                         const auto& use) {
-          const std::size_t at = o * inner;
-          use(grad(chunk(gv, at + begin, at + end), block_part(av, a_repeats, inner, o, begin, end),
-                   block_part(bv, b_repeats, inner, o, begin, end), chunk(outv, at + begin, at + end)));
-        };
-        const auto whole_grad = [&](std::size_t i, const auto& grad) {
-          if (!ctx.needs_grad(i)) return;
-          const auto target = ctx.grad_target(i);
-          parallel_for_chunks(rows.outer, blocks_per_task, block_work, [&](std::size_t first, std::size_t last) {
-            for (std::size_t o = first; o < last; ++o) {
-              auto block = chunk(target.data, o * inner, (o + 1) * inner);
-              with_block_grad(grad, o, 0, inner, [&](const auto& gradient) {
-                if (target.fresh)
-                  xt::noalias(block) = gradient;
-                else
-                  xt::noalias(block) += gradient;
-              });
-            }
-          });
-        };
-        const auto repeated_grad = [&](std::size_t i, const auto& grad) {
-          if (!ctx.needs_grad(i)) return;
-          xt::xarray<T> sum = zeros_array<T>(ctx.op(), ctx.input(i).shape());
-          const std::size_t elements_per_task =
-              std::max<std::size_t>(pointwise::kMinRepeatedBlock, kElementsPerChunk / rows.outer);
-          parallel_for_chunks(inner, elements_per_task, pointwise::kWorkPerElement * static_cast<double>(rows.outer),
-                              [&](std::size_t begin, std::size_t end) {
-                                auto part = chunk(sum.data(), begin, end);
-                                for (std::size_t o = 0; o < rows.outer; ++o)
-                                  with_block_grad(grad, o, begin, end,
-                                                  [&](const auto& gradient) { xt::noalias(part) += gradient; });
-                              });
-          ctx.accumulate(i, std::move(sum));
-        };
-        if (a_repeats) {
-          repeated_grad(0, grad_a);
-          whole_grad(1, grad_b);
-        } else {
-          whole_grad(0, grad_a);
-          repeated_grad(1, grad_b);
-        }
-      });
 }
 
 // forward(a, b) -> values; grad_a / grad_b(g, a, b, y) -> gradient at the broadcast shape.
