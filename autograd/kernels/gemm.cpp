@@ -12,6 +12,10 @@
 #include <memory>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/kernels/onednn_matmul.hpp"
 #include "xgrad/autograd/parallel.hpp"
@@ -217,7 +221,14 @@ constexpr std::size_t kMinPanelExtent = 512;
 // ran at 840 GFLOP/s on 2 threads against 1,200 in two (Xeon, AMX).
 constexpr std::size_t kMinDensePanelExtent = 64;
 constexpr std::size_t kMinDenseRowPanelExtent = 128;
-constexpr std::size_t kDenseRowPanelBBytes = std::size_t{1} << 20;
+constexpr std::size_t kDenseBBytes = std::size_t{1} << 20;
+// A product's C is streamed (CStore) when larger than this, one call's C in blocks of its
+// rows of at most this many bytes, each written into a buffer that stays in L2 before it
+// is copied out.
+constexpr std::size_t kStreamedBlockBytes = std::size_t{1} << 20;
+// A call on AMX tiles this many rows of C or more, whose B is deeper than kDenseBBytes,
+// runs as a chain of calls along k (below): one block of rows packs B only once anyway.
+constexpr std::size_t kMinChainedRows = 128;
 // Enough panels to keep 16 threads busy on a large product, none under half the threshold.
 constexpr std::size_t kMaxPanels = 16;
 // A product is cut along k into at most this many panels, each with k at least 2 x max(m, n).
@@ -267,9 +278,8 @@ Cut cut_of(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t
   const std::size_t min_extent = dense_panels ? kMinDensePanelExtent : kMinPanelExtent;
   // Each row panel's call repacks all of B: narrow ones only where B stays in L2, or where
   // A is stored transposed and every panel's call transposes its own rows of it anyway.
-  const std::size_t row_min_extent = dense_panels && (trans_a || k * n * sizeof(bfloat16) <= kDenseRowPanelBBytes)
-                                         ? kMinDenseRowPanelExtent
-                                         : kMinPanelExtent;
+  const std::size_t row_min_extent =
+      dense_panels && (trans_a || k * n * sizeof(bfloat16) <= kDenseBBytes) ? kMinDenseRowPanelExtent : kMinPanelExtent;
   const bool k_panels_dense = trans_a && !trans_b, rows_dense = !trans_a && m >= 2 * kPanelAlign;
   std::size_t k_panels = std::min(kMaxKPanels, std::bit_floor(k / (2 * std::max(m, n))));
   if (dense_panels && k_panels_dense && k >= 2 * std::max(m, n) && k >= 2 * kMinPanelExtent)
@@ -371,10 +381,77 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
   });
 }
 
+// One call of a cut product on AMX tiles, as a chain of calls along k where B's stored
+// rows are k (not transposed) and more than kDenseBBytes of them: oneDNN 2.6.3's matmul
+// packs B again for each block of C's rows, from L3 or memory once B outgrows the L2, and
+// chained calls each pack a part that stays there. Each link is at least kMinPanelExtent
+// deep: shallower ones cost more in C read and written again (GPT-2's 192 x 256 x 3,072
+// weight gradient in two links of 128: 1.2x slower in the step). The first call writes C
+// as the caller asked (beta, the bias), the later ones add into it (beta 1): C's float32 sums carry the
+// chain. GPT-2 124M's tied head, dX = dY W over 50,257 rows of W in eight k panels of 6,288:
+// 256 x 6,288 x 768 ran at 548-584 GFLOP/s in one call, 740-765 in chained calls of 1,048
+// to 1,572 (Xeon, AMX, one thread). The chain depends on the call's shape alone.
+void bf16_gemm_chained(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                       const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
+                       std::size_t ldc, const float* bias, const Bf16Weight* weight) {
+  const std::size_t b_bytes = k * n * sizeof(bfloat16);
+  const std::size_t links = std::min((b_bytes + kDenseBBytes - 1) / kDenseBBytes, k / kMinPanelExtent);
+  if (trans_b || m < kMinChainedRows || links < 2) {
+    bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, weight);
+    return;
+  }
+  const std::size_t step = aligned_step(k, links);
+  for (std::size_t begin = 0; begin < k; begin += step) {
+    const std::size_t depth = std::min(k, begin + step) - begin;  // columns of op(A), rows of B
+    const bool first = begin == 0;
+    bf16_gemm(trans_a, false, m, n, depth, alpha, trans_a ? a + begin * lda : a + begin, lda, b + begin * ldb, ldb,
+              first ? beta : 1.0f, c, ldc, first ? bias : nullptr, nullptr);
+  }
+}
+
+// rows x cols floats (dense) into `to` (row stride ldt), streamed past the caches: no line
+// of `to` is read before it is written.
+void copy_streamed(const float* from, std::size_t rows, std::size_t cols, float* to, std::size_t ldt) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* in = from + r * cols;
+    float* out = to + r * ldt;
+    std::size_t j = 0;
+#if defined(__AVX512F__)
+    // Streaming stores write whole aligned lines: up to the first line boundary one by one.
+    for (; j < cols && reinterpret_cast<std::uintptr_t>(out + j) % 64 != 0; ++j) out[j] = in[j];
+    for (; j + 16 <= cols; j += 16) _mm512_stream_ps(out + j, _mm512_loadu_ps(in + j));
+#endif
+    for (; j < cols; ++j) out[j] = in[j];
+  }
+#if defined(__AVX512F__)
+  _mm_sfence();  // visible to other threads before the pool signals them
+#endif
+}
+
+// One call of a product whose C is streamed (CStore::streamed, beta 0): computed into a
+// buffer of the thread's that the L2 holds, then streamed into C. Written straight to C,
+// each line of a C far larger than the caches is first read from memory (for ownership)
+// and later written back: twice C's bytes. GPT-2 124M's weight gradients (340 MB a bf16
+// step at B 4, T 64) ran 1.6x faster as products, and the step xx.
+void bf16_gemm_streamed(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                        const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float* c,
+                        std::size_t ldc, const float* bias, const Bf16Weight* weight) {
+  const std::size_t blocks = (m * n * sizeof(float) + kStreamedBlockBytes - 1) / kStreamedBlockBytes;
+  const std::size_t step = aligned_step(m, blocks);
+  thread_local std::vector<float> scratch;
+  scratch.resize(std::min(m, step) * n);
+  for (std::size_t begin = 0; begin < m; begin += step) {
+    const std::size_t rows = std::min(m, begin + step) - begin;  // rows of op(A) and of C
+    bf16_gemm_chained(trans_a, trans_b, rows, n, k, alpha, trans_a ? a + begin : a + begin * lda, lda, b, ldb, 0.0f,
+                      scratch.data(), n, bias, weight);
+    copy_streamed(scratch.data(), rows, n, c + begin * ldc, ldc);
+  }
+}
+
 // xgrad::gemm's bf16 product, B read from `weight` where given (B inside weight->data()).
 void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                   const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
-                  std::size_t ldc, const float* bias, const Bf16Weight* weight) {
+                  std::size_t ldc, const float* bias, const Bf16Weight* weight, CStore store) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // a sum of no terms: C = beta C (+ bias), as BLAS leaves it
     for (std::size_t i = 0; i < m; ++i)
@@ -385,11 +462,24 @@ void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
     return;
   }
   const bool dense_panels = bf16_path() != Bf16Path::kWidened && dense_copies_setting();
+  // Only a C larger than an L2 is streamed: a smaller one (medium's, lm's weight gradients)
+  // may still be in cache when the optimizer reads it (medium and lm bf16 2% slower).
+  // Within the cut, only the calls that write C itself: k panels' partial products are
+  // read again at once.
+  const bool streamed =
+      dense_panels && store == CStore::streamed && beta == 0.0f && m * n * sizeof(float) > kStreamedBlockBytes;
+  const float* c_end = c + (m - 1) * ldc + n;
   split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias, dense_panels,
-                [alpha, weight](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const bfloat16* pa,
-                                std::size_t plda, const bfloat16* pb, std::size_t pldb, float pbeta, float* pc,
-                                std::size_t pldc, const float* pbias) {
-                  bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc, pbias, weight);
+                [alpha, weight, dense_panels, streamed, c, c_end](bool ta, bool tb, std::size_t pm, std::size_t pn,
+                                                                  std::size_t pk, const bfloat16* pa, std::size_t plda,
+                                                                  const bfloat16* pb, std::size_t pldb, float pbeta,
+                                                                  float* pc, std::size_t pldc, const float* pbias) {
+                  if (streamed && pbeta == 0.0f && pc >= c && pc < c_end)
+                    bf16_gemm_streamed(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pc, pldc, pbias, weight);
+                  else if (dense_panels)
+                    bf16_gemm_chained(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc, pbias, weight);
+                  else
+                    bf16_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc, pbias, weight);
                 });
 }
 
@@ -399,12 +489,18 @@ bool dense_copies_for_brgemm() { return dense_copies_setting(); }
 void set_dense_copies_for_brgemm(bool on) { dense_copies_setting() = on; }
 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
+          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc, const float* bias,
+          CStore store) {
+  bf16_product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, nullptr, store);
+}
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
           std::size_t lda, const Bf16Weight& b, WeightRead read, float beta, float* c, std::size_t ldc,
           const float* bias) {
   XGRAD_CHECK((trans_b ? n : k) == b.rows() && (trans_b ? k : n) == b.cols(), "matmul (bfloat16)", "op(B) of ", k,
               " x ", n, " is not the weight of ", b.rows(), " x ", b.cols(), trans_b ? " transposed" : "");
   bf16_product(trans_a, trans_b, m, n, k, alpha, a, lda, b.data(), b.cols(), beta, c, ldc, bias,
-               read == WeightRead::blocked ? &b : nullptr);
+               read == WeightRead::blocked ? &b : nullptr, CStore::cached);
 }
 
 Bf16Path bf16_path() {
@@ -448,7 +544,8 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
           std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
           const float* bias) {
-  kernels::bf16_product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, nullptr);
+  kernels::bf16_product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, nullptr,
+                        kernels::CStore::cached);
 }
 
 template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,

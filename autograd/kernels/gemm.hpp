@@ -30,6 +30,19 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
           std::size_t lda, const Bf16Weight& b, WeightRead read, float beta, float* c, std::size_t ldc,
           const float* bias = nullptr);
 
+// How a bf16 product writes C where beta is 0: through the caches, or streamed past them,
+// for a C read only long after (a weight's gradient, read next by the gradient norm and
+// the optimizer once the whole backward has gone through memory). Streamed (where AMX
+// runs the products and C is larger than an L2; elsewhere as cached), each call runs in
+// blocks of C's rows into a buffer the thread's L2 holds, copied out with streaming
+// stores: other calls than cached, so possibly other bits, within the same bound and the
+// same on any thread count.
+enum class CStore { cached, streamed };
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
+          std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc, const float* bias,
+          CStore store);
+
 // What runs bfloat16 products on this CPU, chosen once: oneDNN with native bf16 dot
 // products (AVX512_BF16, AMX), or OpenBLAS's sgemm on the operands widened to float32
 // (any other CPU: on AVX-512 without AVX512_BF16 this runs the medium model twice as fast

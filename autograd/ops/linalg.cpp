@@ -53,6 +53,13 @@ kernels::WeightRead weight_read(const Tensor& weight) {
   return stays ? kernels::WeightRead::blocked : kernels::WeightRead::plain;
 }
 
+// How a bf16 product writes the gradient of `t`: streamed past the caches for a leaf's (a
+// parameter's: read next by the gradient norm and the optimizer, after the whole backward),
+// through them for anything else's (read by the op that made it, next).
+kernels::CStore gradient_store(const Tensor& t) {
+  return t.node()->is_leaf() ? kernels::CStore::streamed : kernels::CStore::cached;
+}
+
 // Products of float32 tensors in bf16: inside an AutocastGuard(bfloat16).
 template <class T>
 bool products_in_bf16() {
@@ -160,7 +167,7 @@ void matmul_backward(const MatmulPlan& p, BackwardContext<T>& ctx) {
 // weight it is when 2-D, or null), dC rounded.
 void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy& b,
                           const std::shared_ptr<const kernels::Bf16Weight>& b_weight, kernels::WeightRead b_read,
-                          BackwardContext<float>& ctx) {
+                          kernels::CStore b_store, BackwardContext<float>& ctx) {
   if (is_empty(p)) {
     for (std::size_t i = 0; i < 2; ++i)
       if (ctx.needs_grad(i)) ctx.grad_buffer(i);
@@ -188,10 +195,10 @@ void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy
     for (std::size_t i = 0; i < p.b_offset.size(); ++i) {
       if (!p.trans_b)
         kernels::gemm(!p.trans_a, false, p.k, p.n, p.m, 1.0f, av + p.a_offset[i], p.lda, gv + i * c_size, p.n,
-                      db.beta(), db.data + p.b_offset[i], p.ldb);
+                      db.beta(), db.data + p.b_offset[i], p.ldb, nullptr, b_store);
       else
         kernels::gemm(true, p.trans_a, p.n, p.k, p.m, 1.0f, gv + i * c_size, p.n, av + p.a_offset[i], p.lda, db.beta(),
-                      db.data + p.b_offset[i], p.ldb);
+                      db.data + p.b_offset[i], p.ldb, nullptr, b_store);
     }
   }
 }
@@ -236,9 +243,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
             kernels::gemm(plan.trans_a, plan.trans_b, plan.m, plan.n, plan.k, 1.0f, ab.get() + plan.a_offset[i],
                           plan.lda, bb.get() + plan.b_offset[i], plan.ldb, 0.0f, out.data() + i * c_size, plan.n);
         }
-        return record<T>("matmul", std::move(out), {a, b}, [plan, ab, bb, b_weight, b_read](BackwardContext<T>& ctx) {
-          matmul_backward_bf16(plan, ab, bb, b_weight, b_read, ctx);
-        });
+        return record<T>("matmul", std::move(out), {a, b},
+                         [plan, ab, bb, b_weight, b_read, b_store = gradient_store(b)](BackwardContext<T>& ctx) {
+                           matmul_backward_bf16(plan, ab, bb, b_weight, b_read, b_store, ctx);
+                         });
       }
     }
     for (std::size_t i = 0; i < plan.a_offset.size() && !is_empty(plan); ++i)
@@ -292,27 +300,30 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
   kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, *wb, w_read, 0.0f, y.data(), out,
                 bias.defined() ? bias.node()->values<float>().data() : nullptr);
   if (relu) kernels::relu_in_place(y.data(), y.size());
-  return record<float>(op, std::move(y), {x, weight, bias}, [call, xb, wb, w_read](BackwardContext<float>& ctx) {
-    const auto [op, relu, rows, in, out] = call;
-    float* db = ctx.needs_grad(2) ? ctx.grad_buffer(2).data() : nullptr;
-    if (rows && out && in) {
-      const Bf16Copy g =
-          rounded_with_column_sums(ctx.grad().data(), relu ? ctx.output().data() : nullptr, rows, out, db);
-      if (ctx.needs_grad(0)) {  // dx = g W
-        const auto dx = ctx.grad_target(0);
-        kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, *wb, w_read, dx.beta(), dx.data, in);
-      }
-      if (ctx.needs_grad(1)) {  // dW = g^T x
-        const auto dw = ctx.grad_target(1);
-        kernels::gemm(true, false, out, in, rows, 1.0f, g.get(), out, xb.get(), in, dw.beta(), dw.data, in);
-      }
-    } else {
-      for (std::size_t i = 0; i < 2; ++i)
-        if (ctx.needs_grad(i)) ctx.grad_buffer(i);
-      xt::xarray<float> masked;
-      if (db) kernels::add_column_sums(output_gradient(ctx, relu, masked), rows, out, db);
-    }
-  });
+  return record<float>(
+      op, std::move(y), {x, weight, bias},
+      [call, xb, wb, w_read, w_store = gradient_store(weight)](BackwardContext<float>& ctx) {
+        const auto [op, relu, rows, in, out] = call;
+        float* db = ctx.needs_grad(2) ? ctx.grad_buffer(2).data() : nullptr;
+        if (rows && out && in) {
+          const Bf16Copy g =
+              rounded_with_column_sums(ctx.grad().data(), relu ? ctx.output().data() : nullptr, rows, out, db);
+          if (ctx.needs_grad(0)) {  // dx = g W
+            const auto dx = ctx.grad_target(0);
+            kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, *wb, w_read, dx.beta(), dx.data, in);
+          }
+          if (ctx.needs_grad(1)) {  // dW = g^T x
+            const auto dw = ctx.grad_target(1);
+            kernels::gemm(true, false, out, in, rows, 1.0f, g.get(), out, xb.get(), in, dw.beta(), dw.data, in, nullptr,
+                          w_store);
+          }
+        } else {
+          for (std::size_t i = 0; i < 2; ++i)
+            if (ctx.needs_grad(i)) ctx.grad_buffer(i);
+          xt::xarray<float> masked;
+          if (db) kernels::add_column_sums(output_gradient(ctx, relu, masked), rows, out, db);
+        }
+      });
 }
 
 Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weight, const Tensor& bias) {
