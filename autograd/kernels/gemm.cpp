@@ -465,11 +465,13 @@ void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
   }
   const bool dense_panels = bf16_path() != Bf16Path::kWidened && dense_copies_setting();
   // Only a C larger than an L2 is streamed: a smaller one (medium's, lm's weight gradients)
-  // may still be in cache when the optimizer reads it (medium and lm bf16 2% slower).
-  // Within the cut, only the calls that write C itself: k panels' partial products are
-  // read again at once.
-  const bool streamed =
-      dense_panels && store == CStore::streamed && beta == 0.0f && m * n * sizeof(float) > kStreamedBlockBytes;
+  // may still be in cache when the optimizer reads it (medium and lm bf16 2% slower). And
+  // only a shallow product's (k up to 512), whose time goes into writing C: a deep one's
+  // rows in blocks would each pack B again (GPT-2 at B 8, T 256: 2,048-deep weight
+  // gradients in blocks of 64 rows, 366 GFLOP/s a thread). Within the cut, only the calls
+  // that write C itself: k panels' partial products are read again at once.
+  const bool streamed = dense_panels && store == CStore::streamed && beta == 0.0f && k <= kMinPanelExtent &&
+                        m * n * sizeof(float) > kStreamedBlockBytes;
   const auto writes_c = [c, c_end = c + (m - 1) * ldc + n](const float* pc) {
     return std::greater_equal<const float*>()(pc, c) && std::less<const float*>()(pc, c_end);
   };
