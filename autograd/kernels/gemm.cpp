@@ -387,11 +387,12 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
 // packs B again for each block of C's rows, from L3 or memory once B outgrows the L2, and
 // chained calls each pack a part that stays there. Each link is at least kMinPanelExtent
 // deep: shallower ones cost more in C read and written again (GPT-2's 192 x 256 x 3,072
-// weight gradient in two links of 128: 1.2x slower in the step). The first call writes C
-// as the caller asked (beta, the bias), the later ones add into it (beta 1): C's float32 sums carry the
-// chain. GPT-2 124M's tied head, dX = dY W over 50,257 rows of W in eight k panels of 6,288:
-// 256 x 6,288 x 768 ran at 548-584 GFLOP/s in one call, 740-765 in chained calls of 1,048
-// to 1,572 (Xeon, AMX, one thread). The chain depends on the call's shape alone.
+// weight gradient in two links of 128: 1.2x slower in the step). The first call writes
+// C as the caller asked (beta, the bias), the later ones add into it (beta 1): C's
+// float32 sums carry the chain. GPT-2 124M's tied head, dX = dY W over 50,257 rows of W
+// in eight k panels of 6,288: 256 x 6,288 x 768 ran at 548-584 GFLOP/s in one call,
+// 740-765 in chained calls of 1,048 to 1,572 (Xeon, AMX, one thread); in the step that
+// product ran 1.39x faster. The chain depends on the call's shape alone.
 void bf16_gemm_chained(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                        const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
                        std::size_t ldc, const float* bias, const Bf16Weight* weight) {

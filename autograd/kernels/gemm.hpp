@@ -33,10 +33,10 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 // How a bf16 product writes C where beta is 0: through the caches, or streamed past them,
 // for a C read only long after (a weight's gradient, read next by the gradient norm and
 // the optimizer once the whole backward has gone through memory). Streamed (where AMX
-// runs the products and C is larger than an L2; elsewhere as cached), each call runs in
-// blocks of C's rows into a buffer the thread's L2 holds, copied out with streaming
-// stores: other calls than cached, so possibly other bits, within the same bound and the
-// same on any thread count.
+// runs the products, C is larger than an L2 and k at most 512; otherwise as cached: only
+// a shallow product's time goes into writing C), each call runs in blocks of C's rows
+// into a buffer the thread's L2 holds, copied out with streaming stores: other calls than
+// cached, so possibly other bits, within the same bound and the same on any thread count.
 enum class CStore { cached, streamed };
 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
