@@ -59,7 +59,8 @@ struct Node {
   // reads (kernels/onednn_matmul.hpp): made by the first product after a change, or by the
   // optimizer's update as it writes the values (Bf16RoundingRefresh), reused by every
   // product until the next (each micro-batch, recomputed forward and generated token of a
-  // step); checked against `value` and `version` before each use.
+  // step). An op's output may carry one too, made as the op wrote it (linear_relu's, for
+  // the linear that reads it next). Checked against `value` and `version` before each use.
   std::atomic<std::shared_ptr<const kernels::Bf16Weight>> bf16_weight;
 
   Node() = default;

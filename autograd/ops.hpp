@@ -150,6 +150,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // relu applied in place and its gradient taken inside linear's backward, one pass less
 // over the activations each way (feed-forward blocks use it).
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// gelu(linear(x, weight, bias), approximate) as one op, the same values and gradients bit
+// for bit: GELU applied to each block of the product as it is written, and its gradient
+// taken inside linear's backward (GPT-2's MLP, the transformer layers' gelu feed-forward).
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), bool approximate = false);
 
 // ---- normalization (ops/normalization.cpp) ----
 // (x - mean) / sqrt(var + eps) * weight + bias over the trailing axes `normalized_shape`

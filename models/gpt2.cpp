@@ -39,9 +39,10 @@ GPT2MLP::GPT2MLP(const GPT2Config& c) : activation_(c.activation_function) {
 }
 
 Tensor GPT2MLP::forward(const Tensor& x) {
-  const Tensor hidden = c_fc->forward(x);
-  if (activation_ == "relu") return c_proj->forward(relu(hidden));
-  return c_proj->forward(gelu(hidden, /*approximate=*/activation_ != "gelu"));  // gelu_new: the tanh form
+  const nn::Activation activation = activation_ == "relu"   ? nn::Activation::relu
+                                    : activation_ == "gelu" ? nn::Activation::gelu
+                                                            : nn::Activation::gelu_tanh;  // gelu_new: the tanh form
+  return c_proj->forward(nn::activated(*c_fc, activation, x));
 }
 
 GPT2Block::GPT2Block(const GPT2Config& c) : resid_pdrop_(c.resid_pdrop) {

@@ -8,6 +8,10 @@
 
 namespace xgrad::nn {
 
+// PyTorch's activation="relu" / "gelu" (exact); gelu_tanh is GELU's tanh form
+// (F.gelu(approximate="tanh"), GPT-2's "gelu_new").
+enum class Activation { relu, gelu, gelu_tanh };
+
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override;

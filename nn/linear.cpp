@@ -1,6 +1,7 @@
 #include "xgrad/nn/linear.hpp"
 
 #include <cmath>
+#include <typeinfo>
 
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/nn/init.hpp"
@@ -79,6 +80,16 @@ std::string Linear::extra_repr() const {
       str("in_features=", in_features, ", out_features=", out_features, ", bias=", bias.defined() ? "true" : "false");
   if (has_lora()) text += str(", lora_rank=", lora_.rank, ", lora_alpha=", lora_.alpha);
   return text;
+}
+
+Tensor activated(Linear& linear, Activation activation, const Tensor& x) {
+  if (typeid(linear) == typeid(Linear) && !linear.has_lora()) {
+    if (activation == Activation::relu) return linear_relu(x, linear.weight, linear.bias);
+    return linear_gelu(x, linear.weight, linear.bias, /*approximate=*/activation == Activation::gelu_tanh);
+  }
+  const Tensor hidden = linear.forward(x);
+  return activation == Activation::relu ? relu(hidden)
+                                        : gelu(hidden, /*approximate=*/activation == Activation::gelu_tanh);
 }
 
 }  // namespace xgrad::nn

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "xgrad/autograd/random.hpp"
+#include "xgrad/nn/activation.hpp"
 #include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {
@@ -53,5 +54,10 @@ class Linear : public Module {
  private:
   LoRAOptions lora_;
 };
+
+// activation(linear.forward(x)) through one fused op (linear_relu, linear_gelu: the same
+// bits, a pass less over the activations each way) where `linear` is a plain Linear
+// without an adapter; a subclass or an adapter runs its own forward, then the activation.
+Tensor activated(Linear& linear, Activation activation, const Tensor& x);
 
 }  // namespace xgrad::nn

@@ -1,7 +1,5 @@
 #include "xgrad/nn/transformer.hpp"
 
-#include <typeinfo>
-
 #include "xgrad/nn/init.hpp"
 
 namespace xgrad::nn {
@@ -28,14 +26,7 @@ std::shared_ptr<MultiHeadAttention> attention(const TransformerLayerOptions& o) 
 
 // linear2(dropout(activation(linear1(x)))), the block both layers end with.
 Tensor feed_forward(Linear& linear1, Dropout& dropout, Linear& linear2, Activation activation, const Tensor& x) {
-  // relu fused into linear1's op, unless linear1 is a subclass with a forward of its own
-  // or carries a LoRA adapter
-  if (activation == Activation::relu && typeid(linear1) == typeid(Linear) && !linear1.has_lora())
-    return linear2.forward(dropout.forward(linear_relu(x, linear1.weight, linear1.bias)));
-  const Tensor hidden = linear1.forward(x);
-  const Tensor active =
-      activation == Activation::relu ? relu(hidden) : gelu(hidden, /*approximate=*/activation == Activation::gelu_tanh);
-  return linear2.forward(dropout.forward(active));
+  return linear2.forward(dropout.forward(activated(linear1, activation, x)));
 }
 
 const char* activation_name(Activation a) {

@@ -26,10 +26,6 @@
 
 namespace xgrad::nn {
 
-// PyTorch's activation="relu" / "gelu" (exact); gelu_tanh is GELU's tanh form
-// (F.gelu(approximate="tanh"), GPT-2's "gelu_new").
-enum class Activation { relu, gelu, gelu_tanh };
-
 // The options every layer shares (PyTorch's constructor arguments).
 struct TransformerLayerOptions {
   std::size_t d_model = 0;

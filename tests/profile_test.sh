@@ -44,7 +44,7 @@ check "the profiled run ends (exit $code)" test "$code" -eq 0
 check "it prints the table" grep -q "share" out
 check "the table names the lm's ops" grep -q "scaled_dot_product_attention" out
 check "it says how many steps it profiled" grep -q "profile of 2 steps (from step 4)" out
-check "the trace is a valid Chrome trace of the step" valid_trace lm.json linear gelu layer_norm \
+check "the trace is a valid Chrome trace of the step" valid_trace lm.json linear linear_gelu layer_norm \
   scaled_dot_product_attention cross_entropy "optimizer step"
 check "the timeline is a PNG" is_png lm.png
 check "profiling changes no metric" diff <(timeless plain.jsonl) <(timeless profiled.jsonl)

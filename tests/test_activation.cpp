@@ -43,9 +43,10 @@ BOOST_AUTO_TEST_CASE(activation_values) {
 // zero), extremes saturate without NaN, NaN stays NaN, and a float64 gradcheck holds on a
 // size with both paths. The exact form in float32 also keeps its relative accuracy for x
 // < 0, where Phi(x) is small and 1 + erf(x / sqrt 2) would cancel: within (16 + x^2 / 2)
-// ulps of the value (exp(-x^2 / 2) carries x^2 / 2 ulps from its argument's rounding).
-// Values from -14 to 14 in steps of 1e-3 cover both of float32's paths (a batch near zero,
-// and the erfc form) down to where Phi(x) leaves float32's normal range (x = -12.9).
+// ulps of the value (exp(-x^2 / 2) carries x^2 / 2 ulps from its argument's rounding),
+// and so does the tanh form, computed as the logistic function of 2u (below). Values from
+// -14 to 14 in steps of 1e-3 cover both of float32's paths (a batch near zero, and the
+// erfc form) down to where Phi(x) leaves float32's normal range (x = -12.9).
 BOOST_AUTO_TEST_CASE(fused_gelu_matches_the_formula_at_every_size) {
   constexpr double kFloat64Bound = 4e-14;
   const double s = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
@@ -85,16 +86,27 @@ BOOST_AUTO_TEST_CASE(fused_gelu_matches_the_formula_at_every_size) {
                    form << ", float32, n " << n << " element " << i);
       }
     }
-    if (!approximate) {
-      std::vector<double> grid;
-      for (int i = -14000; i <= 14000; ++i) grid.push_back(i * 1e-3);
-      const std::vector<double> in32 = Tensor::from_vector(grid, {grid.size()}, DType::float32).to_vector(),
-                                y32 = gelu(Tensor::from_vector(grid, {grid.size()}, DType::float32)).to_vector();
-      for (std::size_t i = 0; i < grid.size(); ++i) {
-        const double x = in32[i], expected = value(x);
+    std::vector<double> grid;
+    for (int i = -14000; i <= 14000; ++i) grid.push_back(i * 1e-3);
+    const std::vector<double> in32 = Tensor::from_vector(grid, {grid.size()}, DType::float32).to_vector(),
+                              y32 = gelu(Tensor::from_vector(grid, {grid.size()}, DType::float32), approximate)
+                                        .to_vector();
+    for (std::size_t i = 0; i < grid.size(); ++i) {
+      const double x = in32[i];
+      if (!approximate) {
+        const double expected = value(x);
         if (x < 0 && expected / x >= std::numeric_limits<float>::min())  // Phi(x) a normal float: x > -12.9
           BOOST_TEST(std::abs(y32[i] - expected) <= (16 + x * x / 2) * 0x1p-24 * std::abs(expected),
                      "float32 at " << x);
+      } else {
+        // The tanh form as the logistic of 2u, which does not cancel for x < 0 (0.5 x (1 +
+        // tanh u) loses every digit there, in float64 too): within (16 + 8 |2u|) ulps of the
+        // value while exp(-|2u|) is a normal float (x > -10.0; denormals are flushed); it
+        // carries |2u| times u's rounding (about five operations).
+        const double two_u = 2 * s * (x + c * x * x * x), expected = x / (1 + std::exp(-two_u));
+        if (std::exp(-std::abs(two_u)) >= std::numeric_limits<float>::min())
+          BOOST_TEST(std::abs(y32[i] - expected) <= (16 + 8 * std::abs(two_u)) * 0x1p-24 * std::abs(expected),
+                     "float32 tanh form at " << x);
       }
     }
     const Tensor extremes = Tensor::from_vector({-1e30, -100.0, 100.0, 1e30, std::nan("")}, {5}, DType::float32);

@@ -581,6 +581,43 @@ BOOST_AUTO_TEST_CASE(linear_and_matmul_reuse_a_weights_rounding_until_it_changes
   }
 }
 
+// Under bf16 autocast a fused linear (linear_relu, linear_gelu) keeps its output's
+// rounding, made as it wrote the output, for the linear that reads it next: that linear
+// gives the same values and weight gradient as on a copy of the output (rounded afresh);
+// once the output is changed in place (through another handle: its version count is
+// shared), the kept rounding is stale and the next linear reads the new values.
+BOOST_AUTO_TEST_CASE(a_fused_linears_kept_rounding_serves_the_next_linear_until_changed) {
+  using Fused = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+  const std::vector<std::pair<const char*, Fused>> ops = {
+      {"linear_relu", [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear_relu(x, w, b); }},
+      {"linear_gelu", [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear_gelu(x, w, b); }},
+      {"linear_gelu tanh",
+       [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear_gelu(x, w, b, true); }},
+  };
+  for (const auto& [name, fused] : ops) {
+    Generator gen(33);
+    const Tensor x = Tensor::randn({300, 24}, gen), w1 = Tensor::randn({48, 24}, gen), b1 = Tensor::randn({48}, gen);
+    Tensor w2 = Tensor::randn({16, 48}, gen).requires_grad_();
+    const AutocastGuard bf16(Precision::bfloat16);
+    const auto next_linear = [&](const Tensor& hidden) {
+      w2.zero_grad();
+      const Tensor y = linear(hidden, w2);
+      sum(y).backward();
+      return std::array<std::vector<double>, 2>{y.to_vector(), w2.grad().to_vector()};
+    };
+    const Tensor hidden = fused(x, w1, b1);
+    BOOST_TEST((hidden.node()->bf16_weight.load() != nullptr), name << " keeps its output's rounding");
+    BOOST_TEST((next_linear(hidden) == next_linear(hidden.detach().clone())), name);
+    // Times 1 + 2^-10, which no bf16 rounding absorbs: a stale rounding gives other values.
+    const std::vector<double> before = next_linear(hidden)[0];
+    Tensor handle = hidden.detach();
+    for (float *v = handle.data<float>(), *end = v + handle.numel(); v != end; ++v) *v *= 1.0f + 0x1p-10f;
+    const auto changed = next_linear(hidden);
+    BOOST_TEST((changed == next_linear(hidden.detach().clone())), name << ", changed in place");
+    BOOST_TEST((changed[0] != before), name << ", changed in place");
+  }
+}
+
 // An optimizer's update remakes a parameter's kept bf16 rounding as it writes the new
 // values (Bf16RoundingRefresh): after each step the weight keeps the rounding of its values
 // as they are, bit for bit what a product's own rounding gives, and the next products read

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cctype>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -319,10 +320,29 @@ Tensor awkward_input(Shape shape, std::uint64_t seed, DType dtype) {
 
 }  // namespace
 
-// linear_relu is relu(linear(...)) bit for bit, values and every gradient, in float32,
-// float64 and bf16 autocast, with and without bias, on shapes the pool and the product
-// splits cut, and on empty ones.
-BOOST_AUTO_TEST_CASE(linear_relu_is_relu_of_linear_bit_for_bit) {
+// The activations linear fuses: linear_relu and linear_gelu (exact and tanh), each with
+// the op pair it stands for.
+struct FusedLinear {
+  const char* name;
+  std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> fused, apart;
+};
+
+std::vector<FusedLinear> fused_linears() {
+  return {
+      {"linear_relu", [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear_relu(x, w, b); },
+       [](const Tensor& x, const Tensor& w, const Tensor& b) { return relu(linear(x, w, b)); }},
+      {"linear_gelu", [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear_gelu(x, w, b); },
+       [](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(linear(x, w, b)); }},
+      {"linear_gelu tanh", [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear_gelu(x, w, b, true); },
+       [](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(linear(x, w, b), true); }},
+  };
+}
+
+// linear_relu is relu(linear(...)) bit for bit, and linear_gelu gelu(linear(...)), values
+// and every gradient, in float32, float64 and bf16 autocast, with and without bias, on
+// shapes the pool and the product splits cut (rows, columns and k: the activation runs on
+// each piece as it is finished), and on empty ones.
+BOOST_AUTO_TEST_CASE(fused_linear_activations_are_the_op_pairs_bit_for_bit) {
   struct Case {
     DType dtype;
     Precision precision;
@@ -332,42 +352,47 @@ BOOST_AUTO_TEST_CASE(linear_relu_is_relu_of_linear_bit_for_bit) {
       {DType::float64, Precision::float32, {3, 70, 40}, {130, 40}},
       {DType::float32, Precision::float32, {3, 70, 40}, {130, 40}},
       {DType::float32, Precision::bfloat16, {3, 70, 40}, {130, 40}},
-      {DType::float32, Precision::bfloat16, {2100, 16}, {600, 16}},  // split products
+      {DType::float32, Precision::bfloat16, {2100, 16}, {600, 16}},  // split products: rows
       {DType::float32, Precision::float32, {2100, 16}, {600, 16}},
+      {DType::float32, Precision::bfloat16, {40, 16}, {3000, 16}},  // columns
+      {DType::float64, Precision::float32, {40, 16}, {3000, 16}},
+      {DType::float32, Precision::bfloat16, {8, 4096}, {8, 4096}},  // k
+      {DType::float32, Precision::float32, {8, 4096}, {8, 4096}},
       {DType::float64, Precision::float32, {7, 0}, {5, 0}},  // empty products
       {DType::float32, Precision::bfloat16, {7, 0}, {5, 0}},
       {DType::float32, Precision::bfloat16, {0, 6}, {5, 6}},
   };
   std::uint64_t seed = 40;
-  for (const Case& c : cases)
-    for (const bool with_bias : {true, false}) {
-      const bool awkward = numel(c.x) > 3 * c.x.back() && c.x.back() > 2;
-      Tensor x = awkward ? awkward_input(c.x, ++seed, c.dtype) : randn64(c.x, ++seed).to(c.dtype).detach();
-      x.requires_grad_();
-      const Tensor w = randn64(c.w, ++seed).to(c.dtype).detach().requires_grad_();
-      const Tensor b = with_bias ? randn64({c.w[0]}, ++seed).to(c.dtype).detach().requires_grad_() : Tensor();
-      Shape y_shape = c.x;
-      y_shape.back() = c.w[0];
-      const Tensor seed_grad = randn64(y_shape, ++seed, false).to(c.dtype);
-      const auto run = [&](bool fused) {
-        for (Tensor t : {x, w, b})  // a handle: the same tensor
-          if (t.defined()) t.zero_grad();
-        Tensor y;
-        {
-          const AutocastGuard guard(c.precision);
-          y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
-        }
-        y.backward(seed_grad);
-        std::vector<Tensor> results{y.detach(), x.grad(), w.grad()};
-        if (with_bias) results.push_back(b.grad());
-        return results;
-      };
-      const std::vector<Tensor> fused = run(true), apart = run(false);
-      for (std::size_t i = 0; i < fused.size(); ++i)
-        BOOST_TEST(same_bits(fused[i], apart[i]),
-                   str("result ", i, " for x ", c.x, ", weight ", c.w, with_bias ? ", bias, " : ", ",
-                       dtype_name(c.dtype), c.precision == Precision::bfloat16 ? ", bf16" : ""));
-    }
+  for (const FusedLinear& op : fused_linears())
+    for (const Case& c : cases)
+      for (const bool with_bias : {true, false}) {
+        const bool awkward = numel(c.x) > 3 * c.x.back() && c.x.back() > 2;
+        Tensor x = awkward ? awkward_input(c.x, ++seed, c.dtype) : randn64(c.x, ++seed).to(c.dtype).detach();
+        x.requires_grad_();
+        const Tensor w = randn64(c.w, ++seed).to(c.dtype).detach().requires_grad_();
+        const Tensor b = with_bias ? randn64({c.w[0]}, ++seed).to(c.dtype).detach().requires_grad_() : Tensor();
+        Shape y_shape = c.x;
+        y_shape.back() = c.w[0];
+        const Tensor seed_grad = randn64(y_shape, ++seed, false).to(c.dtype);
+        const auto run = [&](bool fused) {
+          for (Tensor t : {x, w, b})  // a handle: the same tensor
+            if (t.defined()) t.zero_grad();
+          Tensor y;
+          {
+            const AutocastGuard guard(c.precision);
+            y = fused ? op.fused(x, w, b) : op.apart(x, w, b);
+          }
+          y.backward(seed_grad);
+          std::vector<Tensor> results{y.detach(), x.grad(), w.grad()};
+          if (with_bias) results.push_back(b.grad());
+          return results;
+        };
+        const std::vector<Tensor> fused = run(true), apart = run(false);
+        for (std::size_t i = 0; i < fused.size(); ++i)
+          BOOST_TEST(same_bits(fused[i], apart[i]),
+                     str(op.name, ": result ", i, " for x ", c.x, ", weight ", c.w, with_bias ? ", bias, " : ", ",
+                         dtype_name(c.dtype), c.precision == Precision::bfloat16 ? ", bf16" : ""));
+      }
 }
 
 // linear's bias gradient, the column sums of dY (taken in fixed chunks of rows, added in
@@ -421,6 +446,18 @@ BOOST_AUTO_TEST_CASE(linear_relu_gradients) {
   check_gradients([](const Inputs& in) { return linear_relu(in[0], in[1], in[2]); }, {x, w, b});
   check_gradients([](const Inputs& in) { return linear_relu(in[0], in[1]); }, {x, w});
   check_gradients([](const Inputs& in) { return linear_relu(in[0], in[1], in[2]); }, {randn64({4}, 63), w, b});
+}
+
+BOOST_AUTO_TEST_CASE(linear_gelu_gradients) {
+  const Tensor x = randn64({2, 3, 4}, 64), w = randn64({5, 4}, 65), b = randn64({5}, 66);
+  for (const bool approximate : {false, true}) {
+    check_gradients([approximate](const Inputs& in) { return linear_gelu(in[0], in[1], in[2], approximate); },
+                    {x, w, b});
+    check_gradients([approximate](const Inputs& in) { return linear_gelu(in[0], in[1], Tensor(), approximate); },
+                    {x, w});
+    check_gradients([approximate](const Inputs& in) { return linear_gelu(in[0], in[1], in[2], approximate); },
+                    {randn64({4}, 67), w, b});
+  }
 }
 
 BOOST_AUTO_TEST_CASE(linear_relu_errors_name_it) {

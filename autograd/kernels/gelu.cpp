@@ -32,6 +32,37 @@ struct GeluTanh {
   }
 };
 
+// float32: 1/2 (1 + tanh u) is the logistic function sigma(z) of z = 2u, so y = x sigma(z)
+// and dy/dx = sigma + x sigma (1 - sigma) dz/dx, from one exp and one division: 1.4x the
+// rate of xsimd's tanh (Xeon, AVX-512), and no cancelling where x is negative, where 1 +
+// tanh u loses every digit (at x = -6, y = -2e-28 comes out 0 or a rounding error's size).
+// With e = exp(-|z|) <= 1, sigma and 1 - sigma are 1 / (1 + e) and e / (1 + e), whichever
+// z's sign makes them: nothing overflows, and y keeps float32's relative accuracy, but for
+// u's own rounding, which exp magnifies by |z|, while e is a normal float (x > -10.0).
+// Infinities and NaN as the tanh form gives them.
+template <>
+struct GeluTanh<float> {
+  using V = Batch<float>;
+  static inline const float kScale = std::sqrt(2.0f / std::numbers::pi_v<float>);
+  static constexpr float kCubic = 0.044715f;
+
+  struct Logistic {
+    V sigma, complement;  // sigma(z) and 1 - sigma(z)
+  };
+  static Logistic logistic_of(V x) {
+    const V z = V(2.0f * kScale) * (x + V(kCubic) * x * x * x);
+    const V e = xsimd::exp(-xsimd::abs(z)), r = V(1.0f) / (V(1.0f) + e);
+    const auto positive = z >= V(0.0f);  // false for NaN: e r is NaN then
+    return {xsimd::select(positive, r, e * r), xsimd::select(positive, e * r, r)};
+  }
+  static V forward(V x) { return x * logistic_of(x).sigma; }
+  static V backward(V g, V x) {
+    const Logistic l = logistic_of(x);
+    const V slope = V(2.0f * kScale) * (V(1.0f) + V(3.0f * kCubic) * x * x);  // dz/dx
+    return g * (l.sigma + x * l.sigma * l.complement * slope);
+  }
+};
+
 // The standard normal's distribution function Phi(x) and density phi(x).
 template <class T>
 struct Normal {

@@ -11,6 +11,8 @@
 //
 // The tanh approximation (GPT-2's "gelu_new", `approximate`), with s = sqrt(2 / pi), c = 0.044715 and
 // t = tanh(s (x + c x^3)): y = x / 2 (1 + t); dx = g (1/2 (1 + t) + x / 2 (1 - t^2) s (1 + 3 c x^2)).
+// float32 computes 1/2 (1 + t) as the logistic function of 2 s (x + c x^3), which keeps its
+// accuracy for x < 0, where 1 + t cancels (gelu.cpp).
 
 #include <cstddef>
 

@@ -323,14 +323,19 @@ Cut cut_of(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t
 // When the inner dimension dominates (a weight gradient summed over every position) the
 // cut is along k, each panel packing only its share of A and B, with the partial products
 // added in panel order; otherwise each panel is a band of C's rows, or of its columns
-// when C is wider than tall, each element of C computed whole by one call.
+// when C is wider than tall, each element of C computed whole by one call. The epilogue
+// (or null) runs on each piece of C as it is finished: a panel, or a chunk of summed rows.
 template <class In, class Out, class Call>
 void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const In* a,
                    std::size_t lda, const In* b, std::size_t ldb, Out beta, Out* c, std::size_t ldc, const Out* bias,
-                   bool dense_panels, const Call& call) {
+                   bool dense_panels, const BlockEpilogue* epilogue, const Call& call) {
   const Cut cut = cut_of(trans_a, trans_b, m, n, k, dense_panels);
+  const auto finished = [epilogue](std::size_t row, std::size_t rows, std::size_t col, std::size_t cols) {
+    if (epilogue) (*epilogue)(row, rows, col, cols);
+  };
   if (cut.axis == Cut::kNone) {
     call(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
+    finished(0, m, 0, n);
     return;
   }
   const double work =
@@ -367,18 +372,22 @@ void split_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
                                 std::copy_n(sums.begin(), width, row + j0);
                             }
                           }
+                          finished(first, last - first, 0, n);
                         });
     return;
   }
   parallel_for(cut.panels, work, [&](std::size_t p) {
     const std::size_t extent = cut.axis == Cut::kRows ? m : n;
     const std::size_t begin = p * cut.step, size = std::min(extent, begin + cut.step) - begin;
-    if (cut.axis == Cut::kRows)  // rows of op(A) and of C
+    if (cut.axis == Cut::kRows) {  // rows of op(A) and of C
       call(trans_a, trans_b, size, n, k, trans_a ? a + begin : a + begin * lda, lda, b, ldb, beta, c + begin * ldc, ldc,
            bias);
-    else  // columns of op(B) and of C
+      finished(begin, size, 0, n);
+    } else {  // columns of op(B) and of C
       call(trans_a, trans_b, m, size, k, a, lda, trans_b ? b + begin * ldb : b + begin, ldb, beta, c + begin, ldc,
            bias ? bias + begin : nullptr);
+      finished(0, m, begin, size);
+    }
   });
 }
 
@@ -454,7 +463,8 @@ void bf16_gemm_streamed(bool trans_a, bool trans_b, std::size_t m, std::size_t n
 // xgrad::gemm's bf16 product, B read from `weight` where given (B inside weight->data()).
 void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                   const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
-                  std::size_t ldc, const float* bias, const Bf16Weight* weight, CStore store) {
+                  std::size_t ldc, const float* bias, const Bf16Weight* weight, CStore store,
+                  const BlockEpilogue* epilogue = nullptr) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // a sum of no terms: C = beta C (+ bias), as BLAS leaves it
     for (std::size_t i = 0; i < m; ++i)
@@ -462,6 +472,7 @@ void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
         const float kept = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         c[i * ldc + j] = bias ? kept + bias[j] : kept;
       }
+    if (epilogue) (*epilogue)(0, m, 0, n);
     return;
   }
   const bool dense_panels = bf16_path() != Bf16Path::kWidened && dense_copies_setting();
@@ -476,7 +487,7 @@ void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
   const auto writes_c = [c, c_end = c + (m - 1) * ldc + n](const float* pc) {
     return std::greater_equal<const float*>()(pc, c) && std::less<const float*>()(pc, c_end);
   };
-  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias, dense_panels,
+  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias, dense_panels, epilogue,
                 [alpha, weight, dense_panels, streamed, writes_c](bool ta, bool tb, std::size_t pm, std::size_t pn,
                                                                   std::size_t pk, const bfloat16* pa, std::size_t plda,
                                                                   const bfloat16* pb, std::size_t pldb, float pbeta,
@@ -503,12 +514,27 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
           std::size_t lda, const Bf16Weight& b, WeightRead read, float beta, float* c, std::size_t ldc,
-          const float* bias) {
+          const float* bias, const BlockEpilogue* epilogue) {
   XGRAD_CHECK((trans_b ? n : k) == b.rows() && (trans_b ? k : n) == b.cols(), "matmul (bfloat16)", "op(B) of ", k,
               " x ", n, " is not the weight of ", b.rows(), " x ", b.cols(), trans_b ? " transposed" : "");
   bf16_product(trans_a, trans_b, m, n, k, alpha, a, lda, b.data(), b.cols(), beta, c, ldc, bias,
-               read == WeightRead::blocked ? &b : nullptr, CStore::cached);
+               read == WeightRead::blocked ? &b : nullptr, CStore::cached, epilogue);
 }
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc, const BlockEpilogue* epilogue) {
+  split_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, static_cast<const T*>(nullptr), false,
+                epilogue,
+                [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const T* pa, std::size_t plda,
+                        const T* pb, std::size_t pldb, T pbeta, T* pc, std::size_t pldc,
+                        const T*) { blas_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc); });
+}
+
+template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
+                          const float*, std::size_t, float, float*, std::size_t, const BlockEpilogue*);
+template void gemm<double>(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*, std::size_t,
+                           const double*, std::size_t, double, double*, std::size_t, const BlockEpilogue*);
 
 Bf16Path bf16_path() {
   static const Bf16Path path = detect_bf16_path();
@@ -541,11 +567,7 @@ namespace xgrad {
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  kernels::split_product(
-      trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, static_cast<const T*>(nullptr), false,
-      [alpha](bool ta, bool tb, std::size_t pm, std::size_t pn, std::size_t pk, const T* pa, std::size_t plda,
-              const T* pb, std::size_t pldb, T pbeta, T* pc, std::size_t pldc,
-              const T*) { kernels::blas_gemm(ta, tb, pm, pn, pk, alpha, pa, plda, pb, pldb, pbeta, pc, pldc); });
+  kernels::gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nullptr);
 }
 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,

@@ -2,6 +2,8 @@
 // Internal: the products the ops run (xgrad::gemm, public in autograd/gemm.hpp, is the
 // product itself), and which kernels run bfloat16 products on this CPU.
 
+#include <cstddef>
+#include <functional>
 #include <string>
 
 #include "xgrad/autograd/gemm.hpp"
@@ -23,12 +25,24 @@ using xgrad::to_float;
 // one forward and one backward product do before it changes (a trained weight).
 enum class WeightRead { plain, blocked };
 
+// Work on a block of C once each of its elements is final, rows [row, row + rows) and
+// columns [col, col + cols): called by the thread that finished it, right after, while
+// the block is still in its cache (linear_relu's relu and its output's rounding, saving a
+// pass over C from memory each). Blocks are disjoint; which ones depends on the product's
+// cut, so the work must be elementwise.
+using BlockEpilogue = std::function<void(std::size_t row, std::size_t rows, std::size_t col, std::size_t cols)>;
+
+// xgrad::gemm's float and double product with an epilogue (null: none).
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc, const BlockEpilogue* epilogue);
+
 // xgrad::gemm's bf16 product with op(B) a weight (B = W, or W^T when trans_b), rounded once
 // and, with WeightRead::blocked, read from its blocked copies where oneDNN's primitive
 // takes the product (a dense B: the whole weight, or a panel of its rows).
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const bfloat16* a,
           std::size_t lda, const Bf16Weight& b, WeightRead read, float beta, float* c, std::size_t ldc,
-          const float* bias = nullptr);
+          const float* bias = nullptr, const BlockEpilogue* epilogue = nullptr);
 
 // How a bf16 product writes C where beta is 0: through the caches, or streamed past them,
 // for a C read only long after (a weight's gradient, read next by the gradient norm and

@@ -26,20 +26,22 @@ std::size_t rows_per_chunk(std::size_t width) {
 }
 
 // Walks a rows x out matrix row by row in chunks of kSumRows rows on the pool, calling
-// element(r, o) on each element, and adds the column sums of what it returns into db (when
-// given): each chunk's sums (from zero, row by row) then added into db in chunk order.
+// chunk_start(first, last) first on each chunk's thread, then element(r, o) on each element, and adds the column sums
+// of what it returns into db (when given): each chunk's sums (from zero, row by row) then added into db in chunk order.
 // chunk_done(first, last) follows each chunk's walk, on its thread, while its rows are in
 // cache.
 // Cut by rows, each core reads the rows the op before it wrote there (the pool's home
 // ranges), in its L2; cut by columns, each core read half of every row from the other's
 // cache, and a narrow block stepped a row's length from read to read: medium's bf16 step
 // spent 11% of its time there (Xeon, AMX).
-template <class T, class Element, class ChunkDone>
-void walk_rows(std::size_t rows, std::size_t out, T* db, Element&& element, ChunkDone&& chunk_done) {
+template <class T, class ChunkStart, class Element, class ChunkDone>
+void walk_rows(std::size_t rows, std::size_t out, T* db, ChunkStart&& chunk_start, Element&& element,
+               ChunkDone&& chunk_done) {
   const std::size_t chunks = (rows + kSumRows - 1) / kSumRows;
   std::vector<T> partial(db ? chunks * out : 0);
   parallel_for(chunks, kColumnSumWork * static_cast<double>(kSumRows * out), [&](std::size_t c) {
     const std::size_t first = c * kSumRows, last = std::min(rows, first + kSumRows);
+    chunk_start(first, last);
     // A block of columns at a time over the chunk's rows, its sums in registers.
     const auto block = [&](std::size_t begin, auto width) {
       std::array<T, kSumColumns> sums{};
@@ -74,56 +76,61 @@ void fill_rows(T* y, const T* bias, std::size_t rows, std::size_t out) {
 }
 
 template <class T>
-void relu_in_place(T* y, std::size_t n) {
-  parallel_for_chunks(n, kChunkElements, 1.0, [y](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) y[i] = y[i] < T(0) ? T(0) : y[i];  // NaN stays NaN, as relu()
-  });
+void relu_block(T* y, std::size_t ld, std::size_t rows, std::size_t cols, bfloat16* rounded) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    T* row = y + r * ld;
+    for (std::size_t c = 0; c < cols; ++c) row[c] = row[c] < T(0) ? T(0) : row[c];  // NaN stays NaN, as relu()
+    if constexpr (std::is_same_v<T, float>)
+      if (rounded) to_bfloat16_n(row, cols, rounded + r * ld);
+  }
 }
 
 template <class T>
-void relu_gradient(const T* g, const T* y, std::size_t n, T* masked) {
-  parallel_for_chunks(n, kChunkElements, 1.0, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) masked[i] = relu_gradient_of(g[i], y[i]);
-  });
+void relu_gradient_n(const T* g, const T* y, std::size_t n, T* masked) {
+  for (std::size_t i = 0; i < n; ++i) masked[i] = relu_gradient_of(g[i], y[i]);
 }
 
 template <class T>
 void add_column_sums(const T* g, std::size_t rows, std::size_t out, T* db) {
   walk_rows(
-      rows, out, db, [g, out](std::size_t r, std::size_t o) { return g[r * out + o]; },
+      rows, out, db, [](std::size_t, std::size_t) {}, [g, out](std::size_t r, std::size_t o) { return g[r * out + o]; },
       [](std::size_t, std::size_t) {});
 }
 
-void round_with_column_sums(const float* g, const float* relu_output, std::size_t rows, std::size_t out, float* db,
-                            bfloat16* rounded) {
+void round_with_column_sums(const float* g, std::size_t rows, std::size_t out, float* db, bfloat16* rounded,
+                            const RowsGradient* through) {
   // Each chunk's rows rounded after its sums while in cache, whole rows at a time by
   // to_bfloat16_n (element by element inside the walk, the rounding ran at the emulation's
-  // rate): lm's bf16 step 1.6% faster. relu's gradient is made again into a row for it.
-  if (relu_output)
+  // rate): lm's bf16 step 1.6% faster. Through an activation, its gradient of the chunk's
+  // rows is made first into a buffer of the thread's, which the sums and the rounding read.
+  if (!through) {
     walk_rows(
-        rows, out, db,
-        [&](std::size_t r, std::size_t o) { return relu_gradient_of(g[r * out + o], relu_output[r * out + o]); },
-        [&](std::size_t first, std::size_t last) {
-          std::vector<float> row(out);
-          for (std::size_t r = first; r < last; ++r) {
-            for (std::size_t o = 0; o < out; ++o) row[o] = relu_gradient_of(g[r * out + o], relu_output[r * out + o]);
-            to_bfloat16_n(row.data(), out, rounded + r * out);
-          }
-        });
-  else
-    walk_rows(
-        rows, out, db, [&](std::size_t r, std::size_t o) { return g[r * out + o]; },
+        rows, out, db, [](std::size_t, std::size_t) {}, [&](std::size_t r, std::size_t o) { return g[r * out + o]; },
         [&](std::size_t first, std::size_t last) {
           to_bfloat16_n(g + first * out, (last - first) * out, rounded + first * out);
         });
+    return;
+  }
+  thread_local std::vector<float> chunk;  // the rows of dh of the chunk this thread walks (they start at a
+                                          // multiple of kSumRows)
+  walk_rows(
+      rows, out, db,
+      [&](std::size_t first, std::size_t last) {
+        chunk.resize((last - first) * out);
+        (*through)(first, last, chunk.data());
+      },
+      [&](std::size_t r, std::size_t o) { return chunk[(r % kSumRows) * out + o]; },
+      [&](std::size_t first, std::size_t last) {
+        to_bfloat16_n(chunk.data(), (last - first) * out, rounded + first * out);
+      });
 }
 
 template void fill_rows<float>(float*, const float*, std::size_t, std::size_t);
 template void fill_rows<double>(double*, const double*, std::size_t, std::size_t);
-template void relu_in_place<float>(float*, std::size_t);
-template void relu_in_place<double>(double*, std::size_t);
-template void relu_gradient<float>(const float*, const float*, std::size_t, float*);
-template void relu_gradient<double>(const double*, const double*, std::size_t, double*);
+template void relu_block<float>(float*, std::size_t, std::size_t, std::size_t, bfloat16*);
+template void relu_block<double>(double*, std::size_t, std::size_t, std::size_t, bfloat16*);
+template void relu_gradient_n<float>(const float*, const float*, std::size_t, float*);
+template void relu_gradient_n<double>(const double*, const double*, std::size_t, double*);
 template void add_column_sums<float>(const float*, std::size_t, std::size_t, float*);
 template void add_column_sums<double>(const double*, std::size_t, std::size_t, double*);
 

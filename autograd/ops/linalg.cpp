@@ -7,10 +7,12 @@
 #include <memory>
 #include <type_traits>
 
+#include "xgrad/autograd/kernels/gelu.hpp"
 #include "xgrad/autograd/kernels/gemm.hpp"
 #include "xgrad/autograd/kernels/linear.hpp"
 #include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/ops/shape_util.hpp"
+#include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 
 namespace xgrad {
@@ -25,6 +27,18 @@ Bf16Copy rounded(const float* x, std::size_t rows, std::size_t cols) {
   std::shared_ptr<kernels::bfloat16[]> out(new kernels::bfloat16[rows * cols]);  // not zeroed: written next
   kernels::round_to_bfloat16(x, rows, cols, cols, out.get());
   return out;
+}
+
+// A product's A operand (x: rows x cols) rounded to bf16, or the rounding kept with x
+// while its values are unchanged since: a leaf's (the weight's, below), or one the op that
+// made x wrote as it wrote x (linear_relu's output, for the linear that reads it next).
+Bf16Copy rounded_operand(const Tensor& x, std::size_t rows, std::size_t cols) {
+  Node& node = *x.node();
+  const float* values = node.values<float>().data();
+  const std::shared_ptr<const kernels::Bf16Weight> kept = node.bf16_weight.load();
+  if (kept && kept->made_from(values, rows, cols, node.version->load(std::memory_order_relaxed)))
+    return Bf16Copy(kept, kept->data());
+  return rounded(values, rows, cols);
 }
 
 // A weight (linear's W, matmul's 2-D B) rounded to bf16 for its products. A leaf's (a
@@ -262,52 +276,110 @@ namespace xgrad {
 
 namespace {
 
-// The gradient at linear's output: the incoming one, or relu's gradient of it when relu
-// is fused in (into `masked`, which must outlive the pointer).
-template <class T>
-const T* output_gradient(BackwardContext<T>& ctx, bool relu, xt::xarray<T>& masked) {
-  const T* g = ctx.grad().data();
-  if (!relu) return g;
-  masked = new_array<T>(ctx.op(), ctx.grad().shape());
-  kernels::relu_gradient(g, ctx.output().data(), masked.size(), masked.data());
-  return masked.data();
-}
+// The activation fused into a linear op: y = act(x W^T + b).
+enum class Fused { none, relu, gelu, gelu_tanh };
 
-// linear's dY (relu's gradient of it when fused) rounded to bf16 for the backward products,
-// and its column sums added into db (when the bias wants a gradient) in the same pass.
-Bf16Copy rounded_with_column_sums(const float* g, const float* relu_output, std::size_t rows, std::size_t out,
-                                  float* db) {
-  std::shared_ptr<kernels::bfloat16[]> copy(new kernels::bfloat16[rows * out]);  // not zeroed: written next
-  kernels::round_with_column_sums(g, relu_output, rows, out, db, copy.get());
-  return copy;
-}
-
-// What one linear call computes: y = x W^T + b, then relu when fused in.
+// What one linear call computes.
 struct LinearCall {
-  const char* op;  // "linear" or "linear_relu", for the graph and the errors
-  bool relu;
+  const char* op;  // "linear", "linear_relu" or "linear_gelu", for the graph and the errors
+  Fused activation;
   std::size_t rows, in, out;
 };
 
-// linear with its products in bf16: x rounded once and kept for backward, W as
-// bf16_weight keeps it; the bias added as the product is written.
+bool is_gelu(Fused f) { return f == Fused::gelu || f == Fused::gelu_tanh; }
+
+// y = act(h) over a block of h (rows x cols from h, row stride ld) into y, in place for
+// relu; each result also rounded to bf16 into `rounded` (same row stride) when given.
+template <class T>
+void activate_block(Fused activation, const T* h, T* y, std::size_t ld, std::size_t rows, std::size_t cols,
+                    kernels::bfloat16* rounded) {
+  if (activation == Fused::relu) {
+    kernels::relu_block(y, ld, rows, cols, rounded);
+    return;
+  }
+  for (std::size_t r = 0; r < rows; ++r) {
+    kernels::gelu_forward(h + r * ld, y + r * ld, cols, activation == Fused::gelu_tanh);
+    if constexpr (std::is_same_v<T, float>)
+      if (rounded) kernels::to_bfloat16_n(y + r * ld, cols, rounded + r * ld);
+  }
+}
+
+// The gradient at the product's output h for rows [first, last) of dY (row length out):
+// dY through the fused activation's gradient, into `dh` (which holds those rows). relu's
+// reads its output y, GELU's its input h (`saved`).
+template <class T>
+void activation_gradient_rows(Fused activation, const T* g, const T* saved, std::size_t first, std::size_t last,
+                              std::size_t out, T* dh) {
+  const std::size_t offset = first * out, n = (last - first) * out;
+  if (activation == Fused::relu)
+    kernels::relu_gradient_n(g + offset, saved + offset, n, dh);
+  else
+    kernels::gelu_backward(g + offset, saved + offset, dh, n, activation == Fused::gelu_tanh, false);
+}
+
+// The gradient at linear's output h: the incoming one, or the fused activation's gradient
+// of it (into `through`, which must outlive the pointer).
+template <class T>
+const T* product_gradient(BackwardContext<T>& ctx, Fused activation, const T* saved, xt::xarray<T>& through) {
+  const T* g = ctx.grad().data();
+  if (activation == Fused::none) return g;
+  through = new_array<T>(ctx.op(), ctx.grad().shape());
+  const std::size_t out = ctx.grad().shape().back(), rows = out ? through.size() / out : 0;
+  parallel_for_chunks(rows, std::max<std::size_t>(1, kElementsPerChunk / std::max<std::size_t>(1, out)),
+                      static_cast<double>(out), [&](std::size_t first, std::size_t last) {
+                        activation_gradient_rows(activation, g, saved, first, last, out, through.data() + first * out);
+                      });
+  return through.data();
+}
+
+// linear's dY (through the fused activation's gradient) rounded to bf16 for the backward
+// products, and its column sums added into db (when the bias wants a gradient) in the
+// same pass, a chunk of rows at a time while in cache.
+Bf16Copy rounded_with_column_sums(const float* g, Fused activation, const float* saved, std::size_t rows,
+                                  std::size_t out, float* db) {
+  std::shared_ptr<kernels::bfloat16[]> copy(new kernels::bfloat16[rows * out]);  // not zeroed: written next
+  if (activation == Fused::none) {
+    kernels::round_with_column_sums(g, rows, out, db, copy.get(), nullptr);
+    return copy;
+  }
+  const kernels::RowsGradient through = [&](std::size_t first, std::size_t last, float* dh) {
+    activation_gradient_rows(activation, g, saved, first, last, out, dh);
+  };
+  kernels::round_with_column_sums(g, rows, out, db, copy.get(), &through);
+  return copy;
+}
+
+// linear with its products in bf16: x rounded once (or as kept with it) and kept for
+// backward, W as bf16_weight keeps it; the bias added as the product is written. A fused
+// activation runs on each block of the product as it is finished, while in cache, and
+// rounds its result there for the product that reads y next (a feed-forward's second
+// linear): two passes over y from memory saved each way.
 Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt::xarray<float> y,
                    const LinearCall& call) {
-  const auto [op, relu, rows, in, out] = call;
-  const Bf16Copy xb = rounded(x.node()->values<float>().data(), rows, in);
+  const auto [op, activation, rows, in, out] = call;
+  const Bf16Copy xb = rounded_operand(x, rows, in);
   const std::shared_ptr<const kernels::Bf16Weight> wb = bf16_weight(weight, out, in);
   const kernels::WeightRead w_read = weight_read(weight);
-  kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, *wb, w_read, 0.0f, y.data(), out,
-                bias.defined() ? bias.node()->values<float>().data() : nullptr);
-  if (relu) kernels::relu_in_place(y.data(), y.size());
-  return record<float>(
+  // GELU's input, kept for its gradient (relu's reads its output).
+  xt::xarray<float> h = is_gelu(activation) ? new_array<float>(op, y.shape()) : xt::xarray<float>();
+  std::unique_ptr<kernels::bfloat16[]> y_rounded(activation != Fused::none ? new kernels::bfloat16[rows * out]
+                                                                           : nullptr);  // not zeroed: written next
+  float* product = is_gelu(activation) ? h.data() : y.data();
+  const kernels::BlockEpilogue activate = [&](std::size_t row, std::size_t count, std::size_t col, std::size_t cols) {
+    const std::size_t at = row * out + col;
+    activate_block(activation, product + at, y.data() + at, out, count, cols, y_rounded.get() + at);
+  };
+  kernels::gemm(false, true, rows, out, in, 1.0f, xb.get(), in, *wb, w_read, 0.0f, product, out,
+                bias.defined() ? bias.node()->values<float>().data() : nullptr,
+                activation != Fused::none ? &activate : nullptr);
+  Tensor result = record<float>(
       op, std::move(y), {x, weight, bias},
-      [call, xb, wb, w_read, w_store = gradient_store(weight)](BackwardContext<float>& ctx) {
-        const auto [op, relu, rows, in, out] = call;
+      [call, xb, wb, w_read, w_store = gradient_store(weight), h = std::move(h)](BackwardContext<float>& ctx) {
+        const auto [op, activation, rows, in, out] = call;
         float* db = ctx.needs_grad(2) ? ctx.grad_buffer(2).data() : nullptr;
+        const float* saved = is_gelu(activation) ? h.data() : ctx.output().data();
         if (rows && out && in) {
-          const Bf16Copy g =
-              rounded_with_column_sums(ctx.grad().data(), relu ? ctx.output().data() : nullptr, rows, out, db);
+          const Bf16Copy g = rounded_with_column_sums(ctx.grad().data(), activation, saved, rows, out, db);
           if (ctx.needs_grad(0)) {  // dx = g W
             const auto dx = ctx.grad_target(0);
             kernels::gemm(false, false, rows, in, out, 1.0f, g.get(), out, *wb, w_read, dx.beta(), dx.data, in);
@@ -320,13 +392,19 @@ Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, xt
         } else {
           for (std::size_t i = 0; i < 2; ++i)
             if (ctx.needs_grad(i)) ctx.grad_buffer(i);
-          xt::xarray<float> masked;
-          if (db) kernels::add_column_sums(output_gradient(ctx, relu, masked), rows, out, db);
+          xt::xarray<float> through;
+          if (db) kernels::add_column_sums(product_gradient(ctx, activation, saved, through), rows, out, db);
         }
       });
+  if (activation != Fused::none && rows && out) {
+    Node& node = *result.node();
+    node.bf16_weight.store(std::make_shared<const kernels::Bf16Weight>(
+        std::move(y_rounded), node.values<float>().data(), rows, out, node.version->load(std::memory_order_relaxed)));
+  }
+  return result;
 }
 
-Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear_op(const char* op, Fused activation, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_same_dtype(op, x, weight);
   const Shape x_shape = x.shape(), w_shape = weight.shape();
   XGRAD_CHECK(!x_shape.empty() && w_shape.size() == 2 && w_shape[1] == x_shape.back(), op, "input ", x_shape,
@@ -338,7 +416,7 @@ Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weigh
                 " (expected [", out, "])");
   }
   const std::size_t rows = in ? numel(x_shape) / in : numel(Shape(x_shape.begin(), x_shape.end() - 1));
-  const LinearCall call{op, relu, rows, in, out};
+  const LinearCall call{op, activation, rows, in, out};
   Shape out_shape = x_shape;
   out_shape.back() = out;
   return dispatch_op(x.dtype(), [&](auto tag) {
@@ -348,15 +426,25 @@ Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weigh
       if (products_in_bf16<T>()) return linear_bf16(x, weight, bias, std::move(y), call);
     }
     T* yv = y.data();
-    kernels::fill_rows(yv, bias.defined() ? bias.node()->values<T>().data() : nullptr, rows, out);
-    if (rows && out && in)  // y += x W^T, the bias (or zeros) as GEMM's accumulator
+    // GELU's input, kept for its gradient; the product writes y itself otherwise.
+    xt::xarray<T> h = is_gelu(activation) ? new_array<T>(op, out_shape) : xt::xarray<T>();
+    T* product = is_gelu(activation) ? h.data() : yv;
+    kernels::fill_rows(product, bias.defined() ? bias.node()->values<T>().data() : nullptr, rows, out);
+    // The activation on each block of the product as it is finished, while in cache.
+    const kernels::BlockEpilogue activate = [&](std::size_t row, std::size_t count, std::size_t col, std::size_t cols) {
+      const std::size_t at = row * out + col;
+      activate_block<T>(activation, product + at, yv + at, out, count, cols, nullptr);
+    };
+    const kernels::BlockEpilogue* epilogue = activation != Fused::none ? &activate : nullptr;
+    if (rows && out && in)  // h = x W^T + h, the bias (or zeros) as GEMM's accumulator
       kernels::gemm<T>(false, true, rows, out, in, T(1), x.node()->values<T>().data(), in,
-                       weight.node()->values<T>().data(), in, T(1), yv, out);
-    if (relu) kernels::relu_in_place(yv, y.size());
-    return record<T>(op, std::move(y), {x, weight, bias}, [call](BackwardContext<T>& ctx) {
-      const auto [op, relu, rows, in, out] = call;
-      xt::xarray<T> masked;
-      const T* g = output_gradient(ctx, relu, masked);
+                       weight.node()->values<T>().data(), in, T(1), product, out, epilogue);
+    else if (epilogue)
+      activate(0, rows, 0, out);
+    return record<T>(op, std::move(y), {x, weight, bias}, [call, h = std::move(h)](BackwardContext<T>& ctx) {
+      const auto [op, activation, rows, in, out] = call;
+      xt::xarray<T> through;
+      const T* g = product_gradient(ctx, activation, is_gelu(activation) ? h.data() : ctx.output().data(), through);
       if (rows && out && in) {
         if (ctx.needs_grad(0)) {  // dx = g W
           const auto dx = ctx.grad_target(0);
@@ -378,11 +466,15 @@ Tensor linear_op(const char* op, bool relu, const Tensor& x, const Tensor& weigh
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  return linear_op("linear", false, x, weight, bias);
+  return linear_op("linear", Fused::none, x, weight, bias);
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  return linear_op("linear_relu", true, x, weight, bias);
+  return linear_op("linear_relu", Fused::relu, x, weight, bias);
+}
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, bool approximate) {
+  return linear_op("linear_gelu", approximate ? Fused::gelu_tanh : Fused::gelu, x, weight, bias);
 }
 
 }  // namespace xgrad

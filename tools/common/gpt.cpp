@@ -37,7 +37,7 @@ Tensor GPTBlock::forward(const Tensor& x, models::KVCache::Layer* cache) {
     attended = models::causal_self_attention({qkv, 0, C}, {qkv, C, C}, {qkv, 2 * C, C}, heads, heads, 0.0, cache);
   }
   const Tensor y = x + c_proj->forward(attended);
-  return y + mlp_proj->forward(gelu(c_fc->forward(ln_2->forward(y))));
+  return y + mlp_proj->forward(nn::activated(*c_fc, nn::Activation::gelu, ln_2->forward(y)));
 }
 
 GPT::GPT(const GPTOptions& o) : options(o) {
