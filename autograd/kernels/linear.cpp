@@ -26,8 +26,9 @@ std::size_t rows_per_chunk(std::size_t width) {
 }
 
 // Walks a rows x out matrix row by row in chunks of kSumRows rows on the pool, calling
-// chunk_start(first, last) first on each chunk's thread, then element(r, o) on each element, and adds the column sums
-// of what it returns into db (when given): each chunk's sums (from zero, row by row) then added into db in chunk order.
+// chunk_start(first, last) on each chunk's thread first, then element(r, o) on each
+// element, and adds the column sums of what it returns into db (when given): each
+// chunk's sums (from zero, row by row) then added into db in chunk order.
 // chunk_done(first, last) follows each chunk's walk, on its thread, while its rows are in
 // cache.
 // Cut by rows, each core reads the rows the op before it wrote there (the pool's home
@@ -111,8 +112,8 @@ void round_with_column_sums(const float* g, std::size_t rows, std::size_t out, f
         });
     return;
   }
-  thread_local std::vector<float> chunk;  // the rows of dh of the chunk this thread walks (they start at a
-                                          // multiple of kSumRows)
+  // The rows of dh of the chunk this thread walks (from a multiple of kSumRows).
+  thread_local std::vector<float> chunk;
   walk_rows(
       rows, out, db,
       [&](std::size_t first, std::size_t last) {
