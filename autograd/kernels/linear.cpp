@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -25,36 +26,37 @@ std::size_t rows_per_chunk(std::size_t width) {
   return std::max<std::size_t>(1, kChunkElements / std::max<std::size_t>(1, width));
 }
 
-// Walks a rows x out matrix row by row in chunks of kSumRows rows on the pool, calling
-// chunk_start(first, last) on each chunk's thread first, then element(r, o) on each
-// element, and adds the column sums of what it returns into db (when given): each
-// chunk's sums (from zero, row by row) then added into db in chunk order.
-// chunk_done(first, last) follows each chunk's walk, on its thread, while its rows are in
-// cache.
+// Walks a rows x out matrix in chunks of kSumRows rows on the pool. On each chunk's
+// thread, chunk_rows(first, last, scratch) gives the chunk's rows, row after row: the
+// matrix's own, or made into `scratch` (room for them, allocated for the chunk when
+// with_scratch); their column sums are added into db (when given): each chunk's sums (from
+// zero, row by row) then added into db in chunk order; and chunk_done(first, last, rows)
+// follows, while they are in cache.
 // Cut by rows, each core reads the rows the op before it wrote there (the pool's home
 // ranges), in its L2; cut by columns, each core read half of every row from the other's
 // cache, and a narrow block stepped a row's length from read to read: medium's bf16 step
 // spent 11% of its time there (Xeon, AMX).
-template <class T, class ChunkStart, class Element, class ChunkDone>
-void walk_rows(std::size_t rows, std::size_t out, T* db, ChunkStart&& chunk_start, Element&& element,
+template <class T, class ChunkRows, class ChunkDone>
+void walk_rows(std::size_t rows, std::size_t out, T* db, bool with_scratch, ChunkRows&& chunk_rows,
                ChunkDone&& chunk_done) {
   const std::size_t chunks = (rows + kSumRows - 1) / kSumRows;
   std::vector<T> partial(db ? chunks * out : 0);
   parallel_for(chunks, kColumnSumWork * static_cast<double>(kSumRows * out), [&](std::size_t c) {
     const std::size_t first = c * kSumRows, last = std::min(rows, first + kSumRows);
-    chunk_start(first, last);
+    const std::unique_ptr<T[]> scratch(with_scratch ? new T[(last - first) * out] : nullptr);  // not zeroed
+    const T* values = chunk_rows(first, last, scratch.get());
     // A block of columns at a time over the chunk's rows, its sums in registers.
     const auto block = [&](std::size_t begin, auto width) {
       std::array<T, kSumColumns> sums{};
-      for (std::size_t r = first; r < last; ++r)
-        for (std::size_t o = 0; o < width; ++o) sums[o] += element(r, begin + o);
+      for (std::size_t r = 0; r < last - first; ++r)
+        for (std::size_t o = 0; o < width; ++o) sums[o] += values[r * out + begin + o];
       if (db) std::copy_n(sums.begin(), width, partial.data() + c * out + begin);
     };
     std::size_t begin = 0;
     for (; begin + kSumColumns <= out; begin += kSumColumns)
       block(begin, std::integral_constant<std::size_t, kSumColumns>{});  // a fixed width unrolls
     if (begin < out) block(begin, out - begin);
-    chunk_done(first, last);
+    chunk_done(first, last, values);
   });
   if (db)
     for (std::size_t c = 0; c < chunks; ++c)
@@ -94,8 +96,8 @@ void relu_gradient_n(const T* g, const T* y, std::size_t n, T* masked) {
 template <class T>
 void add_column_sums(const T* g, std::size_t rows, std::size_t out, T* db) {
   walk_rows(
-      rows, out, db, [](std::size_t, std::size_t) {}, [g, out](std::size_t r, std::size_t o) { return g[r * out + o]; },
-      [](std::size_t, std::size_t) {});
+      rows, out, db, false, [g, out](std::size_t first, std::size_t, T*) { return g + first * out; },
+      [](std::size_t, std::size_t, const T*) {});
 }
 
 void round_with_column_sums(const float* g, std::size_t rows, std::size_t out, float* db, bfloat16* rounded,
@@ -103,26 +105,16 @@ void round_with_column_sums(const float* g, std::size_t rows, std::size_t out, f
   // Each chunk's rows rounded after its sums while in cache, whole rows at a time by
   // to_bfloat16_n (element by element inside the walk, the rounding ran at the emulation's
   // rate): lm's bf16 step 1.6% faster. Through an activation, its gradient of the chunk's
-  // rows is made first into a buffer of the thread's, which the sums and the rounding read.
-  if (!through) {
-    walk_rows(
-        rows, out, db, [](std::size_t, std::size_t) {}, [&](std::size_t r, std::size_t o) { return g[r * out + o]; },
-        [&](std::size_t first, std::size_t last) {
-          to_bfloat16_n(g + first * out, (last - first) * out, rounded + first * out);
-        });
-    return;
-  }
-  // The rows of dh of the chunk this thread walks (from a multiple of kSumRows).
-  thread_local std::vector<float> chunk;
+  // rows is made first into the chunk's scratch, which the sums and the rounding read.
   walk_rows(
-      rows, out, db,
-      [&](std::size_t first, std::size_t last) {
-        chunk.resize((last - first) * out);
-        (*through)(first, last, chunk.data());
+      rows, out, db, through != nullptr,
+      [&](std::size_t first, std::size_t last, float* scratch) -> const float* {
+        if (!through) return g + first * out;
+        (*through)(first, last, scratch);
+        return scratch;
       },
-      [&](std::size_t r, std::size_t o) { return chunk[(r % kSumRows) * out + o]; },
-      [&](std::size_t first, std::size_t last) {
-        to_bfloat16_n(chunk.data(), (last - first) * out, rounded + first * out);
+      [&](std::size_t first, std::size_t last, const float* values) {
+        to_bfloat16_n(values, (last - first) * out, rounded + first * out);
       });
 }
 
