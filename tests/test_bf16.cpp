@@ -910,10 +910,13 @@ std::vector<std::vector<double>> autocast_attention(Tensor& q, Tensor& k, Tensor
                                                     const AttentionOptions& options) {
   const auto run = [&](Precision precision) {
     q.zero_grad(), k.zero_grad(), v.zero_grad();
+    AttentionOptions run_options = options;
+    Generator dropout_seeds(99);  // every run drops the same probabilities
+    run_options.generator = &dropout_seeds;
     Tensor out;
     {
       const AutocastGuard autocast(precision);
-      out = scaled_dot_product_attention(q, k, v, options).output;
+      out = scaled_dot_product_attention(q, k, v, run_options).output;
     }
     out.backward(seed);
     return std::vector<std::vector<double>>{out.to_vector(), q.grad().to_vector(), k.grad().to_vector(),
@@ -941,6 +944,18 @@ std::vector<std::vector<double>> autocast_attention(Tensor& q, Tensor& k, Tensor
   }
   return bf16;
 }
+
+// Random q [n, heads, lq, d], k and v [n, kv_heads, lk, d] (requiring gradients) and the
+// output's gradient.
+struct AttentionInputs {
+  Tensor q, k, v, seed;
+  AttentionInputs(std::size_t n, std::size_t heads, std::size_t kv_heads, std::size_t lq, std::size_t lk, std::size_t d,
+                  Generator& gen)
+      : q(Tensor::randn({n, heads, lq, d}, gen).requires_grad_()),
+        k(Tensor::randn({n, kv_heads, lk, d}, gen).requires_grad_()),
+        v(Tensor::randn({n, kv_heads, lk, d}, gen).requires_grad_()),
+        seed(Tensor::randn({n, heads, lq, d}, gen)) {}
+};
 
 }  // namespace
 
@@ -989,13 +1004,135 @@ BOOST_AUTO_TEST_CASE(autocast_causal_attention_blocks_within_the_format_bounds) 
 BOOST_AUTO_TEST_CASE(autocast_grouped_query_attention_within_the_format_bounds) {
   const std::size_t n = 2, heads = 4, kv_heads = 2, lq = 150, lk = 140, d = 16;
   Generator gen(32);
-  Tensor q = Tensor::randn({n, heads, lq, d}, gen).requires_grad_();
-  Tensor k = Tensor::randn({n, kv_heads, lk, d}, gen).requires_grad_();
-  Tensor v = Tensor::randn({n, kv_heads, lk, d}, gen).requires_grad_();
-  const Tensor seed = Tensor::randn({n, heads, lq, d}, gen);
+  auto [q, k, v, seed] = AttentionInputs(n, heads, kv_heads, lq, lk, d, gen);
   AttentionOptions options;
   options.enable_gqa = true;
   const auto bf16 = autocast_attention(q, k, v, seed, options);
   check_attention_within_bounds(bf16, q.to_vector(), k.to_vector(), v.to_vector(), seed.to_vector(), n * heads,
                                 heads / kv_heads, lq, lk, d);
+}
+
+// Short sequences (one block of scores an entry) run in bundles of entries, each block
+// product one call over the bundle (kernels/attention.cpp): within the same bounds and the
+// same bits on any thread count, for batches that leave a partial bundle, a single query,
+// the largest one-block shape, more keys than queries and fewer, causal (keys no query
+// sees get zero gradients) and grouped-query heads.
+BOOST_AUTO_TEST_CASE(autocast_attention_in_bundles_within_the_format_bounds) {
+  struct Case {
+    std::size_t n, heads, kv_heads, lq, lk, d;
+    bool causal;
+  };
+  for (const Case& c : std::vector<Case>{{5, 4, 4, 64, 64, 16, false},
+                                         {3, 3, 3, 1, 3, 8, false},
+                                         {1, 3, 3, 128, 256, 16, false},
+                                         {7, 2, 2, 40, 70, 16, true},
+                                         {2, 4, 2, 30, 20, 16, true},
+                                         {3, 4, 1, 33, 33, 8, false}}) {
+    BOOST_TEST_CONTEXT("n " << c.n << ", heads " << c.heads << "/" << c.kv_heads << ", lq " << c.lq << ", lk " << c.lk
+                            << (c.causal ? ", causal" : "")) {
+      Generator gen(41);
+      auto [q, k, v, seed] = AttentionInputs(c.n, c.heads, c.kv_heads, c.lq, c.lk, c.d, gen);
+      AttentionOptions options;
+      options.is_causal = c.causal;
+      options.enable_gqa = c.heads != c.kv_heads;
+      const auto bf16 = autocast_attention(q, k, v, seed, options);
+      check_attention_within_bounds(bf16, q.to_vector(), k.to_vector(), v.to_vector(), seed.to_vector(), c.n * c.heads,
+                                    c.heads / c.kv_heads, c.lq, c.lk, c.d, c.causal);
+      if (c.causal)
+        for (std::size_t e = 0; e < c.n * c.kv_heads; ++e)
+          for (std::size_t j = c.lq; j < c.lk; ++j)
+            for (std::size_t x = 0; x < c.d; ++x) {
+              BOOST_TEST(bf16[2][(e * c.lk + j) * c.d + x] == 0.0, "dk of unseen key " << j);
+              BOOST_TEST(bf16[3][(e * c.lk + j) * c.d + x] == 0.0, "dv of unseen key " << j);
+            }
+    }
+  }
+}
+
+// ... and with a mask broadcast over the batch (one row hiding every key), an additive
+// bias and dropout: against float32 under the same dropout, on any thread count; the hidden
+// row's output and query gradient zero.
+BOOST_AUTO_TEST_CASE(autocast_attention_in_bundles_with_masks_and_dropout) {
+  const std::size_t n = 3, heads = 5, lq = 24, lk = 40, d = 16, hidden_row = 6;
+  Generator gen(42);
+  auto [q, k, v, seed] = AttentionInputs(n, heads, heads, lq, lk, d, gen);
+  const std::vector<double> draws = Tensor::uniform({lq * lk}, 0.0, 1.0, gen).to_vector();
+  std::vector<double> keep(lq * lk);
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = i / lk != hidden_row && draws[i] < 0.7;
+  AttentionOptions options;
+  options.mask = Tensor::from_vector(keep, {lq, lk});
+  options.additive_mask = Tensor::randn({heads, 1, lk}, gen);
+  options.dropout_p = 0.2;
+  const auto bf16 = autocast_attention(q, k, v, seed, options);
+  if (kernels::bf16_path() == kernels::Bf16Path::kOneDnnNative) {  // the bundles ran as oneDNN's batched calls
+    Profiler profiler;
+    {
+      const AutocastGuard autocast(Precision::bfloat16);
+      scaled_dot_product_attention(q, k, v, options);
+    }
+    profiler.stop();
+    std::size_t batched_calls = 0;
+    for (const profile::ThreadLog& t : profiler.threads())
+      for (const profile::Event& e : t.events)
+        batched_calls += e.name && e.name == std::string_view("bf16 batched matmul (oneDNN primitive)");
+    BOOST_TEST(batched_calls > 0u);
+  }
+  for (std::size_t e = 0; e < n * heads; ++e)
+    for (std::size_t x = 0; x < d; ++x) {
+      BOOST_TEST(bf16[0][(e * lq + hidden_row) * d + x] == 0.0, "out of the hidden row, entry " << e);
+      BOOST_TEST(bf16[1][(e * lq + hidden_row) * d + x] == 0.0, "dq of the hidden row, entry " << e);
+    }
+}
+
+// Many small products of one shape in one call (attention's blocks at short sequences):
+// each within the bound of its own float64 product, and each the same bits alone as in the
+// batch, on every path (oneDNN's primitive; gemm's product for each elsewhere).
+BOOST_AUTO_TEST_CASE(batched_products_do_not_depend_on_their_batch) {
+  constexpr std::size_t kBatch = 9, kGap = 5;  // elements between one product's operands and the next's
+  for (const auto& [m, n, k] :
+       std::vector<std::array<std::size_t, 3>>{{64, 64, 32}, {16, 16, 16}, {128, 256, 64}, {1, 7, 3}})
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true})
+        for (const float beta : {0.0f, 1.0f}) {
+          const std::size_t stride_a = m * k + kGap, stride_b = k * n + kGap, stride_c = m * n + kGap;
+          const std::size_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+          const std::vector<float> a = random_floats(kBatch * stride_a, 21), b = random_floats(kBatch * stride_b, 22),
+                                   c0 = random_floats(kBatch * stride_c, 23);
+          std::vector<bfloat16> ab(a.size()), bb(b.size());
+          kernels::round_to_bfloat16(a.data(), 1, a.size(), a.size(), ab.data());
+          kernels::round_to_bfloat16(b.data(), 1, b.size(), b.size(), bb.data());
+          const float alpha = 0.25f;
+          std::vector<float> batched = c0;
+          kernels::batched_gemm(kBatch, trans_a, trans_b, m, n, k, alpha, ab.data(), lda, stride_a, bb.data(), ldb,
+                                stride_b, beta, batched.data(), n, stride_c);
+          const auto what = [&](std::size_t i) {
+            return std::to_string(m) + " x " + std::to_string(k) + " x " + std::to_string(n) + " trans " +
+                   std::to_string(trans_a) + std::to_string(trans_b) + " beta " + std::to_string(beta) + ", product " +
+                   std::to_string(i);
+          };
+          for (std::size_t i = 0; i < kBatch; ++i) {
+            std::vector<float> alone(c0.begin() + static_cast<std::ptrdiff_t>(i * stride_c),
+                                     c0.begin() + static_cast<std::ptrdiff_t>(i * stride_c + m * n));
+            kernels::batched_gemm(1, trans_a, trans_b, m, n, k, alpha, ab.data() + i * stride_a, lda, 0,
+                                  bb.data() + i * stride_b, ldb, 0, beta, alone.data(), n, 0);
+            const auto in_batch = batched.begin() + static_cast<std::ptrdiff_t>(i * stride_c);
+            BOOST_TEST(std::equal(alone.begin(), alone.end(), in_batch), what(i) << ": alone as in the batch");
+            std::vector<double> a_rounded(m * k), b_rounded(k * n), exact, scale;
+            for (std::size_t x = 0; x < m * k; ++x) a_rounded[x] = kernels::to_float(ab[i * stride_a + x]);
+            for (std::size_t x = 0; x < k * n; ++x) b_rounded[x] = kernels::to_float(bb[i * stride_b + x]);
+            reference({trans_a, trans_b, m, n, k}, alpha, a_rounded, b_rounded, beta,
+                      std::vector<double>(c0.begin() + static_cast<std::ptrdiff_t>(i * stride_c),
+                                          c0.begin() + static_cast<std::ptrdiff_t>(i * stride_c + m * n)),
+                      exact, scale);
+            std::size_t outside = 0;
+            for (std::size_t x = 0; x < m * n; ++x)
+              outside += std::abs(alone[x] - exact[x]) > static_cast<double>(k + 2) * kU32 * scale[x];
+            BOOST_TEST(outside == 0u, what(i) << ": within the bound");
+            if (i + 1 < kBatch)  // the gap between two products' C untouched
+              BOOST_TEST(std::equal(in_batch + static_cast<std::ptrdiff_t>(m * n),
+                                    in_batch + static_cast<std::ptrdiff_t>(stride_c),
+                                    c0.begin() + static_cast<std::ptrdiff_t>(i * stride_c + m * n)),
+                         what(i) << ": the gap after it");
+          }
+        }
 }

@@ -40,16 +40,22 @@ blasint as_int(std::size_t v) {
 // shape of op(A) op(B) as m x k x n, and its 2 m n k FLOPs.
 class ProductEvent {
  public:
-  ProductEvent(const char* kernels, std::size_t m, std::size_t n, std::size_t k)
+  // `batch` products of m x k x n (the event shows one's shape, and all their work).
+  ProductEvent(const char* kernels, std::size_t m, std::size_t n, std::size_t k, std::size_t batch = 1)
       : scope_(profile::Kind::product, kernels) {
     if (profile::Event* event = scope_.event()) {
       event->m = static_cast<std::int64_t>(m), event->k = static_cast<std::int64_t>(k);
       event->n = static_cast<std::int64_t>(n);
-      event->flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+      event->flops =
+          2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
     }
   }
   void rename(const char* kernels) const {
     if (profile::Event* event = scope_.event()) event->name = kernels;
+  }
+  // The call ran no product (others take it): none of the work is its.
+  void ran_nothing() const {
+    if (profile::Event* event = scope_.event()) event->flops = 0;
   }
 
  private:
@@ -502,6 +508,22 @@ void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
 }
 
 }  // namespace
+
+void batched_gemm(std::size_t batch, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                  float alpha, const bfloat16* a, std::size_t lda, std::size_t stride_a, const bfloat16* b,
+                  std::size_t ldb, std::size_t stride_b, float beta, float* c, std::size_t ldc, std::size_t stride_c) {
+  if (bf16_path() == Bf16Path::kOneDnnNative) {
+    const ProductEvent profiled("bf16 batched matmul (oneDNN primitive)", m, n, k, batch);
+    const OneOpenMPThread one_thread;
+    if (onednn_matmul_batched(batch, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                              stride_c))
+      return;
+    profiled.ran_nothing();
+  }
+  for (std::size_t i = 0; i < batch; ++i)
+    bf16_product(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c,
+                 ldc, nullptr, nullptr, CStore::cached);
+}
 
 bool dense_copies_for_brgemm() { return dense_copies_setting(); }
 void set_dense_copies_for_brgemm(bool on) { dense_copies_setting() = on; }

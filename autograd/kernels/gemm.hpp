@@ -57,6 +57,14 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
           std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c, std::size_t ldc, const float* bias,
           CStore store);
 
+// `batch` bf16 products of one shape on the calling thread: C_i = alpha op(A_i) op(B_i) +
+// beta C_i, where A_i starts stride_a elements after A_(i-1) (B_i, C_i likewise). One
+// oneDNN call where its primitive takes them (onednn_matmul_batched), else gemm's product
+// for each. A product's bits do not depend on the batch it is in.
+void batched_gemm(std::size_t batch, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                  float alpha, const bfloat16* a, std::size_t lda, std::size_t stride_a, const bfloat16* b,
+                  std::size_t ldb, std::size_t stride_b, float beta, float* c, std::size_t ldc, std::size_t stride_c);
+
 // What runs bfloat16 products on this CPU, chosen once: oneDNN with native bf16 dot
 // products (AVX512_BF16, AMX), or OpenBLAS's sgemm on the operands widened to float32
 // (any other CPU: on AVX-512 without AVX512_BF16 this runs the medium model twice as fast

@@ -8,6 +8,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "xgrad/autograd/error.hpp"
@@ -23,8 +24,14 @@ struct ProductKey {
   float alpha, beta;
   bool bias;
   bool blocked_b;  // B read from a weight's blocked copy, in the layout the primitive picks
+  // Batched (batch > 0): `batch` products, 3-D operands, the i-th's stride_a, stride_b and
+  // stride_c elements after the (i-1)-th's; 0: one product, 2-D operands.
+  std::size_t batch = 0, stride_a = 0, stride_b = 0, stride_c = 0;
 
-  auto tied() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias, blocked_b); }
+  auto tied() const {
+    return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias, blocked_b, batch, stride_a, stride_b,
+                    stride_c);
+  }
   bool operator<(const ProductKey& other) const { return tied() < other.tied(); }
 };
 
@@ -44,22 +51,24 @@ struct Product {
 constexpr std::size_t kMaxCachedProducts = 256;
 
 dnnl::memory::desc matrix(std::size_t rows, std::size_t cols, std::size_t ld, bool transposed,
-                          dnnl::memory::data_type type) {
+                          dnnl::memory::data_type type, std::size_t batch = 0, std::size_t batch_stride = 0) {
   using dims = dnnl::memory::dims;
   const auto d = [](std::size_t x) { return static_cast<dnnl::memory::dim>(x); };
   // op(X) is rows x cols; X stored row-major with row stride ld (X^T's when transposed).
-  return {dims{d(rows), d(cols)}, type, transposed ? dims{1, d(ld)} : dims{d(ld), 1}};
+  if (batch == 0) return {dims{d(rows), d(cols)}, type, transposed ? dims{1, d(ld)} : dims{d(ld), 1}};
+  return {dims{d(batch), d(rows), d(cols)}, type,
+          transposed ? dims{d(batch_stride), 1, d(ld)} : dims{d(batch_stride), d(ld), 1}};
 }
 
 Product make_product(const dnnl::engine& engine, const ProductKey& key) {
   using type = dnnl::memory::data_type;
-  const auto a = matrix(key.m, key.k, key.lda, key.trans_a, type::bf16);
-  const auto b_plain = matrix(key.k, key.n, key.ldb, key.trans_b, type::bf16);
+  const auto a = matrix(key.m, key.k, key.lda, key.trans_a, type::bf16, key.batch, key.stride_a);
+  const auto b_plain = matrix(key.k, key.n, key.ldb, key.trans_b, type::bf16, key.batch, key.stride_b);
   const auto b =
       key.blocked_b ? dnnl::memory::desc({static_cast<dnnl::memory::dim>(key.k), static_cast<dnnl::memory::dim>(key.n)},
                                          type::bf16, dnnl::memory::format_tag::any)
                     : b_plain;
-  const auto c = matrix(key.m, key.n, key.ldc, false, type::f32);
+  const auto c = matrix(key.m, key.n, key.ldc, false, type::f32, key.batch, key.stride_c);
   const auto bias = key.bias ? matrix(1, key.n, key.n, false, type::f32) : dnnl::memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, not a buffer shared between threads
@@ -190,23 +199,23 @@ const std::string& onednn_bf16_kernel() {
   return name;
 }
 
-bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
-                   const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
-                   std::size_t ldc, const float* bias, const Bf16Weight* weight) {
+namespace {
+
+// The calling thread's primitive for `key`, made on first use.
+std::pair<Product&, ThreadProducts&> thread_product(const ProductKey& key) {
   thread_local ThreadProducts cache;
-  const ProductKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias != nullptr, weight != nullptr};
   auto found = cache.products.find(key);
   if (found == cache.products.end()) {
     if (cache.products.size() >= kMaxCachedProducts) cache.products.clear();
     found = cache.products.emplace(key, make_product(cache.engine, key)).first;
   }
-  Product& product = found->second;
-  if (!product.optimized) return false;
-  const void* b_data = b;
-  if (weight && !(b_data = blocked_b(*weight, b, trans_b, product, cache)))
-    return onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+  return {found->second, cache};
+}
+
+void execute(Product& product, ThreadProducts& cache, const ProductKey& key, const bfloat16* a, const void* b, float* c,
+             const float* bias) {
   product.a.set_data_handle(const_cast<bfloat16*>(a));
-  product.b.set_data_handle(const_cast<void*>(b_data));
+  product.b.set_data_handle(const_cast<void*>(b));
   product.c.set_data_handle(c);
   if (bias) product.bias.set_data_handle(const_cast<float*>(bias));
   // Through the C API with a fixed argument array: the C++ one builds a hash map of the
@@ -219,8 +228,35 @@ bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
   const dnnl_status_t status =
       dnnl_primitive_execute(product.primitive.get(), cache.stream.get(), bias ? 5 : 4, arguments);
   XGRAD_CHECK(status == dnnl_success, "matmul (bfloat16)", "oneDNN's matmul primitive failed (status ", status,
-              ") for ", m, " x ", k, " x ", n);
+              ") for ", key.m, " x ", key.k, " x ", key.n, key.batch > 0 ? " (batched)" : "");
   cache.stream.wait();
+}
+
+}  // namespace
+
+bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                   const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
+                   std::size_t ldc, const float* bias, const Bf16Weight* weight) {
+  const ProductKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, bias != nullptr, weight != nullptr};
+  auto [product, cache] = thread_product(key);
+  if (!product.optimized) return false;
+  const void* b_data = b;
+  if (weight && !(b_data = blocked_b(*weight, b, trans_b, product, cache)))
+    return onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+  execute(product, cache, key, a, b_data, c, bias);
+  return true;
+}
+
+bool onednn_matmul_batched(std::size_t batch, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                           float alpha, const bfloat16* a, std::size_t lda, std::size_t stride_a, const bfloat16* b,
+                           std::size_t ldb, std::size_t stride_b, float beta, float* c, std::size_t ldc,
+                           std::size_t stride_c) {
+  if (batch == 0) return true;
+  const ProductKey key{trans_a, trans_b, m,     n,     k,     lda,      ldb,      ldc,
+                       alpha,   beta,    false, false, batch, stride_a, stride_b, stride_c};
+  auto [product, cache] = thread_product(key);
+  if (!product.optimized) return false;
+  execute(product, cache, key, a, b, c, nullptr);
   return true;
 }
 

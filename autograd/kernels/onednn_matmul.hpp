@@ -76,6 +76,17 @@ bool onednn_matmul(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
                    const bfloat16* a, std::size_t lda, const bfloat16* b, std::size_t ldb, float beta, float* c,
                    std::size_t ldc, const float* bias, const Bf16Weight* weight = nullptr);
 
+// `batch` products of one shape in one call, as onednn_matmul's without bias or weight:
+// C_i = alpha op(A_i) op(B_i) + beta C_i, where A_i starts stride_a elements after
+// A_(i-1) (B_i and C_i likewise). For many small products (attention's blocks at short
+// sequences), whose calls cost more than their arithmetic: 24 products of 64 x 64 x 32
+// at 0.81 us each against 2.06 us called one by one (Zen 5, one thread). Each product's
+// bits do not depend on the batch it is in (oneDNN's kernel loops over the batch).
+bool onednn_matmul_batched(std::size_t batch, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                           float alpha, const bfloat16* a, std::size_t lda, std::size_t stride_a, const bfloat16* b,
+                           std::size_t ldb, std::size_t stride_b, float beta, float* c, std::size_t ldc,
+                           std::size_t stride_c);
+
 // The kernel oneDNN's matmul primitive picks for bf16 products on this CPU, as oneDNN names
 // it: "brg:avx512_core_amx_bf16" (AMX tiles), "brg:avx512_core_bf16" (AVX512_BF16 dot
 // products), or another implementation's name where it has no brgemm kernel. Asked once.
