@@ -1084,6 +1084,26 @@ BOOST_AUTO_TEST_CASE(autocast_attention_in_bundles_with_masks_and_dropout) {
     }
 }
 
+// ... and with values of width 0 (dv = 0, allowed): an empty output, no gradient into q
+// and k, nothing asked of oneDNN for the empty products.
+BOOST_AUTO_TEST_CASE(autocast_attention_in_bundles_with_empty_values) {
+  Generator gen(43);
+  Tensor q = Tensor::randn({2, 3, 8, 4}, gen).requires_grad_();
+  Tensor k = Tensor::randn({2, 3, 8, 4}, gen).requires_grad_();
+  Tensor v = Tensor::zeros({2, 3, 8, 0}).requires_grad_();
+  Tensor out;
+  {
+    const AutocastGuard autocast(Precision::bfloat16);
+    out = scaled_dot_product_attention(q, k, v).output;
+  }
+  BOOST_TEST((out.shape() == Shape{2, 3, 8, 0}));
+  out.backward(Tensor::zeros({2, 3, 8, 0}));
+  for (const Tensor* input : {&q, &k}) {
+    const std::vector<double> grad = input->grad().to_vector();
+    BOOST_TEST(std::all_of(grad.begin(), grad.end(), [](double x) { return x == 0.0; }));
+  }
+}
+
 // Many small products of one shape in one call (attention's blocks at short sequences):
 // each within the bound of its own float64 product, and each the same bits alone as in the
 // batch, on every path (oneDNN's primitive; gemm's product for each elsewhere).

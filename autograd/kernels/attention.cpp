@@ -620,14 +620,15 @@ void write_gradient(const std::vector<float>& dense, std::size_t first, std::siz
     const bool adds = b % group != 0;
     for (std::size_t r = 0; r < total_rows; ++r) {
       float* row = to + at.at(b, r);
-      const float* from = dense.data() + (e * rows + r) * width;
       if (r >= rows) {
         if (!adds) std::fill_n(row, width, 0.0f);
-      } else if (adds) {
-        for (std::size_t c = 0; c < width; ++c) row[c] += from[c];
-      } else {
-        std::copy_n(from, width, row);
+        continue;
       }
+      const float* from = dense.data() + (e * rows + r) * width;
+      if (adds)
+        for (std::size_t c = 0; c < width; ++c) row[c] += from[c];
+      else
+        std::copy_n(from, width, row);
     }
   }
 }

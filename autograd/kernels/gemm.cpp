@@ -512,7 +512,7 @@ void bf16_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
 void batched_gemm(std::size_t batch, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
                   float alpha, const bfloat16* a, std::size_t lda, std::size_t stride_a, const bfloat16* b,
                   std::size_t ldb, std::size_t stride_b, float beta, float* c, std::size_t ldc, std::size_t stride_c) {
-  if (bf16_path() == Bf16Path::kOneDnnNative) {
+  if (bf16_path() == Bf16Path::kOneDnnNative && m > 0 && n > 0 && k > 0) {  // empty products: gemm's, below
     const ProductEvent profiled("bf16 batched matmul (oneDNN primitive)", m, n, k, batch);
     const OneOpenMPThread one_thread;
     if (onednn_matmul_batched(batch, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
