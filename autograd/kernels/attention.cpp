@@ -5,63 +5,20 @@
 #include <limits>
 #include <memory>
 
+#include "xgrad/autograd/kernels/attention_steps.hpp"
 #include "xgrad/autograd/kernels/gemm.hpp"
-#include "xgrad/autograd/kernels/prefetch.hpp"
-#include "xgrad/autograd/kernels/vexp.hpp"
 #include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::kernels {
 
 namespace {
 
-constexpr std::size_t kBlockQ = 128;  // query rows per block
-
-// Keys per block. bf16 products cost oneDNN more per call than OpenBLAS's float32 ones
-// (both operands packed each call): wider key blocks halve the calls, at about 1.6x the
-// rate for the scores' [128, 128, d] products at d = 32 (Zen 5, one thread).
-template <class T>
-std::size_t key_block(const AttentionProblem<T>& p) {
-  return p.bf16 ? 256 : 128;
-}
+using namespace attention_steps;
 
 // rows x cols from `from` (row stride from_ld) to `to` (row stride to_ld).
 template <class T>
 void copy_rows(const T* from, std::size_t from_ld, std::size_t rows, std::size_t cols, T* to, std::size_t to_ld) {
   for (std::size_t r = 0; r < rows; ++r) std::copy_n(from + r * from_ld, cols, to + r * to_ld);
-}
-
-template <class T>
-inline T dot(std::size_t n, const T* x, const T* y) {
-  T s = 0;
-  for (std::size_t i = 0; i < n; ++i) s += x[i] * y[i];
-  return s;
-}
-
-// A counter-based generator: the dropout decision for (b, i, j) is a pure function of
-// the seed, so backward regenerates forward's mask without storing it.
-template <class T>
-inline double dropout_uniform(const AttentionProblem<T>& p, std::size_t b, std::size_t i, std::size_t j) {
-  std::uint64_t x = p.dropout_seed + ((static_cast<std::uint64_t>(b) * p.lq + i) * p.lk + j) * 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;  // splitmix64's finalizer
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return static_cast<double>(x >> 11) * 0x1.0p-53;
-}
-
-// The factor dropout applies to probability (b, i, j): 0 or 1 / (1 - p).
-template <class T>
-inline T dropout_factor(const AttentionProblem<T>& p, std::size_t b, std::size_t i, std::size_t j) {
-  if (p.dropout_p <= 0) return T(1);
-  return dropout_uniform(p, b, i, j) < p.dropout_p ? T(0) : static_cast<T>(1.0 / (1.0 - p.dropout_p));
-}
-
-// The end of the keys a query block [i0, i0 + bq) can see: under a causal mask the block's
-// last query's, so that no block of scores is computed for keys every query of it hides
-// (with key blocks of 256 and query blocks of 128, long's causal blocks were 20% such
-// keys).
-template <class T>
-std::size_t key_end(const AttentionProblem<T>& p, std::size_t i0, std::size_t bq) {
-  return p.causal ? std::min(p.lk, i0 + bq) : p.lk;
 }
 
 // Scratch space for one block of scores, owned by one thread; as large as the problem's
@@ -106,14 +63,6 @@ void block_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
     }
   }
   gemm<T>(trans_a, trans_b, m, n, k, alpha, a.wide, a.ld, b.wide, b.ld, beta, c, ldc);
-}
-
-// rows x cols float32 from rows_begin (row stride ld) rounded to a dense bfloat16 [rows, cols].
-inline void round_rows(const float* rows_begin, std::size_t ld, std::size_t rows, std::size_t cols, bfloat16* out) {
-  for (std::size_t r = 0; r < rows; ++r) {
-    if (r + kPrefetchRows < rows) prefetch_bytes(rows_begin + (r + kPrefetchRows) * ld, cols * sizeof(float));
-    to_bfloat16_n(rows_begin + r * ld, cols, out + r * cols);
-  }
 }
 
 // Where an entry's operand lives when it is not read in place: rounded, or transposed.
@@ -199,32 +148,6 @@ Operand<T> query_operand(const AttentionProblem<T>& p, std::size_t b, OperandCop
   return entry_operand(p, p.q + p.q_rows.at(b, 0), p.q_rows.stride, p.lq, p.dk, copy);
 }
 
-// Masks block (i0, j0) of entry b's scores s [bq, bk] (scale q k^T): -inf where the keep
-// mask or causality hides a key, the bias added to the rest (an additive -inf hides too).
-template <class T>
-void mask_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq, std::size_t j0,
-                 std::size_t bk, T* s) {
-  const T minus_inf = -std::numeric_limits<T>::infinity();
-  if (!p.keep.data && !p.bias.data) {  // at most causal: hide each row's future keys in one fill
-    if (p.causal)
-      for (std::size_t r = 0; r < bq; ++r) {
-        const std::size_t first_hidden = std::clamp(i0 + r + 1, j0, j0 + bk) - j0;  // key j0 + c > query i0 + r
-        std::fill(s + r * bk + first_hidden, s + (r + 1) * bk, minus_inf);
-      }
-    return;
-  }
-  for (std::size_t r = 0; r < bq; ++r) {
-    const std::size_t i = i0 + r;
-    for (std::size_t c = 0; c < bk; ++c) {
-      const std::size_t j = j0 + c;
-      if ((p.causal && j > i) || (p.keep.data && !p.keep.at(b, i, j)))
-        s[r * bk + c] = minus_inf;
-      else if (p.bias.data)
-        s[r * bk + c] += p.bias.at(b, i, j);
-    }
-  }
-}
-
 // scores[r][c] = scale * q[i0 + r] . k[j0 + c] + bias, or -inf where masked. The product
 // is one small GEMM, run on the calling thread (a product inside a parallel_for body is
 // never split again).
@@ -233,67 +156,6 @@ void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0,
                     std::size_t bk, const Operand<T>& q, const KeyOperands<T>& keys, ScoreBlock<T>& block) {
   block_gemm(false, false, bq, bk, p.dk, p.scale, q.at(i0, 0), keys.kt.at(0, j0), T(0), block.scores.data(), bk);
   mask_scores(p, b, i0, bq, j0, bk, block.scores.data());
-}
-
-// The online softmax of a block of query rows as forward carries it over key blocks: each
-// row's running maximum and sum of exponentials.
-template <class T>
-struct SoftmaxRows {
-  std::vector<T> row_max, row_sum, new_max, rescale;
-
-  explicit SoftmaxRows(std::size_t rows) : row_max(rows), row_sum(rows), new_max(rows), rescale(rows) {}
-  void reset() {
-    std::fill(row_max.begin(), row_max.end(), -std::numeric_limits<T>::infinity());
-    std::fill(row_sum.begin(), row_sum.end(), T(0));
-  }
-};
-
-// Folds block (i0, j0) of entry b's scores s [bq, bk] into the rows' softmax: s becomes the
-// block's probabilities under the rows' new maxima (dropout applied), and what acc [bq, dv]
-// summed under the old maxima is rescaled to the new.
-template <class T>
-void softmax_block(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq, std::size_t j0,
-                   std::size_t bk, T* scores, SoftmaxRows<T>& rows, T* acc) {
-  const T minus_inf = -std::numeric_limits<T>::infinity();
-  // Each row's new maximum, and the factor exp(old - new) that rescales what was summed
-  // under the old one, every row's in one vector pass.
-  for (std::size_t r = 0; r < bq; ++r) {
-    rows.new_max[r] = max_or_nan(rows.row_max[r], max_of(scores + r * bk, bk));
-    rows.rescale[r] = rows.new_max[r] == minus_inf ? T(0) : rows.row_max[r] - rows.new_max[r];
-  }
-  exp_shifted_inplace(rows.rescale.data(), bq, T(0));
-  for (std::size_t r = 0; r < bq; ++r) {
-    T* s = scores + r * bk;
-    if (rows.new_max[r] == minus_inf) {  // every key so far is masked: nothing to add
-      std::fill(s, s + bk, T(0));
-      continue;
-    }
-    const T sum = exp_shifted_inplace(s, bk, rows.new_max[r]);
-    rows.row_sum[r] = rows.row_sum[r] * rows.rescale[r] + sum;
-    rows.row_max[r] = rows.new_max[r];
-    if (rows.rescale[r] != T(1))
-      for (std::size_t d = 0; d < p.dv; ++d) acc[r * p.dv + d] *= rows.rescale[r];
-    if (p.dropout_p > 0)  // after the sum: dropout acts on the normalised weights
-      for (std::size_t c = 0; c < bk; ++c) s[c] *= dropout_factor(p, b, i0 + r, j0 + c);
-  }
-}
-
-// Entry b's output rows [i0, i0 + bq) and their logsumexp, from the rows' softmax and
-// acc [bq, dv], the sum of their probabilities times V.
-template <class T>
-void write_rows(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq, const SoftmaxRows<T>& rows,
-                const T* acc, T* out, T* lse) {
-  for (std::size_t r = 0; r < bq; ++r) {
-    T* o = out + p.out_rows.at(b, i0 + r);
-    if (rows.row_max[r] != -std::numeric_limits<T>::infinity()) {  // some key was seen (a NaN makes the row NaN)
-      const T inv = T(1) / rows.row_sum[r];
-      for (std::size_t d = 0; d < p.dv; ++d) o[d] = acc[r * p.dv + d] * inv;
-      lse[b * p.lq + i0 + r] = rows.row_max[r] + std::log(rows.row_sum[r]);
-    } else {  // fully masked row: no probability mass anywhere
-      std::fill(o, o + p.dv, T(0));
-      lse[b * p.lq + i0 + r] = std::numeric_limits<T>::infinity();
-    }
-  }
 }
 
 template <class T>
@@ -406,41 +268,6 @@ class GradientRows {
   std::vector<T> dense_;
 };
 
-// Block (i0, j0) of entry b's probabilities from its scores s [bq, bk], in place: P = exp(S
-// - lse), 0 where masked or the row is; where dropout is on, `dropped` [bq, bk] gets those
-// it keeps, scaled (P o Z).
-template <class T>
-void recompute_probabilities(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq,
-                             std::size_t j0, std::size_t bk, T* s, const T* lse, T* dropped) {
-  for (std::size_t r = 0; r < bq; ++r) exp_shifted_inplace(s + r * bk, bk, lse[b * p.lq + i0 + r]);
-  if (p.dropout_p > 0)
-    for (std::size_t r = 0; r < bq; ++r)
-      for (std::size_t c = 0; c < bk; ++c) dropped[r * bk + c] = s[r * bk + c] * dropout_factor(p, b, i0 + r, j0 + c);
-}
-
-// dS = P o (dP o Z - D) * scale for block (i0, j0) of entry b, written over dp [bq, bk];
-// delta holds its rows' D.
-template <class T>
-void score_gradient(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq, std::size_t j0,
-                    std::size_t bk, const T* prob, const T* delta, T* dp) {
-  for (std::size_t r = 0; r < bq; ++r) {
-    const T d = delta[r];
-    T* ds = dp + r * bk;
-    const T* pr = prob + r * bk;
-    if (p.dropout_p > 0)
-      for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] * dropout_factor(p, b, i0 + r, j0 + c) - d) * p.scale;
-    else
-      for (std::size_t c = 0; c < bk; ++c) ds[c] = pr[c] * (ds[c] - d) * p.scale;
-  }
-}
-
-// D_i = dout_i . out_i for each of entry b's query rows; it equals sum_j P_ij dP_ij,
-// dropout included.
-template <class T>
-void row_deltas(const AttentionProblem<T>& p, std::size_t b, const T* out, const T* dout, T* delta) {
-  for (std::size_t i = 0; i < p.lq; ++i) delta[i] = dot(p.dv, dout + p.out_rows.at(b, i), out + p.out_rows.at(b, i));
-}
-
 // Entry b's gradients: dq written; dk and dv written too, or added to when `add_to_kv`
 // (a later query head of the same K/V head).
 template <class T>
@@ -525,161 +352,6 @@ void backward_group(const AttentionProblem<T>& p, std::size_t group, const T* ou
   for (std::size_t b = first; b < first + p.group; ++b) backward_one(p, b, kv, b != first, out, lse, dout, dq, dk, dv);
 }
 
-// Short sequences in bf16, where an entry's scores are one block (lq <= kBlockQ, lk <=
-// key_block), run in bundles of entries: each block product is one oneDNN call over the
-// bundle (batched_gemm) instead of one call an entry, whose cost exceeded its arithmetic
-// (64 x 64 x 32 products took 1.22-1.35 us a call in the lm recipe's step, against 0.81
-// us each in a batch of 24: Zen 5, one thread). The arithmetic is the entry path's, on the
-// same rounded operands; only the products' calls are other, so the bits may differ from
-// it (as between any two product kernels), never between thread counts: bundles are cut
-// from the shape alone. Each bundle holds whole K/V groups (dK and dV sum a group's query
-// heads in order, as the entry path does).
-template <class T>
-bool runs_in_bundles(const AttentionProblem<T>& p) {
-  return std::is_same_v<T, float> && p.bf16 && p.lq > 0 && p.lk > 0 && p.lq <= kBlockQ && p.lk <= key_block(p);
-}
-
-// A bundle's scores are at most 64 KiB of float32 (backward keeps them, dP and both rounded
-// to bf16 in an L2), and there are at least kMinBundles bundles where the batch allows, to
-// share between threads. (Zen 5, medians of alternating runs: tiny's bf16 step 3.48 -> 2.87
-// ms, lm's 1-3% faster, medium's unchanged within the noise.)
-constexpr std::size_t kBundleScores = std::size_t{1} << 14;
-constexpr std::size_t kMinBundles = 8;
-
-// Entries a bundle, a multiple of the group; from the shape alone.
-template <class T>
-std::size_t bundle_size(const AttentionProblem<T>& p) {
-  const std::size_t by_memory = kBundleScores / (p.lq * p.lk);
-  const std::size_t by_count = (p.batches + kMinBundles - 1) / kMinBundles;
-  return std::max<std::size_t>(1, std::min(by_memory, by_count) / p.group) * p.group;
-}
-
-// A bundle's operands: Q, K and V of `count` entries rounded to dense bf16 [count, rows, d],
-// K and V to the keys some query sees (all but causal's future).
-struct BundleOperands {
-  std::size_t count, lq, lk;
-  std::unique_ptr<bfloat16[]> q, k, v;
-
-  BundleOperands(const AttentionProblem<float>& p, std::size_t first, std::size_t count)
-      : count(count),
-        lq(p.lq),
-        lk(key_end(p, 0, p.lq)),
-        q(new bfloat16[count * lq * p.dk]),
-        k(new bfloat16[count * lk * p.dk]),
-        v(new bfloat16[count * lk * p.dv]) {
-    for (std::size_t e = 0; e < count; ++e) {
-      const std::size_t b = first + e;
-      round_rows(p.q + p.q_rows.at(b, 0), p.q_rows.stride, lq, p.dk, q.get() + e * lq * p.dk);
-      round_rows(p.k + p.k_rows.at(b, 0), p.k_rows.stride, lk, p.dk, k.get() + e * lk * p.dk);
-      round_rows(p.v + p.v_rows.at(b, 0), p.v_rows.stride, lk, p.dv, v.get() + e * lk * p.dv);
-    }
-  }
-};
-
-// Every entry's scores [count, lq, lk], masked: S = scale Q K^T.
-std::vector<float> bundle_scores(const AttentionProblem<float>& p, std::size_t first, const BundleOperands& x) {
-  std::vector<float> scores(x.count * x.lq * x.lk);
-  batched_gemm(x.count, false, true, x.lq, x.lk, p.dk, p.scale, x.q.get(), p.dk, x.lq * p.dk, x.k.get(), p.dk,
-               x.lk * p.dk, 0.0f, scores.data(), x.lk, x.lq * x.lk);
-  for (std::size_t e = 0; e < x.count; ++e)
-    mask_scores(p, first + e, 0, x.lq, 0, x.lk, scores.data() + e * x.lq * x.lk);
-  return scores;
-}
-
-std::unique_ptr<bfloat16[]> rounded(const std::vector<float>& x) {
-  std::unique_ptr<bfloat16[]> out(new bfloat16[x.size()]);
-  to_bfloat16_n(x.data(), x.size(), out.get());
-  return out;
-}
-
-template <class T>
-void forward_bundle(const AttentionProblem<T>& p, std::size_t first, std::size_t count, T* out, T* lse) {
-  if constexpr (std::is_same_v<T, float>) {
-    const BundleOperands x(p, first, count);
-    std::vector<float> probs = bundle_scores(p, first, x), acc(count * x.lq * p.dv, 0.0f);
-    std::vector<SoftmaxRows<float>> rows(count, SoftmaxRows<float>(x.lq));
-    for (std::size_t e = 0; e < count; ++e) {
-      rows[e].reset();
-      softmax_block(p, first + e, 0, x.lq, 0, x.lk, probs.data() + e * x.lq * x.lk, rows[e],
-                    acc.data() + e * x.lq * p.dv);
-    }
-    batched_gemm(count, false, false, x.lq, p.dv, x.lk, 1.0f, rounded(probs).get(), x.lk, x.lq * x.lk, x.v.get(), p.dv,
-                 x.lk * p.dv, 1.0f, acc.data(), p.dv, x.lq * p.dv);
-    for (std::size_t e = 0; e < count; ++e)
-      write_rows(p, first + e, 0, x.lq, rows[e], acc.data() + e * x.lq * p.dv, out, lse);
-  }
-}
-
-// A bundle's dense gradient [count, rows, width] out to each entry's `total_rows` rows of
-// `to` (at `at`; those past `rows` get zeros): written by a group's first entry, added to by
-// the rest, in order.
-void write_gradient(const std::vector<float>& dense, std::size_t first, std::size_t count, std::size_t rows,
-                    std::size_t total_rows, std::size_t width, std::size_t group, const BatchRows& at, float* to) {
-  for (std::size_t e = 0; e < count; ++e) {
-    const std::size_t b = first + e;
-    const bool adds = b % group != 0;
-    for (std::size_t r = 0; r < total_rows; ++r) {
-      float* row = to + at.at(b, r);
-      if (r >= rows) {
-        if (!adds) std::fill_n(row, width, 0.0f);
-        continue;
-      }
-      const float* from = dense.data() + (e * rows + r) * width;
-      if (adds)
-        for (std::size_t c = 0; c < width; ++c) row[c] += from[c];
-      else
-        std::copy_n(from, width, row);
-    }
-  }
-}
-
-template <class T>
-void backward_bundle(const AttentionProblem<T>& p, std::size_t first, std::size_t count, const T* out, const T* lse,
-                     const T* dout, T* dq, T* dk, T* dv) {
-  if constexpr (std::is_same_v<T, float>) {
-    const BundleOperands x(p, first, count);
-    const std::size_t lq = x.lq, lk = x.lk, block = lq * lk;
-    const bool with_dropout = p.dropout_p > 0;
-    std::unique_ptr<bfloat16[]> g(new bfloat16[count * lq * p.dv]);  // dO
-    std::vector<float> delta(count * lq);
-    for (std::size_t e = 0; e < count; ++e) {
-      round_rows(dout + p.out_rows.at(first + e, 0), p.out_rows.stride, lq, p.dv, g.get() + e * lq * p.dv);
-      row_deltas(p, first + e, out, dout, delta.data() + e * lq);
-    }
-    std::vector<float> probs = bundle_scores(p, first, x), dropped(with_dropout ? probs.size() : 0);
-    for (std::size_t e = 0; e < count; ++e)
-      recompute_probabilities(p, first + e, 0, lq, 0, lk, probs.data() + e * block, lse,
-                              with_dropout ? dropped.data() + e * block : nullptr);
-    // dV = (P o Z)^T dO;   dP = dO V^T
-    std::vector<float> dv_dense(count * lk * p.dv), dp(count * block);
-    batched_gemm(count, true, false, lk, p.dv, lq, 1.0f, rounded(with_dropout ? dropped : probs).get(), lk, block,
-                 g.get(), p.dv, lq * p.dv, 0.0f, dv_dense.data(), p.dv, lk * p.dv);
-    batched_gemm(count, false, true, lq, lk, p.dv, 1.0f, g.get(), p.dv, lq * p.dv, x.v.get(), p.dv, lk * p.dv, 0.0f,
-                 dp.data(), lk, block);
-    for (std::size_t e = 0; e < count; ++e)
-      score_gradient(p, first + e, 0, lq, 0, lk, probs.data() + e * block, delta.data() + e * lq,
-                     dp.data() + e * block);
-    // dQ = dS K;   dK = dS^T Q
-    const auto ds = rounded(dp);
-    std::vector<float> dq_dense(count * lq * p.dk), dk_dense(count * lk * p.dk);
-    batched_gemm(count, false, false, lq, p.dk, lk, 1.0f, ds.get(), lk, block, x.k.get(), p.dk, lk * p.dk, 0.0f,
-                 dq_dense.data(), p.dk, lq * p.dk);
-    batched_gemm(count, true, false, lk, p.dk, lq, 1.0f, ds.get(), lk, block, x.q.get(), p.dk, lq * p.dk, 0.0f,
-                 dk_dense.data(), p.dk, lk * p.dk);
-    write_gradient(dq_dense, first, count, lq, lq, p.dk, 1, p.dq_rows, dq);
-    write_gradient(dk_dense, first, count, lk, p.lk, p.dk, p.group, p.dk_rows, dk);
-    write_gradient(dv_dense, first, count, lk, p.lk, p.dv, p.group, p.dv_rows, dv);
-  }
-}
-
-// body(first, count) for each bundle of entries, in parallel.
-template <class T, class Body>
-void for_each_bundle(const AttentionProblem<T>& p, double work_per_entry, Body&& body) {
-  const std::size_t size = bundle_size(p), bundles = (p.batches + size - 1) / size;
-  parallel_for(bundles, work_per_entry * static_cast<double>(size),
-               [&](std::size_t i) { body(i * size, std::min(size, p.batches - i * size)); });
-}
-
 template <class T>
 void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* weights) {
   ScoreBlock<T> block(p);
@@ -750,17 +422,10 @@ BatchRows BatchRows::dense(std::size_t batches, std::size_t rows, std::size_t wi
   return r;
 }
 
-// Operations per batch entry, to decide whether threads are worth starting.
-template <class T>
-double work_of(const AttentionProblem<T>& p) {
-  return static_cast<double>(p.lq) * static_cast<double>(p.lk) * static_cast<double>(p.dk + p.dv);
-}
-
 template <class T>
 void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
-  if (runs_in_bundles(p))
-    return for_each_bundle(p, work_of(p),
-                           [&](std::size_t first, std::size_t count) { forward_bundle(p, first, count, out, lse); });
+  if constexpr (std::is_same_v<T, float>)
+    if (runs_in_bundles(p)) return forward_in_bundles(p, out, lse);
   parallel_for(p.batches, work_of(p), [&](std::size_t b) { forward_one(p, b, out, lse); });
 }
 
@@ -768,10 +433,8 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
 // summed on one thread, in order.
 template <class T>
 void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
-  if (runs_in_bundles(p))
-    return for_each_bundle(p, 2 * work_of(p), [&](std::size_t first, std::size_t count) {
-      backward_bundle(p, first, count, out, lse, dout, dq, dk, dv);
-    });
+  if constexpr (std::is_same_v<T, float>)
+    if (runs_in_bundles(p)) return backward_in_bundles(p, out, lse, dout, dq, dk, dv);
   parallel_for(p.batches / p.group, 2 * work_of(p) * static_cast<double>(p.group),
                [&](std::size_t g) { backward_group(p, g, out, lse, dout, dq, dk, dv); });
 }
