@@ -1,12 +1,15 @@
 #include "xgrad/models/config.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/files.hpp"
+#include "xgrad/autograd/memory.hpp"
 
 namespace xgrad::models {
 
@@ -121,6 +124,50 @@ void check_positive(std::size_t value, const char* name, const std::string& sour
   XGRAD_CHECK(value > 0, source, "field \"", name, "\" must be positive");
 }
 
+// A norm's epsilon, added in float32: positive there too (1e-60 would round to 0 and
+// divide a zero row by zero).
+void check_epsilon(double eps, const char* name, const std::string& source) {
+  XGRAD_CHECK(eps > 0 && std::isfinite(eps) && static_cast<float>(eps) > 0.0f, source, "field \"", name, "\" is ", eps,
+              ": it must be positive and finite in float32 (at least about 1.4e-45)");
+}
+
+// What a model of this config holds: its float32 parameters (tied embeddings counted
+// once, and an untied head) and its tensors, in double so that no size overflows.
+struct ModelSize {
+  double parameters = 0, tensors = 0;
+};
+
+ModelSize model_size(const ModelConfig& config) {
+  if (const auto* g = std::get_if<GPT2Config>(&config)) {
+    const double d = static_cast<double>(g->n_embd), ff = static_cast<double>(g->inner());
+    const double per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d);
+    return {static_cast<double>(g->vocab_size + g->n_positions) * d + static_cast<double>(g->n_layer) * per_layer +
+                2 * d + (g->tie_word_embeddings ? 0 : static_cast<double>(g->vocab_size) * d),
+            4 + static_cast<double>(g->n_layer) * 12};
+  }
+  const auto& l = std::get<LlamaConfig>(config);
+  const double d = static_cast<double>(l.hidden_size), ff = static_cast<double>(l.intermediate_size);
+  const double kv = static_cast<double>(l.kv_heads() * l.head_dim());
+  const double per_layer = 2 * d + d * d + 2 * kv * d + d * d + 3 * d * ff;
+  return {static_cast<double>(l.vocab_size) * d * (l.tie_word_embeddings ? 1 : 2) +
+              static_cast<double>(l.num_hidden_layers) * per_layer + d,
+          3 + static_cast<double>(l.num_hidden_layers) * 9};
+}
+
+// A model this process cannot hold is refused before any of it is made (made layer by
+// layer, a model of 10^8 small layers would grow until the kernel or a sanitizer ended
+// the process). Each tensor costs its node and names too: about 1 KiB counted.
+void check_fits(const ModelConfig& config, const std::string& source) {
+  const ModelSize size = model_size(config);
+  const double bytes = size.parameters * 4 + size.tensors * 1024;
+  const auto usable = static_cast<double>(usable_memory_bytes());
+  // Whole numbers while a double holds them exactly, else in scientific notation.
+  const auto count = [](double x) { return x < 0x1p53 ? std::to_string(static_cast<std::uint64_t>(x)) : str(x); };
+  XGRAD_CHECK(bytes <= usable, source, "the model's ", count(size.parameters), " parameters in ", count(size.tensors),
+              " tensors need about ", count(std::ceil(bytes / (1 << 20))), " MiB, more than the ",
+              count(std::floor(usable / (1 << 20))), " MiB of memory this process can have");
+}
+
 }  // namespace
 
 std::string model_type(const ModelConfig& config) {
@@ -136,7 +183,7 @@ void check_config(const ModelConfig& config, const std::string& source) {
     check_positive(g->n_head, "n_head", source);
     XGRAD_CHECK(g->n_embd % g->n_head == 0, source, "field \"n_head\" is ", g->n_head,
                 ", which does not divide n_embd ", g->n_embd);
-    XGRAD_CHECK(g->layer_norm_epsilon > 0, source, "field \"layer_norm_epsilon\" must be positive");
+    check_epsilon(g->layer_norm_epsilon, "layer_norm_epsilon", source);
     XGRAD_CHECK(g->activation_function == "gelu_new" || g->activation_function == "gelu_pytorch_tanh" ||
                     g->activation_function == "gelu" || g->activation_function == "relu",
                 source, "field \"activation_function\" is \"", g->activation_function,
@@ -144,6 +191,7 @@ void check_config(const ModelConfig& config, const std::string& source) {
     check_dropout(g->embd_pdrop, "embd_pdrop", source);
     check_dropout(g->attn_pdrop, "attn_pdrop", source);
     check_dropout(g->resid_pdrop, "resid_pdrop", source);
+    check_fits(config, source);
     return;
   }
   const auto& l = std::get<LlamaConfig>(config);
@@ -159,9 +207,10 @@ void check_config(const ModelConfig& config, const std::string& source) {
               " must be even for RoPE");
   XGRAD_CHECK(l.num_attention_heads % l.kv_heads() == 0, source, "field \"num_key_value_heads\" is ", l.kv_heads(),
               ", which does not divide num_attention_heads ", l.num_attention_heads);
-  XGRAD_CHECK(l.rms_norm_eps > 0, source, "field \"rms_norm_eps\" must be positive");
+  check_epsilon(l.rms_norm_eps, "rms_norm_eps", source);
   XGRAD_CHECK(l.rope_theta > 0, source, "field \"rope_theta\" must be positive");
   check_dropout(l.attention_dropout, "attention_dropout", source);
+  check_fits(config, source);
 }
 
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {

@@ -1,5 +1,6 @@
 #include "xgrad/models/pretrained.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -153,42 +154,69 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   for (const auto& named : tensors)
     XGRAD_CHECK(named.first.find(".lora_") == std::string::npos, source, "the model has LoRA adapters (", named.first,
                 "): merge them (nn::merge_lora) or save them apart (nn::save_adapter)");
-  const std::vector<fs::path> old_files = model_files(dir);
-  XGRAD_CHECK(old_files.empty() || options.overwrite, source, "already holds a model (",
-              old_files.front().filename().string(), "); choose another directory");
-  fs::create_directories(dir);
-  const nn::Metadata metadata{{"format", "pt"}};
   const auto shards = plan_shards(tensors, options.max_shard_bytes);
-  std::set<fs::path> written;
+  // Every file this save writes, config.json last (a reader takes a folder without it for
+  // one not yet whole).
+  std::vector<fs::path> files;
   if (shards.size() == 1) {
-    nn::write_safetensors((fs::path(dir) / kSingleFile).string(), tensors, metadata);
-    written.insert(fs::path(dir) / kSingleFile);
+    files.push_back(fs::path(dir) / kSingleFile);
   } else {
-    json weight_map = json::object();
-    std::size_t total = 0;
-    for (std::size_t i = 0; i < shards.size(); ++i) {
-      StateDict part;
-      for (const std::string& name : shards[i]) {
-        part[name] = tensors.at(name);
-        weight_map[name] = shard_name(i, shards.size());
-        total += part[name].numel() * (part[name].dtype() == DType::float64 ? 8 : 4);
-      }
-      nn::write_safetensors((fs::path(dir) / shard_name(i, shards.size())).string(), part, metadata);
-      written.insert(fs::path(dir) / shard_name(i, shards.size()));
-    }
-    const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    write_file_atomically((fs::path(dir) / kIndexFile).string(), index.dump(2) + "\n", source);
-    written.insert(fs::path(dir) / kIndexFile);
+    for (std::size_t i = 0; i < shards.size(); ++i) files.push_back(fs::path(dir) / shard_name(i, shards.size()));
+    files.push_back(fs::path(dir) / kIndexFile);
   }
   if (options.tokenizer) {
-    const text::Gpt2Vocabulary files = text::format_gpt2_vocabulary(*options.tokenizer);
-    write_file_atomically((fs::path(dir) / "vocab.json").string(), files.encoder_json, source);
-    write_file_atomically((fs::path(dir) / "merges.txt").string(), files.vocab_bpe, source);
+    files.push_back(fs::path(dir) / "vocab.json");
+    files.push_back(fs::path(dir) / "merges.txt");
   }
-  write_file_atomically((fs::path(dir) / "config.json").string(), model_config_json(model.config()), source);
-  written.insert(fs::path(dir) / "config.json");
+  files.push_back(fs::path(dir) / "config.json");
+  // Refused before anything is written: a model there (or this save's tokenizer files)
+  // unless overwriting, and a folder where a file goes.
+  std::vector<fs::path> old_files = model_files(dir);
+  for (const fs::path& file : files) {
+    XGRAD_CHECK(!fs::is_directory(file), source, file.filename().string(), " is a folder; a file goes there");
+    if (fs::exists(file) && std::find(old_files.begin(), old_files.end(), file) == old_files.end())
+      old_files.push_back(file);
+  }
+  XGRAD_CHECK(old_files.empty() || options.overwrite, source, "already holds ", old_files.front().filename().string(),
+              ": choose another directory, or overwrite");
+  const bool made_dir = !fs::exists(dir);
+  std::vector<fs::path> created;  // removed again if the save fails half way
+  try {
+    fs::create_directories(dir);
+    for (const fs::path& file : files)
+      if (!fs::exists(file)) created.push_back(file);
+    const nn::Metadata metadata{{"format", "pt"}};
+    if (shards.size() == 1) {
+      nn::write_safetensors(files.front().string(), tensors, metadata);
+    } else {
+      json weight_map = json::object();
+      std::size_t total = 0;
+      for (std::size_t i = 0; i < shards.size(); ++i) {
+        StateDict part;
+        for (const std::string& name : shards[i]) {
+          part[name] = tensors.at(name);
+          weight_map[name] = shard_name(i, shards.size());
+          total += part[name].numel() * (part[name].dtype() == DType::float64 ? 8 : 4);
+        }
+        nn::write_safetensors(files[i].string(), part, metadata);
+      }
+      const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+      write_file_atomically((fs::path(dir) / kIndexFile).string(), index.dump(2) + "\n", source);
+    }
+    if (options.tokenizer) {
+      const text::Gpt2Vocabulary vocabulary = text::format_gpt2_vocabulary(*options.tokenizer);
+      write_file_atomically((fs::path(dir) / "vocab.json").string(), vocabulary.encoder_json, source);
+      write_file_atomically((fs::path(dir) / "merges.txt").string(), vocabulary.vocab_bpe, source);
+    }
+    write_file_atomically(files.back().string(), model_config_json(model.config()), source);
+  } catch (...) {
+    std::error_code ignored;
+    for (const fs::path& file : created) fs::remove(file, ignored);
+    if (made_dir) fs::remove(dir, ignored);  // only if empty
+    throw;
+  }
   for (const fs::path& old : old_files)  // a shard layout the new save does not use
-    if (!written.count(old)) fs::remove(old);
+    if (std::find(files.begin(), files.end(), old) == files.end()) fs::remove(old);
 }
 
 }  // namespace xgrad::models

@@ -35,14 +35,16 @@ struct SaveOptions {
   // Shards of at most this many bytes of tensor data each (one tensor larger than that
   // gets a shard of its own); 0: one model.safetensors.
   std::size_t max_shard_bytes = 0;
-  // A directory that already holds a model (config.json or model*.safetensors) is an
-  // Error unless this is set; then its old shards are removed.
+  // A directory that already holds a model (config.json or model*.safetensors), or the
+  // vocab.json and merges.txt this save writes, is an Error unless this is set; then its
+  // old shards are removed.
   bool overwrite = false;
   // Written beside the model when given (vocab.json and merges.txt).
   const text::Tokenizer* tokenizer = nullptr;
 };
 // Writes the model's tensors in its dtype (float32 for training runs). Each file appears
-// whole or not at all; config.json is written last. A model with LoRA adapters attached
+// whole or not at all; config.json is written last; a save that fails removes the files
+// it made (a folder where one of them goes is refused before any is written). A model with LoRA adapters attached
 // is refused: merge them first (nn::merge_lora) or save them apart.
 void save_pretrained(const PretrainedModel& model, const std::string& dir, const SaveOptions& options = {});
 

@@ -132,7 +132,15 @@ refused "--out in a folder that does not exist" "no-such-folder" "$export_" --fr
 refused "--out under a file" "gpt2.st/m.gguf" "$export_" --from gpt2.st --out gpt2.st/m.gguf
 refused "--out as --from" "--from's own model" "$export_" --from gpt2-hf --out gpt2-hf --format hf --overwrite
 refused "--out a folder for a file format" "is a folder, not a file" "$export_" --from gpt2.st --out gpt2-hf --format gguf
-refused "a Hugging Face folder that holds a model" "already holds a model" "$export_" --from llama.st --out gpt2-hf
+refused "a Hugging Face folder that holds a model" "already holds config.json" "$export_" --from llama.st --out gpt2-hf
+mkdir -p tokenizer-there && printf '{}' >tokenizer-there/vocab.json
+refused "a folder that holds a tokenizer" "already holds vocab.json (--overwrite" "$export_" --from gpt2.st \
+  --out tokenizer-there --format hf
+mkdir -p folder-in-the-way/merges.txt
+refused "a folder where a file of the model goes" "merges.txt is a folder" "$export_" --from gpt2.st \
+  --out folder-in-the-way --format hf --overwrite
+check "... and nothing of the model written there" test ! -e folder-in-the-way/model.safetensors -a \
+  ! -e folder-in-the-way/config.json -a ! -e folder-in-the-way/vocab.json
 refused "an unknown --format" "--format" "$export_" --from gpt2.st --out m.bin --format safetensors
 refused "an unknown --type" "--type" "$export_" --from gpt2.st --out m.gguf --type q4_0
 refused "a type ONNX does not take" "--format onnx is written in f32 only" "$export_" --from gpt2.st --out m.onnx \

@@ -93,6 +93,37 @@ code=$(run "$train" --task lm --model llama --model-config llama-config.json --d
 check "--model-config with 2 K/V heads exits 0 (got $code: $(cat err))" test "$code" -eq 0
 check "its directory keeps num_key_value_heads 2" grep -q '"num_key_value_heads": 2' gqa-hf/config.json
 
+# Sized by the flags, the published families take --ff and --dropout (xgrad's own GPT
+# takes neither: refused below).
+code=$(run "$train" "${shape[@]}" --model llama --data shards --steps 2 --eval-every 2 --ff 40 --dropout 0.1 \
+  --save-hf ff-llama-hf)
+check "llama with --ff 40 --dropout 0.1 exits 0 (got $code: $(cat err))" test "$code" -eq 0
+check "... its MLP is 40 wide, its attention dropout 0.1" /usr/bin/python3 -c "
+import json; c = json.load(open('ff-llama-hf/config.json'))
+assert c['intermediate_size'] == 40 and c['attention_dropout'] == 0.1, c"
+code=$(run "$train" "${shape[@]}" --model gpt2 --data shards --steps 2 --eval-every 2 --ff 48 --dropout 0.1 \
+  --save-hf ff-gpt2-hf)
+check "gpt2 with --ff 48 --dropout 0.1 exits 0 (got $code: $(cat err))" test "$code" -eq 0
+check "... its MLP is 48 wide, its dropouts 0.1" /usr/bin/python3 -c "
+import json; c = json.load(open('ff-gpt2-hf/config.json'))
+assert c['n_inner'] == 48 and c['embd_pdrop'] == c['attn_pdrop'] == c['resid_pdrop'] == 0.1, c"
+
+# A folder's model goes on only with the data it learnt: the tokenizer beside it, or (a
+# model of a text's bytes, whose folder keeps no alphabet) as many distinct bytes.
+"$tokenize" --text other.txt --out other-vocab --vocab-size 280 --threads 1 >/dev/null
+refused "shards of another tokenizer than the folder's" "is not the one --init-from gpt2-hf's model learnt with" \
+  "$train" --task lm --init-from gpt2-hf --data other-vocab --seq-len 16 --batch 4 --threads 1 --steps 2 \
+  --save nothing.st
+refused "a text for a folder's model of tokens" "not the bytes of a text" "$train" --task lm --init-from gpt2-hf \
+  --text text.txt --seq-len 16 --batch 4 --threads 1 --steps 2 --save nothing.st
+"$train" "${shape[@]}" --model gpt2 --text text.txt --steps 2 --eval-every 2 --save-hf bytes-hf >/dev/null 2>&1
+code=$(run "$train" --task lm --init-from bytes-hf --text text.txt --seq-len 16 --batch 4 --threads 1 --steps 2 \
+  --eval-every 2 --eval-batches 1 --quiet)
+check "a folder's model of a text's bytes goes on with that text (got $code: $(cat err))" test "$code" -eq 0
+/usr/bin/python3 -c "print('ab' * 400)" >ab.txt
+refused "a text of other bytes for a folder's model of bytes" "distinct bytes of --text ab.txt" "$train" --task lm \
+  --init-from bytes-hf --text ab.txt --seq-len 16 --batch 4 --threads 1 --steps 2 --save nothing.st
+
 # Bad input: one line, exit 2, nothing written.
 sed 's/"hidden_size": 32, //' llama-config.json >no-hidden.json
 sed 's/"num_attention_heads": 4/"num_attention_heads": "four"/' llama-config.json >typed.json
@@ -117,6 +148,19 @@ refused "a missing --model-config" "llama-nowhere.json" "$train" "${common[@]}" 
   --model-config llama-nowhere.json
 refused "--layers beside a config.json" "--layers does nothing here" "$train" "${common[@]}" --model llama \
   --model-config llama-config.json --layers 3
+refused "--dropout beside a config.json" "--dropout does nothing here" "$train" "${common[@]}" --model llama \
+  --model-config llama-config.json --dropout 0.1
+refused "--ff for xgrad's own GPT" "--ff 48 is not the width" "$train" "${common[@]}" --ff 48
+refused "--dropout for xgrad's own GPT" "--dropout must be 0" "$train" "${common[@]}" --dropout 0.1
+sed 's/"rope_theta"/"rms_norm_eps": 1e-60, "rope_theta"/' llama-config.json >tiny-eps.json
+refused "an epsilon that is 0 in float32" 'field "rms_norm_eps" is 1e-60' "$train" "${common[@]}" --model llama \
+  --model-config tiny-eps.json
+sed 's/"num_hidden_layers": 1/"num_hidden_layers": 100000000000/' llama-config.json >huge.json
+refused "a model larger than memory" "MiB of memory this process can have" "$train" "${common[@]}" --model llama \
+  --model-config huge.json
+mkdir -p tokenizer-there && printf '{}' >tokenizer-there/vocab.json
+refused "--save-hf over a tokenizer" "already holds vocab.json" "$train" "${common[@]}" --model gpt2 \
+  --save-hf tokenizer-there
 refused "a LoRA target matching nothing" "--lora-targets" "$train" "${common[@]}" --model gpt2 --lora 2 \
   --lora-targets q_proj
 refused "--lora on xgrad's own GPT" "--lora" "$train" "${common[@]}" --lora 2

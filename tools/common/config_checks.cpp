@@ -53,16 +53,22 @@ void one_starting_checkpoint(const Config& c) {
                                                      " or ", flag(&Config::init_from)));
 }
 
-// --task lm's model is GPT-2's layout (nanoGPT's): an MLP 4 x --d-model wide, learned
-// positions, no dropout; and it learns a text or token shards.
+// --task lm's models have GPT-2's layout, learned positions (Llama's RoPE has none to
+// choose); xgrad's own (--model gpt, nanoGPT's) has an MLP 4 x --d-model wide and no
+// dropout, while GPT-2 and Llama sized by the flags take --ff and --dropout. It learns a
+// text or token shards.
 void language_model_layout(const Config& c) {
   if (!c.language_model()) return;
   const std::string lm = str(flag(&Config::task), " lm");
-  if (c.ff != 0 && c.ff != std::int64_t{4} * c.d_model)
-    throw SettingError(flag(&Config::ff), str(" ", c.ff, " is not the width of ", lm, "'s MLP, 4 x ",
-                                              flag(&Config::d_model), " = ", std::int64_t{4} * c.d_model));
-  if (c.dropout != 0)
-    throw SettingError(flag(&Config::dropout), str(" must be 0: ", lm, " trains without dropout (nanoGPT's recipe)"));
+  if (!c.published_model()) {
+    const std::string gpt = str(lm, " ", flag(&Config::model), " gpt");
+    if (c.ff != 0 && c.ff != std::int64_t{4} * c.d_model)
+      throw SettingError(flag(&Config::ff), str(" ", c.ff, " is not the width of ", gpt, "'s MLP, 4 x ",
+                                                flag(&Config::d_model), " = ", std::int64_t{4} * c.d_model));
+    if (c.dropout != 0)
+      throw SettingError(flag(&Config::dropout), str(" must be 0: ", gpt, " trains without dropout (nanoGPT's recipe; ",
+                                                     flag(&Config::model), " gpt2 and llama take it)"));
+  }
   if (c.positions != "learned")
     throw SettingError(flag(&Config::positions), str(" must be learned: ", lm, " learns them (GPT-2's layout)"));
   if (!c.text.empty() && !c.data.empty())

@@ -333,13 +333,22 @@ bool parse_command_line(int argc, char** argv, Config& config, Given& given) {
 
 void check_task_flags(const Config& config, const Given& given) {
   settings_of<Config>().refuse_unused(config, given);
-  // A published model read from a config.json has its sizes there.
-  if (!config.published_model() || (config.model_config.empty() && !is_hf_directory(config.init_from))) return;
+  if (!config.published_model()) return;
+  // A published model started from a checkpoint's weights has its dropout in the
+  // checkpoint's model config (a resumed run checks --dropout against the checkpoint).
+  if (!config.init_from.empty() && !is_hf_directory(config.init_from) && given.count(flag(&Config::dropout).name()))
+    throw SettingError(flag(&Config::dropout), xgrad::str(" does nothing here: the model's dropout comes from ",
+                                                          flag(&Config::init_from), "'s model config"));
+  // One read from a config.json has its sizes and dropout there.
+  if (config.model_config.empty() && !is_hf_directory(config.init_from)) return;
   const Flag source = config.model_config.empty() ? flag(&Config::init_from) : flag(&Config::model_config);
   for (const Flag& size : {flag(&Config::layers), flag(&Config::heads), flag(&Config::d_model), flag(&Config::ff)})
     if (given.count(size.name()))
       throw SettingError(size,
                          xgrad::str(" does nothing here: the model's sizes come from ", source, "'s config.json"));
+  if (given.count(flag(&Config::dropout).name()))
+    throw SettingError(flag(&Config::dropout),
+                       xgrad::str(" does nothing here: the model's dropout comes from ", source, "'s config.json"));
 }
 
 }  // namespace tools

@@ -94,6 +94,12 @@ std::optional<models::ModelConfig> language_model_config(const Config& c, std::s
   if (config_vocab(config) < vocab)
     throw UsageError(str(source, ": its vocab_size ", config_vocab(config),
                          " is smaller than the data's vocabulary of ", vocab, " tokens"));
+  // A model of a text's bytes numbers the distinct bytes of its text in order; a folder
+  // keeps no such alphabet (a checkpoint does), so their count at least must agree.
+  if (c.data.empty() && is_hf_directory(c.init_from) && config_vocab(config) != vocab)
+    throw UsageError(str(source, ": its vocab_size ", config_vocab(config), " is not the ", vocab,
+                         " distinct bytes of ", flag(&Config::text), " ", c.text,
+                         ": a model of a text's bytes goes on with a text of the same characters"));
   if (config_positions(config) < static_cast<std::size_t>(c.seq_len))
     throw UsageError(str(source, ": it takes at most ", config_positions(config), " positions, fewer than ",
                          flag(&Config::seq_len), " ", c.seq_len));

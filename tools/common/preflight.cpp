@@ -144,8 +144,8 @@ void check_hf_target(const Config& c) {
   if (fs::exists(c.save_hf, error)) {
     if (!fs::is_directory(c.save_hf, error))
       throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": is a file, not a folder"));
-    for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json", "adapter_config.json",
-                             "adapter_model.safetensors"})
+    for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json", "vocab.json",
+                             "merges.txt", "adapter_config.json", "adapter_model.safetensors"})
       if (fs::exists(fs::path(c.save_hf) / name, error))
         throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": already holds ", name,
                                     " (refusing to replace a model: remove it or choose another folder)"));

@@ -130,9 +130,12 @@ void check_target(const ExportOptions& o) {
     if (fs::exists(o.out, error) && !fs::is_directory(o.out, error))
       throw tools::UsageError(
           str(out, " ", o.out, ": is a file; ", flag(&ExportOptions::format), " hf writes a folder"));
-    if (fs::exists(fs::path(o.out) / "config.json", error) && !o.overwrite)
-      throw tools::UsageError(
-          str(out, " ", o.out, ": already holds a model (", flag(&ExportOptions::overwrite), " replaces it)"));
+    // What a Hugging Face folder's files would replace: a model, or a tokenizer.
+    for (const char* name :
+         {"config.json", "model.safetensors", "model.safetensors.index.json", "vocab.json", "merges.txt"})
+      if (fs::exists(fs::path(o.out) / name, error) && !o.overwrite)
+        throw tools::UsageError(
+            str(out, " ", o.out, ": already holds ", name, " (", flag(&ExportOptions::overwrite), " replaces it)"));
   } else {
     if (fs::is_directory(o.out, error)) throw tools::UsageError(str(out, " ", o.out, ": is a folder, not a file"));
     if (fs::exists(o.out, error) && !o.overwrite)

@@ -1,7 +1,8 @@
 // --task lm's data as a run opens it: a text's bytes (--text) or token shards with their
-// tokenizer (--data, --tokenizer), checked against the checkpoint a run starts from, so
-// that a run never mixes vocabularies or tokenizers.
+// tokenizer (--data, --tokenizer), checked against the checkpoint or Hugging Face folder a
+// run starts from, so that a run never mixes vocabularies or tokenizers.
 
+#include "language_model.hpp"
 #include "trainer.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/error.hpp"
@@ -13,8 +14,20 @@ using namespace xgrad;
 
 namespace {
 
-// The checkpoint's model must have learnt the same kind of tokens.
-void check_same_kind(const Start& start, bool shards) {
+// Whether --init-from is a Hugging Face folder with a tokenizer (vocab.json and merges.txt,
+// as --save-hf writes beside a model of token shards).
+bool hf_folder_with_tokenizer(const Config& c) {
+  return is_hf_directory(c.init_from) && holds_tokenizer_files(c.init_from);
+}
+
+// The checkpoint's model (or the Hugging Face folder's) must have learnt the same kind of
+// tokens.
+void check_same_kind(const Config& c, const Start& start, bool shards) {
+  if (!shards && hf_folder_with_tokenizer(c))
+    throw UsageError(
+        str(flag(&Config::init_from), " ", c.init_from,
+            ": its model learnt the token ids of its tokenizer (vocab.json, merges.txt), not the bytes of ",
+            "a text: give it token shards with ", flag(&Config::data)));
   if (!start.flag) return;
   const Metadata& m = start.contents.metadata;
   if (shards && m.count("lm.vocabulary"))
@@ -68,16 +81,22 @@ void check_trainable(const NamedTokenizer& named, const std::string& what) {
 }
 
 // The tokenizer of the shards: --tokenizer's, else the folder's own pair, else (resuming
-// or fine-tuning) the checkpoint's. It must be the folder's (when the folder holds a pair,
-// as xgrad-tokenize writes) and the checkpoint's.
+// or fine-tuning) the checkpoint's or the Hugging Face folder's. It must be the folder's
+// (when the folder holds a pair, as xgrad-tokenize writes) and the one the model learnt
+// with.
 NamedTokenizer open_tokenizer(const Config& c, const Start& start) {
   const bool named_by_folder = c.tokenizer == c.data;
   const std::string what = named_by_folder ? str(flag(&Config::data), " ", c.data, "'s tokenizer")
                                            : str(flag(&Config::tokenizer), " ", c.tokenizer);
-  const std::optional<NamedTokenizer> trained =
-      start.flag ? tokenizer_from_metadata(start.contents.metadata, start.source()) : std::nullopt;
-  if (start.flag && !trained)
-    throw UsageError(str(start.source(), ": the checkpoint records no tokenizer (lm.tokenizer)"));
+  std::optional<NamedTokenizer> trained;
+  std::string learnt_by = "the checkpoint";
+  if (start.flag) {
+    trained = tokenizer_from_metadata(start.contents.metadata, start.source());
+    if (!trained) throw UsageError(str(start.source(), ": the checkpoint records no tokenizer (lm.tokenizer)"));
+  } else if (hf_folder_with_tokenizer(c)) {
+    trained = read_tokenizer(c.init_from, flag(&Config::init_from).dashed());
+    learnt_by = str(flag(&Config::init_from), " ", c.init_from, "'s model");
+  }
   const bool folder_has_pair = holds_tokenizer_files(c.data);
   if (named_by_folder && !folder_has_pair) {
     if (trained) return *trained;
@@ -92,8 +111,8 @@ NamedTokenizer open_tokenizer(const Config& c, const Start& start) {
                            "'s shards, ", describe(folders)));
   }
   if (trained && trained->tokenizer.identity() != named.tokenizer.identity())
-    throw UsageError(
-        str(what, ": tokenizer ", describe(named), " is not the one the checkpoint learnt with, ", describe(*trained)));
+    throw UsageError(str(what, ": tokenizer ", describe(named), " is not the one ", learnt_by, " learnt with, ",
+                         describe(*trained)));
   check_trainable(named, what);
   return named;
 }
@@ -114,7 +133,7 @@ std::shared_ptr<const LanguageData> open_shards(const Config& c, const Start& st
 
 std::shared_ptr<const LanguageData> open_language_data(Config& c, const Start& start) {
   const bool shards = !c.data.empty();
-  check_same_kind(start, shards);
+  check_same_kind(c, start, shards);
   std::shared_ptr<const LanguageData> data = shards ? open_shards(c, start) : open_text(c, start);
   c.vocab = static_cast<int>(data->vocabulary_size());
   return data;
