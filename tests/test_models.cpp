@@ -151,6 +151,26 @@ BOOST_AUTO_TEST_CASE(bad_configs_are_named) {
                               "n_head": 2})");
       },
       {"cfg", "n_embd", "positive"});
+  // An epsilon that float32 rounds to 0, and a model no memory holds (refused before any
+  // layer is made: 10^11 layers would otherwise grow until the process is killed).
+  check_error(
+      [&] {
+        parse(R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 4, "intermediate_size": 8,
+                  "num_hidden_layers": 1, "num_attention_heads": 2, "rms_norm_eps": 1e-60})");
+      },
+      {"cfg", "rms_norm_eps", "1e-60", "float32"});
+  check_error(
+      [&] {
+        parse(R"({"model_type": "gpt2", "vocab_size": 8, "n_positions": 4, "n_embd": 4, "n_layer": 1,
+                  "n_head": 2, "layer_norm_epsilon": 1e-50})");
+      },
+      {"cfg", "layer_norm_epsilon", "float32"});
+  check_error(
+      [&] {
+        parse(R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 4, "intermediate_size": 8,
+                  "num_hidden_layers": 100000000000, "num_attention_heads": 2})");
+      },
+      {"cfg", "parameters", "MiB of memory this process can have"});
   check_error([&] { parse("[1, 2]"); }, {"cfg", "JSON object"});
   check_error([&] { parse("{"); }, {"cfg", "not JSON"});
   check_error([&] { models::load_pretrained("/nonexistent-xgrad-dir"); },
@@ -164,11 +184,17 @@ BOOST_AUTO_TEST_CASE(save_pretrained_refuses_to_replace_a_model) {
       (std::filesystem::temp_directory_path() / ("xgrad-test-models-" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(dir);
   models::save_pretrained(model, dir);
-  check_error([&] { models::save_pretrained(model, dir); }, {"already holds a model"});
+  check_error([&] { models::save_pretrained(model, dir); },
+              {"already holds", "choose another directory, or overwrite"});
   models::save_pretrained(model, dir, {.max_shard_bytes = 4000, .overwrite = true});  // shards replace the file
   BOOST_CHECK(!std::filesystem::exists(dir + "/model.safetensors"));
   BOOST_CHECK(std::filesystem::exists(dir + "/model.safetensors.index.json"));
   const auto loaded = models::load_pretrained(dir);
   BOOST_CHECK(loaded->forward(kTokens).to_vector() == model.forward(kTokens).to_vector());
+  std::filesystem::remove_all(dir);
+  // A folder where one of its files goes: refused before any file is written.
+  std::filesystem::create_directories(dir + "/config.json");
+  check_error([&] { models::save_pretrained(model, dir, {.overwrite = true}); }, {"config.json is a folder"});
+  BOOST_CHECK(!std::filesystem::exists(dir + "/model.safetensors"));
   std::filesystem::remove_all(dir);
 }
