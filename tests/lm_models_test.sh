@@ -124,6 +124,23 @@ check "a folder's model of a text's bytes goes on with that text (got $code: $(c
 refused "a text of other bytes for a folder's model of bytes" "distinct bytes of --text ab.txt" "$train" --task lm \
   --init-from bytes-hf --text ab.txt --seq-len 16 --batch 4 --threads 1 --steps 2 --save nothing.st
 
+# A config's vocabulary wider than the text's bytes (ids no byte has): samples, in training
+# and in xgrad-generate, draw only the text's bytes.
+cat >wide-vocab.json <<'JSON'
+{"model_type": "gpt2", "vocab_size": 200, "n_positions": 16, "n_embd": 16, "n_layer": 1, "n_head": 2}
+JSON
+code=$(run "$train" --task lm --model gpt2 --model-config wide-vocab.json --text text.txt --seq-len 16 --batch 4 \
+  --threads 1 --steps 2 --eval-every 2 --eval-batches 1 --save wide.st)
+check "a vocab_size of 200 on a text's bytes trains and samples (got $code: $(cat err))" test "$code" -eq 0
+"$generate" --checkpoint wide.st --tokens 400 --temperature 5 --seed 1 >wide.out 2>err
+check "... xgrad-generate draws only the text's bytes" /usr/bin/python3 -c "
+assert set(open('wide.out', 'rb').read()) <= set(open('text.txt', 'rb').read()) | {10}"
+# A reader that stops early: one line on stderr and exit 2, not a silent SIGPIPE.
+"$generate" --checkpoint wide.st --tokens 100000 2>err | head -c 5 >/dev/null
+code=${PIPESTATUS[0]}
+check "xgrad-generate into a closed pipe exits 2 (got $code)" test "$code" -eq 2
+check "... and says so in one line" test "$(wc -l <err)" -eq 1 -a -n "$(grep 'standard output' err)"
+
 # Bad input: one line, exit 2, nothing written.
 sed 's/"hidden_size": 32, //' llama-config.json >no-hidden.json
 sed 's/"num_attention_heads": 4/"num_attention_heads": "four"/' llama-config.json >typed.json

@@ -191,6 +191,13 @@ untouched "an --out that holds another shard" old_shards "--out old_shards: alre
 untouched "an --out that holds encoder.json" old_pair "--out old_pair: already holds encoder.json (refusing" --text a.txt --vocab-size 300
 untouched "an --out that is a file" a.txt "--out a.txt: is a file, not a folder" --text b.txt --vocab-size 300
 untouched "an --out below a file" a.txt/sub "--out a.txt/sub: a.txt is a file, not a folder" --text b.txt --vocab-size 300
+# Checked where the kernel writes: through a link, "link/.." is the link's parent.
+mkdir -p linked/inner && ln -s linked/inner link
+before=$(listing one)
+refused "an --out through a link to a folder of a run's files" "--out link/../../one: already holds encoder.json" \
+  --text a.txt --vocab-size 300 --out link/../../one
+check "... writes nothing there" test "$(listing one)" = "$before"
+check "... nor where the text alone would lead" test ! -e ../one
 # Malformed vocabularies: each file of one's pair damaged in turn.
 /usr/bin/python3 - <<'PY'
 import json, os
@@ -207,12 +214,21 @@ pair("unknown_symbol", json.dumps(encoder), merges[:3] + ["zzqq xxyy"] + merges[
 pair("missing_byte", without("!"), merges)
 pair("no_eot", without("<|endoftext|>"), merges)
 pair("duplicate_id", json.dumps(dict(encoder, **{"!": encoder['"']})), merges)
+pair("gap", json.dumps(dict(encoder, **{"<|endoftext|>": len(encoder) + 40})), merges)
+# A tiktoken rank file whose token of rank 256 is no merge of two lower ones: tiktoken
+# encodes with it, vocab.bpe cannot hold it.
+import base64
+ranks = [f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)]
+ranks.append(f"{base64.b64encode(b'the').decode()} 256")  # <|endoftext|> comes next, as to GPT-2's rank file
+open("three.tiktoken", "w").write("\n".join(ranks) + "\n")
 PY
 untouched "--tokenizer with bad JSON" fresh "--tokenizer: bad_json/encoder.json: not valid JSON" --text a.txt --tokenizer bad_json
 untouched "--tokenizer merging an unknown symbol" fresh "--tokenizer: unknown_symbol/vocab.bpe: line 4 merges \"zzqq\", which is no token yet" --text a.txt --tokenizer unknown_symbol
 untouched "--tokenizer missing a single byte" fresh "--tokenizer: missing_byte/encoder.json: the single bytes 0x21 \"!\" are missing" --text a.txt --tokenizer missing_byte
 untouched "--tokenizer without <|endoftext|>" fresh "--tokenizer no_eot: the vocabulary has no <|endoftext|> token" --text a.txt --tokenizer no_eot
 untouched "--tokenizer with an id twice" fresh "--tokenizer: duplicate_id/encoder.json: tokens .* both have id" --text a.txt --tokenizer duplicate_id
+untouched "--tokenizer whose ids leave a gap" fresh "--tokenizer gap: its ids leave gaps" --text a.txt --tokenizer gap
+untouched "--tokenizer that vocab.bpe cannot hold" fresh "--tokenizer three.tiktoken: cannot be written as encoder.json and vocab.bpe" --text a.txt --tokenizer three.tiktoken
 untouched "--tokenizer naming a missing folder" fresh "--tokenizer nowhere: no such file" --text a.txt --tokenizer nowhere
 untouched "--tokenizer naming a folder without a pair" fresh "--tokenizer folder: the folder holds neither" --text a.txt --tokenizer folder
 # A run that fails after writing every shard (its report cannot be written) leaves nothing.
@@ -221,4 +237,20 @@ check "stdout to a full disk exits 2 (got $code)" test "$code" -eq 2
 check "and says so in one line" test "$(wc -l <err)" -eq 1 -a -n "$(grep 'standard output' err)"
 check "and removes the shards, the pair and the folders it made" test ! -e full
 check "no temporary file is left anywhere" test -z "$(find . -name '.xgrad-*')"
+# Ctrl-C or SIGTERM part-way: the run stops at its next stretch, removes what it wrote and
+# exits with 128 + the signal (the text is long enough to be still running when it comes).
+for _ in $(seq 16); do cat "$kjv"; done >long.txt
+for signal in INT TERM; do
+  "$tokenize" --text long.txt --vocab-size 2000 --shard-tokens 20000 --out "stopped-$signal" >/dev/null 2>err &
+  pid=$!
+  sleep 0.5
+  kill -s "$signal" "$pid"
+  wait "$pid"
+  code=$?
+  expected=$([ "$signal" = INT ] && echo 130 || echo 143)
+  check "SIG$signal part-way exits $expected (got $code)" test "$code" -eq "$expected"
+  check "... says it was interrupted, in one line" test "$(wc -l <err)" -eq 1 -a -n "$(grep "interrupted by SIG$signal" err)"
+  check "... and leaves nothing" test ! -e "stopped-$signal"
+done
+rm -f long.txt
 finish

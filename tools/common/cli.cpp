@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -46,6 +47,9 @@ void check_stdout() {
 }
 
 int run_tool(const char* tool, const std::function<int()>& body, const ErrorReport& report) {
+  // A closed pipe fails the write (check_stdout says so) instead of killing the process
+  // with no word.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     const int status = body();
     check_stdout();

@@ -144,6 +144,7 @@ std::vector<std::int64_t> generate(models::CausalLM& model, std::vector<std::int
       if (start != cache_start) cache = models::KVCache(), cache_start = start;  // the window moved: rebuild
       logits = feed(cache_start + cache.length, context.size(), &cache);
     }
+    if (o.vocabulary > 0 && o.vocabulary < logits.size()) logits.resize(o.vocabulary);
     context.push_back(pick(std::move(logits), o, gen));
     if (each) each(context.back());
   }

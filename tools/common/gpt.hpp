@@ -59,11 +59,14 @@ class GPT : public xgrad::models::CausalLM {
 // context, gen). The model sees a window of the context: all of it while it fits the
 // block; then the window slides by half a block at a time (window_start), so that
 // the cache is rebuilt once per half block instead of at every token. With use_cache
-// false every token recomputes its whole window: the same text, slowly.
+// false every token recomputes its whole window: the same text, slowly. Only ids below
+// `vocabulary` are drawn (the tokens a model's data has, where its vocab_size is larger:
+// a padded vocabulary, or a config's; 0: every id of the model).
 struct SampleOptions {
   double temperature = 1.0;
   std::size_t top_k = 0;
   bool use_cache = true;
+  std::size_t vocabulary = 0;
 };
 std::size_t window_start(std::size_t context_length, std::size_t block);
 // `each`, when given, sees every new token as it is drawn.

@@ -5,6 +5,7 @@
 
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/files.hpp"
+#include "xgrad/text/utf8.hpp"
 #include "xgrad/text/vocabulary_files.hpp"
 
 namespace tools {
@@ -76,6 +77,17 @@ void write_tokenizer_files(const text::Tokenizer& tokenizer, const std::string& 
 }
 
 bool holds_tokenizer_files(const std::string& folder) { return pair_in(folder).has_value(); }
+
+void check_trainable(const NamedTokenizer& named, const std::string& what) {
+  const text::Tokenizer& t = named.tokenizer;
+  if (t.rank_count() + t.special_tokens().size() != t.vocabulary_size())
+    throw UsageError(str(what, ": its ids leave gaps (", t.rank_count(), " ranks and ", t.special_tokens().size(),
+                         " special tokens, the largest id ", t.vocabulary_size() - 1,
+                         "): a model would draw ids that are no token"));
+  for (const text::SpecialToken& special : t.special_tokens())
+    if (!text::is_valid_utf8(special.text))
+      throw UsageError(str(what, ": its special token of id ", special.id, " is not valid UTF-8"));
+}
 
 void add_tokenizer_metadata(const NamedTokenizer& named, Metadata& metadata) {
   nlohmann::json special = nlohmann::json::array();

@@ -36,6 +36,11 @@ void write_tokenizer_files(const xgrad::text::Tokenizer& tokenizer, const std::s
 // Whether `folder` holds a pair (either naming), for defaults and mixing checks.
 bool holds_tokenizer_files(const std::string& folder);
 
+// Throws a UsageError naming `what` unless a model can be trained with the tokenizer: ids
+// without gaps (a model would draw an id that is no token) and special tokens of valid
+// UTF-8 (a checkpoint keeps them in JSON).
+void check_trainable(const NamedTokenizer& named, const std::string& what);
+
 // A checkpoint's entries for its tokenizer: lm.tokenizer (the identity), lm.tokenizer.source,
 // lm.tokenizer.ranks (tiktoken's rank format) and lm.tokenizer.special (JSON).
 void add_tokenizer_metadata(const NamedTokenizer& named, Metadata& metadata);

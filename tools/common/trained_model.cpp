@@ -19,7 +19,11 @@ std::vector<std::int64_t> ModelTokens::encode(const std::string& text) const {
   return {ids.begin(), ids.end()};
 }
 
+std::size_t ModelTokens::size() const { return tokenizer ? tokenizer->tokenizer.vocabulary_size() : bytes.size(); }
+
 std::string ModelTokens::decode(std::int64_t token) const {
+  XGRAD_CHECK(token >= 0 && static_cast<std::size_t>(token) < size(), "decode", "token ", token,
+              " is outside the vocabulary of ", size(), " ", unit());
   if (!tokenizer) return std::string(1, static_cast<char>(bytes[static_cast<std::size_t>(token)]));
   return std::string(tokenizer->tokenizer.token_bytes(static_cast<text::TokenId>(token)));
 }

@@ -22,7 +22,8 @@ struct ModelTokens {
   std::optional<NamedTokenizer> tokenizer;
 
   std::vector<std::int64_t> encode(const std::string& text) const;
-  std::string decode(std::int64_t token) const;
+  std::string decode(std::int64_t token) const;  // an Error for an id past size()
+  std::size_t size() const;                      // the vocabulary: ids 0 .. size() - 1
   // As xgrad-train's samples begin: the end of a text, or the start of a line.
   std::string default_prompt() const;
   const char* unit() const { return tokenizer ? "tokens" : "bytes"; }

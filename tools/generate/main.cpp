@@ -97,12 +97,14 @@ int run(int argc, char** argv) {
   Generator gen(o.seed);
   const AutocastGuard precision(o.precision == "bf16" ? Precision::bfloat16 : Precision::float32);
   const auto started = std::chrono::steady_clock::now();
-  tools::generate(model, prompt, o.tokens, {.temperature = o.temperature, .top_k = o.top_k, .use_cache = !o.no_cache},
-                  gen, [&](std::int64_t token) {
-                    const std::string bytes = tokens.decode(token);
-                    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
-                    tools::check_stdout();
-                  });
+  tools::generate(
+      model, prompt, o.tokens,
+      {.temperature = o.temperature, .top_k = o.top_k, .use_cache = !o.no_cache, .vocabulary = tokens.size()}, gen,
+      [&](std::int64_t token) {
+        const std::string bytes = tokens.decode(token);
+        std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+        tools::check_stdout();
+      });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::putchar('\n');
   tools::check_stdout();

@@ -10,8 +10,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +29,7 @@
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/text/bpe_trainer.hpp"
 #include "xgrad/text/pretokenizer.hpp"
+#include "xgrad/text/vocabulary_files.hpp"
 
 using namespace xgrad;
 using tools::flag;
@@ -40,6 +44,38 @@ constexpr const char* kEndOfText = "<|endoftext|>";
 constexpr std::size_t kLeastVocabulary = 257;
 // Texts of this many bytes or more get a progress bar (where stderr is a terminal).
 constexpr std::uint64_t kLongInput = std::uint64_t{4} << 20;
+
+// Ctrl-C or SIGTERM ends the run at the next stretch it encodes, by an Interrupted that
+// empties the output folder as any failure does. A second signal a second or more later
+// ends it at once; one sooner is the same request again (`timeout` signals its child and
+// then its process group, so the child gets it twice).
+volatile std::sig_atomic_t interrupted = 0;
+timespec first_interrupt{};
+
+void on_interrupt(int signal) {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  if (!interrupted) {
+    first_interrupt = now;
+    interrupted = signal;
+  } else if (now.tv_sec - first_interrupt.tv_sec >= 2 ||
+             (now.tv_sec - first_interrupt.tv_sec == 1 && now.tv_nsec >= first_interrupt.tv_nsec)) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+  }
+}
+
+struct Interrupted : std::runtime_error {
+  int signal;
+  explicit Interrupted(int signal)
+      : std::runtime_error(
+            str("interrupted by ", signal == SIGINT ? "SIGINT" : "SIGTERM", ": the files written are removed")),
+        signal(signal) {}
+};
+
+void stop_if_interrupted() {
+  if (interrupted) throw Interrupted(interrupted);
+}
 
 struct TokenizeOptions {
   std::string text, tokenizer, out;
@@ -182,6 +218,15 @@ Vocabulary given_vocabulary(const TokenizeOptions& o) {
   if (!end_of_text)
     throw tools::SettingError(tokenizer_flag, str(" ", o.tokenizer, ": the vocabulary has no ", kEndOfText,
                                                   " token, which begins every document in the shards"));
+  // What the run ends with, checked before any work: shards xgrad-train can learn, and the
+  // vocabulary as encoder.json and vocab.bpe (a tiktoken rank file need not be a merge list).
+  tools::check_trainable(named, str(tokenizer_flag, " ", o.tokenizer));
+  try {
+    text::format_gpt2_vocabulary(named.tokenizer);
+  } catch (const Error& e) {
+    throw tools::SettingError(tokenizer_flag, str(" ", o.tokenizer, ": cannot be written as ", tools::kEncoderFile,
+                                                  " and ", tools::kMergesFile, " (", e.what(), ")"));
+  }
   return {named.tokenizer, str(tools::describe(named), ": ", named.tokenizer.vocabulary_size(), " tokens, ", kEndOfText,
                                " ", *end_of_text)};
 }
@@ -195,6 +240,7 @@ Vocabulary trained_vocabulary(const TokenizeOptions& o, const std::vector<Docume
   bar.stage("counting pieces", bytes);
   for (const Document& document : documents)
     for_each_stretch(document.training(), [&](std::string_view stretch) {
+      stop_if_interrupted();
       counts.add(stretch);
       bar.advance(stretch.size());
     });
@@ -224,6 +270,7 @@ void encode_split(Split& split, const std::vector<Document>& documents, const te
   for (const Document& document : documents) {
     shards.write({&end_of_text, 1});
     for_each_stretch((document.*split.part)(), [&](std::string_view stretch) {
+      stop_if_interrupted();
       ids.clear();
       tokenizer.encode_ordinary(stretch, ids);
       shards.write(ids);
@@ -253,6 +300,7 @@ int run(const TokenizeOptions& o) {
   folder.make();  // every input checked: the folder is written from here on (and emptied if the run fails)
   ProgressBar bar(bytes >= kLongInput && ::isatty(STDERR_FILENO));
   const Vocabulary vocabulary = given ? *given : trained_vocabulary(o, documents, bar);
+  stop_if_interrupted();
   const text::Tokenizer& tokenizer = vocabulary.tokenizer;
 
   Split train{"train", &Document::training}, val{"val", &Document::validation};
@@ -283,7 +331,8 @@ int run(const TokenizeOptions& o) {
 }  // namespace
 
 // A bad flag or input, or a failed write, is one line on stderr and exit status 2, with
-// nothing left in the output folder.
+// nothing left in the output folder; Ctrl-C or SIGTERM likewise, with exit status 128 +
+// the signal.
 int main(int argc, char** argv) {
   return tools::run_tool("xgrad-tokenize", [&] {
     TokenizeOptions o;
@@ -291,6 +340,13 @@ int main(int argc, char** argv) {
     if (const std::optional<int> printed = tools::settings_of<TokenizeOptions>().parse(argc, argv, o, given))
       return *printed;
     check_options(o, given);
-    return run(o);
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+    try {
+      return run(o);
+    } catch (const Interrupted& e) {  // the folder emptied as run() left
+      std::fprintf(stderr, "xgrad-tokenize: %s\n", e.what());
+      return 128 + e.signal;
+    }
   });
 }

@@ -22,10 +22,12 @@ using xgrad::str;
 
 namespace {
 
-// "out/" and "out" are one folder: the path without a trailing separator.
+// "out/" and "out" are one folder: the path without a trailing separator. Not normalised
+// as text: "link/../out" is where the kernel goes (through the link), and the checks must
+// look where the files will be written.
 fs::path folder_path(const std::string& path) {
-  fs::path p = fs::path(path).lexically_normal();
-  if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();
+  fs::path p(path);
+  while (!p.has_filename() && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
   return p;
 }
 

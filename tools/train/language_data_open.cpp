@@ -6,7 +6,6 @@
 #include "trainer.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/error.hpp"
-#include "xgrad/text/utf8.hpp"
 
 namespace tools {
 
@@ -65,19 +64,6 @@ std::shared_ptr<const LanguageData> open_text(const Config& c, const Start& star
                            " + 1 = ", std::int64_t{c.seq_len} + 1));
   }
   return make_char_data(corpus, static_cast<std::size_t>(c.seq_len));
-}
-
-// What a model can be trained with: ids without gaps (the model would draw an id that is
-// no token) and special tokens of valid UTF-8 (the checkpoint keeps them in JSON).
-void check_trainable(const NamedTokenizer& named, const std::string& what) {
-  const text::Tokenizer& t = named.tokenizer;
-  if (t.rank_count() + t.special_tokens().size() != t.vocabulary_size())
-    throw UsageError(str(what, ": its ids leave gaps (", t.rank_count(), " ranks and ", t.special_tokens().size(),
-                         " special tokens, the largest id ", t.vocabulary_size() - 1,
-                         "): a model would draw ids that are no token"));
-  for (const text::SpecialToken& special : t.special_tokens())
-    if (!text::is_valid_utf8(special.text))
-      throw UsageError(str(what, ": its special token of id ", special.id, " is not valid UTF-8"));
 }
 
 // The tokenizer of the shards: --tokenizer's, else the folder's own pair, else (resuming

@@ -55,7 +55,9 @@ class LanguageWorkload : public Workload {
   void print_samples(std::ostream& os, std::int64_t step) override {
     Generator gen = stream_generator(config_.seed, 4, static_cast<std::uint64_t>(step));
     const std::vector<std::int64_t> prompt = {data_->prompt_token()};
-    const std::vector<std::int64_t> text = generate(model_, prompt, kSampleTokens, kSampling, gen);
+    SampleOptions sampling = kSampling;
+    sampling.vocabulary = data_->vocabulary_size();  // not the ids past it a model's config may have
+    const std::vector<std::int64_t> text = generate(model_, prompt, kSampleTokens, sampling, gen);
     os << "sample (" << kSampleTokens << " " << data_->unit() << ", temperature " << kSampling.temperature << "):\n"
        << data_->decode(text) << "\n";
   }
