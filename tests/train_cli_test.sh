@@ -93,6 +93,10 @@ bad() {  # bad NAME EXPECTED-TEXT ARGS...
   check "$name is one line" test "$(wc -l <"$work/err")" -eq 1
 }
 bad "unknown task" "task" --task juggle
+printf 'In the beginning God created the heaven and the earth. %.0s' {1..40} >"$work/short.txt"
+bad "evaluation windows larger than memory" "for the evaluation windows (--eval-batches 200000000 of each split)" \
+  --task lm --text "$work/short.txt" --d-model 16 --heads 2 --layers 1 --seq-len 16 --batch 2 --steps 3 \
+  --eval-batches 200000000
 bad "heads not dividing" "does not divide" --d-model 30 --heads 4
 bad "seq-len 0" "seq-len" --seq-len 0
 bad "missing resume file" "no such file" --resume "$work/nothing.ckpt"
@@ -184,7 +188,8 @@ check "stdout to a full disk exits 2 (got $code) with one line" test "$code" -eq
 # xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
 if [ -n "$bench" ]; then
   for args in "--threads 0" "--threads -1" "--threads 1000" "--threads abc" "--config foo" "--config" "--bogus" \
-    "--steps -1" "--warmup -5" "--steps 0x10"; do
+    "--steps -1" "--warmup -5" "--steps 0x10" "--config gpt2 --batch 2147483647" "--config gpt2 --batch 4096" \
+    "--config gpt2 --seq-len 1025" "--config encoder-124m --seq-len 2147483647"; do
     # shellcheck disable=SC2086
     code=$(exit_code "$bench" $args)
     check "xgrad-bench $args exits 2 (got $code)" test "$code" -eq 2

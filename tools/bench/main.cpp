@@ -29,6 +29,7 @@
 #include "flags.hpp"
 #include "gpt.hpp"
 #include "json.hpp"  // the tools' models (tools/common)
+#include "memory.hpp"
 #include "model.hpp"
 #include "numbers.hpp"
 #include "preflight.hpp"
@@ -596,6 +597,27 @@ int run(const BenchOptions& o, Precision precision, const ProfileRequest& profil
   return run_model(config, kConfigs.at(config), threads, steps, warmup, precision, profile);
 }
 
+// GPT-2 124M's shape at --batch x --seq-len: positions it has (1,024), and the memory a
+// step needs (its parameters with AdamW's state, the activations backward keeps, as
+// xgrad-train estimates them), refused before any of it is made.
+void check_gpt2_shape(const BenchOptions& o) {
+  if (o.config != "gpt2" && o.config != "encoder-124m") return;
+  const models::GPT2Config gpt2;
+  if (static_cast<std::size_t>(o.seq_len) > gpt2.n_positions)
+    throw tools::SettingError(flag(&BenchOptions::seq_len),
+                              str(" ", o.seq_len, " is more than the ", gpt2.n_positions, " positions of GPT-2 124M"));
+  const double d = static_cast<double>(gpt2.n_embd), ff = 4 * d, layers = static_cast<double>(gpt2.n_layer),
+               vocab = static_cast<double>(gpt2.vocab_size), tokens = static_cast<double>(o.batch) * o.seq_len;
+  const double state = 124.4e6 * 4 * 4 * (o.precision == "bf16" ? 1.125 : 1.0);
+  const double activations = tokens * (layers * (12 * d + 3 * ff) * 2 + 4 * vocab + 4 * d) * 4;
+  const auto available = static_cast<double>(usable_memory_bytes());
+  if (state + activations > available)
+    throw tools::SettingError(flag(&BenchOptions::batch),
+                              str(" ", o.batch, " x ", flag(&BenchOptions::seq_len), " ", o.seq_len, " needs about ",
+                                  tools::gib(state + activations), " of memory, more than the ", tools::gib(available),
+                                  " this process may use"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -606,6 +628,7 @@ int main(int argc, char** argv) {
       return *printed;
     tools::settings_of<BenchOptions>().check(o);
     tools::settings_of<BenchOptions>().refuse_unused(o, given);
+    check_gpt2_shape(o);
     if (!o.profile.empty()) {
       tools::check_output_file(flag(&BenchOptions::profile), tools::profile_trace_path(o.profile),
                                {tools::kTraceOpening}, "a trace of xgrad's profiler");

@@ -246,7 +246,11 @@ void check_memory(const Config& c, int ranks_here, std::size_t text_bytes) {
   const double rounded_per_token = bf16 ? layers * (3 * d + ff) + d : 0;
   const double training = c.batch / micro_batches * L * (per_token * 4 + rounded_per_token * 2);
   const double evaluation = std::min(500.0, static_cast<double>(c.eval_size)) * L * (3 * d + ff + 2 * vocab) * 4;
-  const double per_rank = state + reducer + static_cast<double>(text_bytes) + std::max(training, evaluation);
+  // --task lm keeps its evaluation windows for the run: --eval-batches batches of each
+  // split, each token an input and a target id of 8 bytes, each batch about 512 bytes of
+  // its own (its two arrays and shapes).
+  const double windows = c.language_model() ? 2.0 * c.eval_batches * (c.batch * L * 2 * 8 + 512) : 0;
+  const double per_rank = state + reducer + static_cast<double>(text_bytes) + windows + std::max(training, evaluation);
   const double needed = per_rank * std::max(ranks_here, 1);
   const auto available = static_cast<double>(xgrad::usable_memory_bytes());
   if (needed <= available) return;
@@ -259,6 +263,9 @@ void check_memory(const Config& c, int ranks_here, std::size_t text_bytes) {
       gib(training), " for the activations", bf16 ? " (and their bf16 copies)" : "", " of a micro-batch (",
       flag(&Config::batch), " ", c.batch, " / ", c.micro_batches(), " x ", flag(&Config::seq_len), " ", c.seq_len, ")",
       reducer > 0 ? xgrad::str(", ", gib(reducer), " for the gradients of ", c.micro_batches(), " micro-batches") : "",
+      windows > 0 ? xgrad::str(", ", gib(windows), " for the evaluation windows (", flag(&Config::eval_batches), " ",
+                               c.eval_batches, " of each split)")
+                  : "",
       text_bytes > 0 ? xgrad::str(", ", gib(static_cast<double>(text_bytes)), " for the text") : "",
       ranks_here > 1 ? xgrad::str(", in each of ", ranks_here, " ranks") : ""));
 }
