@@ -124,6 +124,12 @@ void check_positive(std::size_t value, const char* name, const std::string& sour
   XGRAD_CHECK(value > 0, source, "field \"", name, "\" must be positive");
 }
 
+// The standard deviation new weights are drawn with.
+void check_initializer_range(double range, const std::string& source) {
+  XGRAD_CHECK(range >= 0 && std::isfinite(range), source, "field \"initializer_range\" is ", range,
+              ": a standard deviation must be finite and >= 0");
+}
+
 // A norm's epsilon, added in float32: positive there too (1e-60 would round to 0 and
 // divide a zero row by zero).
 void check_epsilon(double eps, const char* name, const std::string& source) {
@@ -191,6 +197,7 @@ void check_config(const ModelConfig& config, const std::string& source) {
     check_dropout(g->embd_pdrop, "embd_pdrop", source);
     check_dropout(g->attn_pdrop, "attn_pdrop", source);
     check_dropout(g->resid_pdrop, "resid_pdrop", source);
+    check_initializer_range(g->initializer_range, source);
     check_fits(config, source);
     return;
   }
@@ -210,6 +217,7 @@ void check_config(const ModelConfig& config, const std::string& source) {
   check_epsilon(l.rms_norm_eps, "rms_norm_eps", source);
   XGRAD_CHECK(l.rope_theta > 0, source, "field \"rope_theta\" must be positive");
   check_dropout(l.attention_dropout, "attention_dropout", source);
+  check_initializer_range(l.initializer_range, source);
   check_fits(config, source);
 }
 

@@ -117,9 +117,10 @@ refused "shards of another tokenizer than the folder's" "is not the one --init-f
 refused "a text for a folder's model of tokens" "not the bytes of a text" "$train" --task lm --init-from gpt2-hf \
   --text text.txt --seq-len 16 --batch 4 --threads 1 --steps 2 --save nothing.st
 "$train" "${shape[@]}" --model gpt2 --text text.txt --steps 2 --eval-every 2 --save-hf bytes-hf >/dev/null 2>&1
-code=$(run "$train" --task lm --init-from bytes-hf --text text.txt --seq-len 16 --batch 4 --threads 1 --steps 2 \
+code=$(run "$train" --init-from bytes-hf --text text.txt --seq-len 16 --batch 4 --threads 1 --steps 2 \
   --eval-every 2 --eval-batches 1 --quiet)
-check "a folder's model of a text's bytes goes on with that text (got $code: $(cat err))" test "$code" -eq 0
+check "a folder's model of a text's bytes goes on with that text, --task lm implied (got $code: $(cat err))" \
+  test "$code" -eq 0
 /usr/bin/python3 -c "print('ab' * 400)" >ab.txt
 refused "a text of other bytes for a folder's model of bytes" "distinct bytes of --text ab.txt" "$train" --task lm \
   --init-from bytes-hf --text ab.txt --seq-len 16 --batch 4 --threads 1 --steps 2 --save nothing.st
@@ -168,6 +169,8 @@ refused "--layers beside a config.json" "--layers does nothing here" "$train" "$
 refused "--dropout beside a config.json" "--dropout does nothing here" "$train" "${common[@]}" --model llama \
   --model-config llama-config.json --dropout 0.1
 refused "--ff for xgrad's own GPT" "--ff 48 is not the width" "$train" "${common[@]}" --ff 48
+refused "Llama's heads of an odd width" "--heads 2 makes Llama's heads --d-model 14 / 2 = 7 wide" "$train" \
+  "${common[@]}" --model llama --d-model 14 --heads 2
 refused "--dropout for xgrad's own GPT" "--dropout must be 0" "$train" "${common[@]}" --dropout 0.1
 sed 's/"rope_theta"/"rms_norm_eps": 1e-60, "rope_theta"/' llama-config.json >tiny-eps.json
 refused "an epsilon that is 0 in float32" 'field "rms_norm_eps" is 1e-60' "$train" "${common[@]}" --model llama \

@@ -167,6 +167,12 @@ BOOST_AUTO_TEST_CASE(bad_configs_are_named) {
       {"cfg", "layer_norm_epsilon", "float32"});
   check_error(
       [&] {
+        parse(R"({"model_type": "gpt2", "vocab_size": 8, "n_positions": 4, "n_embd": 4, "n_layer": 1,
+                  "n_head": 2, "initializer_range": -1})");
+      },
+      {"cfg", "initializer_range", "-1"});
+  check_error(
+      [&] {
         parse(R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 4, "intermediate_size": 8,
                   "num_hidden_layers": 100000000000, "num_attention_heads": 2})");
       },

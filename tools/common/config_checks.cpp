@@ -24,6 +24,11 @@ void heads_divide_width(const Config& c) {
   if (c.d_model % c.heads != 0)
     throw SettingError(flag(&Config::heads),
                        str(" ", c.heads, " does not divide ", flag(&Config::d_model), " ", c.d_model));
+  // RoPE turns a head's values in pairs.
+  if (c.language_model() && c.model == "llama" && (c.d_model / c.heads) % 2 != 0)
+    throw SettingError(flag(&Config::heads),
+                       str(" ", c.heads, " makes Llama's heads ", flag(&Config::d_model), " ", c.d_model, " / ",
+                           c.heads, " = ", c.d_model / c.heads, " wide: RoPE needs an even width"));
 }
 
 // The cosine schedule ends at --min-lr, at most --lr; no other schedule has an end rate.

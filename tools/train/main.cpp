@@ -34,12 +34,18 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
   c.ranks = communicator.size();
   Given given;
   if (!parse_command_line(argc, argv, c, given)) return nullptr;  // --help or --version
-  // A Hugging Face directory says which family it holds (and the defaults made from it
-  // follow: --lora-targets).
-  if (is_hf_directory(c.init_from) && !given.count(flag(&Config::model).name())) {
-    c.model = hf_model_type(c.init_from);
+  // A Hugging Face directory says which family it holds, and that the task is lm (and the
+  // defaults made from them follow: --lora-targets, --seq-len).
+  if (is_hf_directory(c.init_from)) {
     Given kept = given;
-    kept.insert(flag(&Config::model).name());
+    if (!given.count(flag(&Config::model).name())) {
+      c.model = hf_model_type(c.init_from);
+      kept.insert(flag(&Config::model).name());
+    }
+    if (!given.count(flag(&Config::task).name())) {
+      c.task = "lm";
+      kept.insert(flag(&Config::task).name());
+    }
     settings_of<Config>().apply_defaults(c, kept);
   }
   const Start start = read_start(c);
