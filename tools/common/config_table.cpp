@@ -267,7 +267,8 @@ Rows local_rows() {
       path(&Config::resume, "resume").help("continue this checkpoint's run exactly"),
       path(&Config::init_from, "init-from")
           .help("start from this checkpoint's weights with new learning settings; gpt2, llama: or from a Hugging Face "
-                "directory (config.json and model.safetensors, or shards with their index)"),
+                "directory (config.json and model.safetensors, or shards with their index; ",
+                &Config::task, " lm and ", &Config::model, " follow from it)"),
       path(&Config::model_config, "model-config")
           .help("gpt2, llama: a Hugging Face config.json giving the model's sizes")
           .unused_unless(&Config::model, {"gpt2", "llama"}, "only gpt2 and llama read a config.json"),
