@@ -93,6 +93,7 @@ bad() {  # bad NAME EXPECTED-TEXT ARGS...
   check "$name is one line" test "$(wc -l <"$work/err")" -eq 1
 }
 bad "unknown task" "task" --task juggle
+bad "--save where no file can be made" "--save /proc/xgrad-test.st: cannot" --steps 2 --save /proc/xgrad-test.st
 printf 'In the beginning God created the heaven and the earth. %.0s' {1..40} >"$work/short.txt"
 bad "evaluation windows larger than memory" "for the evaluation windows (--eval-batches 200000000 of each split)" \
   --task lm --text "$work/short.txt" --d-model 16 --heads 2 --layers 1 --seq-len 16 --batch 2 --steps 3 \

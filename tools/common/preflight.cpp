@@ -91,6 +91,15 @@ void check_writable(const Output& out) {
   if (name_max > 0 && name > static_cast<std::size_t>(name_max))
     throw UsageError(xgrad::str(out.flag, " ", out.path, ": the file name is ", name, " bytes long, more than the ",
                                 name_max, " its file system allows"));
+  // A file made there and removed: access() says yes to root where nothing can be made
+  // (/proc, a file system mounted read-only), and the run would train before finding out.
+  const std::string probe = (std::filesystem::path(folder) / xgrad::temporary_name(target, ::getpid(), 0)).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw UsageError(
+        xgrad::str(out.flag, " ", out.path, ": cannot make a file in ", folder, " (", std::strerror(errno), ")"));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 // The task of the xgrad-train checkpoint at `path`; nothing when it is not one. The
