@@ -93,10 +93,42 @@ FileDescriptor open_regular_file(const std::string& path, std::string_view op, s
   return fd;
 }
 
+// The bytes of an open file: its `size` bytes, or, where the system reports a size of 0
+// (/proc, /sys: made as they are read), everything up to the end.
+std::string read_open_file(const FileDescriptor& fd, std::size_t size, const std::string& path, std::string_view op) {
+  const bool to_the_end = size == 0;
+  std::string bytes;
+  std::size_t done = 0;
+  for (;;) {
+    if (done == bytes.size()) {
+      if (!to_the_end && done == size) break;
+      try {
+        bytes.resize(to_the_end ? done + (std::size_t{1} << 16) : size);
+      } catch (const std::bad_alloc&) {
+        fail(op, "'", path, "' is too large to read (", to_the_end ? done : size, " bytes)");
+      }
+    }
+    const ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    XGRAD_CHECK(n >= 0, op, "read error in '", path, "': ", error_text(errno));
+    if (n == 0) break;  // the end (or the file shrank while we read it)
+    done += static_cast<std::size_t>(n);
+  }
+  bytes.resize(done);
+  return bytes;
+}
+
 }  // namespace
 
 std::string temporary_name(const std::string& target, long pid, unsigned n) {
   return str(kTemporaryPrefix, name_tag(target), "-", pid, "-", n, ".tmp");
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat first {
+  }, second{};
+  return ::stat(a.c_str(), &first) == 0 && ::stat(b.c_str(), &second) == 0 && first.st_dev == second.st_dev &&
+         first.st_ino == second.st_ino;
 }
 
 std::string resolve_symlinks(const std::string& path) {
@@ -199,28 +231,16 @@ void write_file_atomically(const std::string& path, const std::string& bytes, st
 std::string read_regular_file(const std::string& path, std::string_view op) {
   std::size_t size = 0;
   const FileDescriptor fd = open_regular_file(path, op, size);
-  std::string bytes;
-  try {
-    bytes.resize(size);
-  } catch (const std::bad_alloc&) {
-    fail(op, "'", path, "' is too large to read (", size, " bytes)");
-  }
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    XGRAD_CHECK(n >= 0, op, "read error in '", path, "': ", error_text(errno));
-    if (n == 0) break;  // the file shrank while we read it
-    done += static_cast<std::size_t>(n);
-  }
-  bytes.resize(done);
-  return bytes;
+  return read_open_file(fd, size, path, op);
 }
 
 MappedFile::MappedFile(const std::string& path, std::string_view op) : path_(path) {
   std::size_t size = 0;
   const FileDescriptor fd = open_regular_file(path, op, size);
-  if (size == 0) return;  // mmap refuses a length of 0
+  if (size == 0) {  // mmap refuses a length of 0; a file of /proc reports 0 and has bytes
+    read_ = read_open_file(fd, size, path, op);
+    return;
+  }
   void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   XGRAD_CHECK(data != MAP_FAILED, op, "cannot map '", path, "' (", size, " bytes): ", error_text(errno));
   data_ = data;
@@ -232,12 +252,16 @@ MappedFile::~MappedFile() {
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : path_(std::move(other.path_)), data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+    : path_(std::move(other.path_)),
+      read_(std::exchange(other.read_, {})),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
     if (data_) ::munmap(const_cast<void*>(data_), size_);
     path_ = std::move(other.path_);
+    read_ = std::exchange(other.read_, {});
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }

@@ -14,8 +14,9 @@
 //   name>-<writer's pid>-<n>.tmp". A writer killed mid-write leaves its one temporary;
 //   the next writer of the same target removes those whose writer is gone (and no other).
 // write_file_atomically: the same for bytes held whole.
-// read_regular_file: a whole file's bytes. Folders, FIFOs and devices are refused before
-//   reading (a FIFO would block forever).
+// read_regular_file: a whole file's bytes (to its end where the system reports a size of
+//   0, as /proc's files). Folders, FIFOs and devices are refused before reading (a FIFO
+//   would block forever).
 // MappedFile: a regular file mapped read-only (refused as read_regular_file refuses).
 //
 // Errors are xgrad::Errors that start with `op` ("save", "checkpoint 'run.st'", "token
@@ -72,8 +73,8 @@ std::string temporary_name(const std::string& target, long pid, unsigned n);
 std::string read_regular_file(const std::string& path, std::string_view op);
 
 // A regular file mapped read-only, unmapped when the object goes. An empty file maps to
-// empty bytes. The mapping stays valid while the object lives, even when the file is
-// replaced by a rename (xgrad's writers replace files so); a file cut short in place by
+// empty bytes; one the system reports as empty (/proc, /sys) is read instead. The mapping stays valid while the object
+// lives, even when the file is replaced by a rename (xgrad's writers replace files so); a file cut short in place by
 // another program while it is mapped is not safe to read (the system signals SIGBUS).
 class MappedFile {
  public:
@@ -84,14 +85,21 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
-  std::string_view bytes() const noexcept { return {static_cast<const char*>(data_), size_}; }
+  std::string_view bytes() const noexcept {
+    return data_ ? std::string_view{static_cast<const char*>(data_), size_} : std::string_view{read_};
+  }
   const std::string& path() const noexcept { return path_; }
 
  private:
   std::string path_;
+  std::string read_;  // the bytes of a file the system reports as empty (/proc), read
   const void* data_ = nullptr;
   std::size_t size_ = 0;
 };
+
+// Whether two paths name one file (`a.txt` and `./a.txt`, a link and its file, a hard
+// link): the same device and inode. False when either cannot be looked at.
+bool same_file(const std::string& a, const std::string& b);
 
 // The file `path` finally names: symlinks followed (even to a file that does not exist
 // yet), everything else left as given.

@@ -19,8 +19,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kWeightsFile = "adapter_model.safetensors";
-constexpr const char* kConfigFile = "adapter_config.json";
 constexpr const char* kKeyPrefix = "base_model.model.";  // PEFT's PeftModel -> LoraModel -> the model
 
 struct NamedLinear {
@@ -367,8 +365,8 @@ void save_adapter(const std::string& dir, const Module& model, const LoRAConfig&
   std::filesystem::create_directories(dir, error);
   XGRAD_CHECK(std::filesystem::is_directory(dir), op, "cannot make the folder (",
               error ? error.message() : "a file has that name", ")");
-  write_file_atomically(join_path(dir, kWeightsFile), weights, op);
-  write_file_atomically(join_path(dir, kConfigFile), config_text, op);
+  write_file_atomically(join_path(dir, kAdapterWeightsFile), weights, op);
+  write_file_atomically(join_path(dir, kAdapterConfigFile), config_text, op);
 }
 
 LoRAConfig read_adapter_config(const std::string& path) {
@@ -384,7 +382,8 @@ LoRAConfig read_adapter_config(const std::string& path) {
 }
 
 LoRAConfig load_adapter(const std::string& dir, Module& model) {
-  const std::string config_path = join_path(dir, kConfigFile), weights_path = join_path(dir, kWeightsFile);
+  const std::string config_path = join_path(dir, kAdapterConfigFile),
+                    weights_path = join_path(dir, kAdapterWeightsFile);
   const LoRAConfig config = read_adapter_config(config_path);
   const SafetensorsContents contents = read_safetensors(weights_path);
   // The targets are the config's; the tensors, the weights file's.

@@ -79,6 +79,10 @@ void freeze_all_but_lora(Module& root);
 // The parameters with requires_grad, by name: what an optimizer should be given.
 NamedTensors trainable_parameters(const Module& root);
 
+// The two files of an adapter's folder, PEFT's names.
+inline constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
+inline constexpr const char* kAdapterConfigFile = "adapter_config.json";
+
 // Writes <dir>/adapter_model.safetensors and <dir>/adapter_config.json (the folder is
 // made if missing). The model's adapters must be those `config` describes: on exactly the
 // Linears it targets, each with its r, alpha, dropout and rslora; else an Error naming

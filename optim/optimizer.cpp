@@ -44,6 +44,10 @@ Optimizer::Optimizer(std::string type, const std::vector<ParamGroup>& groups)
       group_of_.push_back(g);
     }
   }
+  // As PyTorch: an optimizer of nothing (a model frozen whole, a filter that kept
+  // nothing) would step without a word.
+  XGRAD_CHECK(!parameters_.empty(), type_, "got an empty parameter list (", groups.size(),
+              groups.size() == 1 ? " group" : " groups", ", no parameter)");
   state_.resize(parameters_.size());
   std::set<std::string> names;
   std::map<const void*, std::string> tensors;  // each parameter's node, to catch one tensor given twice
@@ -288,10 +292,14 @@ auto Optimizer::read_parameter_state(const StateDict& state, const LoadedGroups&
         loaded[i].updates = static_cast<std::int64_t>(tensor.item());
     } else if (tensor.shape() != param.shape()) {
       problems.push_back(key + " expects " + shape_str(param.shape()) + ", got " + shape_str(tensor.shape()));
-    } else if (!all_finite(tensor)) {
-      problems.push_back(key + " holds NaN or Inf");
     } else {
-      loaded[i].buffers[field] = tensor.to(param.dtype()).clone();
+      // Checked as the parameter will hold it: 1e300 in float64 is Inf in float32.
+      Tensor buffer = tensor.to(param.dtype()).clone();
+      if (!all_finite(buffer))
+        problems.push_back(key +
+                           (all_finite(tensor) ? str(" overflows ", dtype_name(param.dtype())) : " holds NaN or Inf"));
+      else
+        loaded[i].buffers[field] = std::move(buffer);
     }
   }
   for (std::size_t i = 0; i < loaded.size(); ++i)

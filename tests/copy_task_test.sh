@@ -22,6 +22,10 @@ check "post-LN learns too (exit $code; $(tail -3 out | head -1))" test "$code" -
 code=$(run --epochs 1 --require-accuracy 1)
 check "an accuracy below --require-accuracy exits 1 (got $code)" test "$code" -eq 1
 check "and says so" grep -q "below --require-accuracy" err
+# A requirement a hair above the accuracy is written in full, never rounded to equal it.
+code=$(run --epochs 1 --steps-per-epoch 1 --require-accuracy 1e-320)
+check "an untrained model below --require-accuracy 1e-320 exits 1 (got $code)" test "$code" -eq 1
+check "and says 0 is below 1e-320" grep -q "copy accuracy 0 (0 of [0-9]* held-out sequences) is below --require-accuracy 1e-320" err
 
 refused "--heads not dividing --d-model" "must divide --d-model" --heads 3
 refused "a fractional epoch count" "not a whole number" --epochs 1.5

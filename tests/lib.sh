@@ -7,7 +7,7 @@
 # and the same metadata but for timings (--tensors: the tensors alone); it names what
 # differs on stderr.
 # `forge IN OUT KEY=VALUE...` writes a copy of a checkpoint with metadata entries changed
-# (nan=TENSOR fills that tensor with NaN instead).
+# (nan=TENSOR fills that tensor with NaN instead, huge=TENSOR with 3e38: finite, overflowing).
 # `grammar_text FILE LINES SEED` writes LINES sentences drawn from a small grammar: a text
 # with structure beyond its letter counts, and words for BPE to learn.
 # $work: a scratch folder, removed on exit.
@@ -62,6 +62,8 @@ for change in sys.argv[4:]:
     key, value = change.split("=", 1)
     if key == "nan":
         arrays[value] = np.full_like(arrays[value], np.nan)
+    elif key == "huge":  # finite, and too large for anything computed from it
+        arrays[value] = np.full_like(arrays[value], 3e38)
     else:
         metadata[key] = value
 safetensors_numpy.write(sys.argv[3], arrays, metadata)

@@ -189,6 +189,14 @@ refused "--lora-dropout 1" "--lora-dropout must lie in" "$train" "${common[@]}" 
   --lora-dropout 1
 refused "--save-hf over a model" "already holds config.json" "$train" "${common[@]}" --model gpt2 --save-hf gpt2-hf
 refused "--model on a toy task" "--model" "$train" --task sort --model gpt2 --steps 2
+# A folder where a model goes: a PEFT adapter (its base named), a folder of neither kind.
+refused "--init-from an adapter folder" "--init-from gpt2-adapter holds a LoRA adapter (adapter_config.json), not a model: start from its base model (gpt2-hf)" \
+  "$train" --task lm --init-from gpt2-adapter --data other --steps 2
+mkdir -p plain-folder
+refused "--init-from a folder without config.json" "--init-from plain-folder is a folder without config.json" \
+  "$train" --task lm --init-from plain-folder --data other --steps 2
+refused "--resume a folder" "--resume plain-folder is a folder: a run resumes from the checkpoint file" \
+  "$train" --resume plain-folder --steps 2
 check "nothing was written by the refused runs" test ! -e nothing.st
 
 finish

@@ -162,4 +162,15 @@ refused "a cut tail" "a file cut short" "$train" "${shape[@]}" --data bad_cut
 refused "a token past the vocabulary" "token 999 at position 10" "$train" "${shape[@]}" --data bad_past
 refused "a split shorter than a window" "has no window of 33 tokens" "$train" "${shape[@]}" --data bad_short --save s.st
 check "... nothing written" test ! -e s.st
+
+# Shards are taken in counted order, past llm.c's six digits: the first bad one named is
+# the first counted (train_2 before train_10, train_999999 before train_1000000).
+for pair in "2 10" "999999 1000000"; do
+  read -r first second <<<"$pair"
+  folder=counted_$first
+  mkdir "$folder" && cp shards/encoder.json shards/vocab.bpe shards/val_000000.bin "$folder"/
+  for n in "$first" "$second"; do cp bad_magic/val_000000.bin "$folder/train_$n.bin"; done
+  refused "shards train_$first and train_$second: train_$first read first" "train_$first.bin': the magic number" \
+    "$train" "${shape[@]}" --data "$folder"
+done
 finish

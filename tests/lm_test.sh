@@ -190,6 +190,13 @@ refused "xgrad-generate: a negative window" "the checkpoint's config.seq-len = '
 forge whole.st nan.st nan=wte.weight
 refused "xgrad-generate: NaN weights" "the tensor wte.weight holds NaN" "$generate" --checkpoint nan.st --tokens 5
 refused "xgrad-train --eval-only: NaN weights" "the tensor wte.weight holds NaN" "$train" --resume nan.st --eval-only
+# A value with a line break is still one line: the break written as \n.
+refused "xgrad-generate: a file name with a line break" 'missing\\nfile.st: no such file' \
+  "$generate" --checkpoint $'missing\nfile.st'
+refused "xgrad-train: a value with a line break" "--steps" "$train" --task sort --steps $'1\n2'
+forge whole.st huge.st huge=ln_f.weight
+refused "xgrad-generate: finite weights whose logits overflow" "its weights overflow float32" \
+  "$generate" --checkpoint huge.st --tokens 5
 refused "xgrad-generate: --temperature ''" "is not a decimal number" "$generate" --checkpoint whole.st --temperature ""
 code=$("$generate" --checkpoint whole.st --tokens 5 >/dev/full 2>err; echo $?)
 check "xgrad-generate to a full disk exits 2 (got $code) with one line" test "$code" -eq 2 -a "$(wc -l <err)" -eq 1

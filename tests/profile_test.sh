@@ -78,8 +78,10 @@ refused "--profile-steps 0" "--profile-steps must be at least 1" "$train" "${lm[
 refused "--profile-steps without --profile" "give --profile PATH too" "$train" "${lm[@]}" --profile-steps 2
 refused "an empty --profile" "--profile needs a file name" "$train" "${lm[@]}" --profile ""
 refused "xgrad-bench into a missing folder" "cannot write in" "$bench" --config tiny --profile missing/run
-refused "xgrad-bench --profile of sgemm" "--profile is not used by --config sgemm" "$bench" --config sgemm \
-  --profile s
+for config in sgemm optimizers overhead; do
+  refused "xgrad-bench --profile of $config" "--profile is not used by --config $config" "$bench" --config $config \
+    --profile s
+done
 check "nothing was written by a refused run" test ! -e notes.json -a ! -e p.json -a ! -e s.json -a ! -e same.json
 check "the files found are kept" grep -q "my notes" notes.png
 finish

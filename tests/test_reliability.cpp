@@ -200,6 +200,9 @@ BOOST_AUTO_TEST_CASE(optimizer_checkpoint_state_is_checked_before_it_is_trusted)
       {with("state.w.step", Tensor::scalar(0, DType::float64)), "state.w.step"},
       {with("state.w.exp_avg", Tensor::from_vector({1, kNaN, 2}, {3})), "NaN or Inf"},
       {with("state.w.exp_avg_sq", Tensor::from_vector({1, kInf, 2}, {3})), "NaN or Inf"},
+      // Finite in float64, Inf once held in the parameter's float32.
+      {with("state.w.exp_avg", Tensor::from_vector({1, 1e300, 2}, {3}, DType::float64)),
+       "state.w.exp_avg overflows float32"},
       {with("group.0.lr", Tensor::scalar(kNaN, DType::float64)), "group 0: learning rate"},
       {with("group.0.eps", Tensor::scalar(-1, DType::float64)), "group 0: eps"},
   };
@@ -210,6 +213,19 @@ BOOST_AUTO_TEST_CASE(optimizer_checkpoint_state_is_checked_before_it_is_trusted)
       BOOST_CHECK_EQUAL(adam.lr(), 1e-3);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(an_optimizer_of_no_parameter_is_an_error) {
+  // As PyTorch's "optimizer got an empty parameter list": it would step without a word.
+  check_error([] { optim::Adam(optim::NamedParameters{}); }, {"Adam", "empty parameter list", "1 group"});
+  check_error(
+      [] {
+        optim::SGD(std::vector<optim::ParamGroup>{{}, {}}, {});
+      },
+      {"SGD", "empty parameter list", "2 groups"});
+  nn::Linear frozen(2, 2);
+  for (auto& [name, p] : frozen.named_parameters()) p.requires_grad_(false);
+  check_error([&] { optim::AdamW(nn::trainable_parameters(frozen)); }, {"AdamW", "empty parameter list"});
 }
 
 BOOST_AUTO_TEST_CASE(shapes_beyond_64_bits_or_memory_are_errors) {

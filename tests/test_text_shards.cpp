@@ -546,6 +546,17 @@ BOOST_AUTO_TEST_CASE(the_loaders_refusals_name_what_is_wrong) {
       {"the shard '" + paths[3] + "' is given twice"});
   check_error([&] { TokenLoader({.train = {paths[3]}, .validation = {paths[3]}}, kWide, 16); },
               {"given twice (for training and for validation)"});
+  // One file under two names: a "./" more, a symbolic link.
+  const std::string dotted = (folder / "." / fs::path(paths[3]).filename()).string(),
+                    link = (folder / "link.bin").string();
+  fs::create_symlink(paths[3], link);
+  for (const std::string& other : {dotted, link})
+    check_error(
+        [&] {
+          TokenLoader({.train = {paths[3], paths[0]}, .validation = {other}}, kWide, 16);
+        },
+        {"the shard '" + other + "' (the file '" + paths[3] + "') is given twice",
+         "(for training and for validation)"});
   check_error([&] { TokenLoader({.train = {(folder / "none.bin").string()}}, kWide, 16); },
               {"none.bin", "cannot open"});
   // Bad micro-batches.

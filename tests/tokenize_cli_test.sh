@@ -172,6 +172,10 @@ for text in folder a.txt,folder; do untouched "--text $text (a folder)" fresh "-
 untouched "--text a.txt,,b.txt" fresh "--text a.txt,,b.txt: an empty file name" --text a.txt,,b.txt --vocab-size 300
 untouched "--text a.txt," fresh "--text a.txt,: an empty file name" --text a.txt, --vocab-size 300
 untouched "--text a.txt,a.txt" fresh "--text names a.txt twice" --text a.txt,a.txt --vocab-size 300
+ln -s a.txt link.txt
+for text in a.txt,./a.txt a.txt,link.txt; do
+  untouched "--text $text (one file under two names)" fresh "--text names one file twice: a.txt and ${text#a.txt,}" --text $text --vocab-size 300
+done
 untouched "--text ''" fresh "--text needs a file name" --text '' --vocab-size 300
 for text in no_space.txt early_space.txt tiny.txt; do
   untouched "--text $text (too short for a validation part)" fresh "--text $text: too short for a validation part" --text $text --vocab-size 300

@@ -161,6 +161,7 @@ config.beta2=2|'s config.beta2 = '2' cannot be used
 config.dropout=1.5|'s config.dropout = '1.5' cannot be used
 config.precision=fp8|'s config.precision = 'fp8' cannot be used
 config.task=nope|'s config.task = 'nope' cannot be used
+config.lora=2|'s config.lora = '2' cannot be used: 2: LoRA adapts the published families (--model gpt2 or llama), not --model gpt
 run.eval-every=0|'s run.eval-every = '0' cannot be used
 run.eval-size=-2|'s run.eval-size = '-2' cannot be used
 TABLE

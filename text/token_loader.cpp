@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/text/detail/philox.hpp"
 
 namespace xgrad::text {
@@ -42,7 +43,8 @@ TokenLoader::TokenLoader(const ShardFiles& files, std::size_t vocabulary_size, s
   paths.insert(paths.end(), files.validation.begin(), files.validation.end());
   for (std::size_t i = 0; i < paths.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
-      XGRAD_CHECK(paths[i] != paths[j], kLoader, "the shard '", paths[i], "' is given twice",
+      XGRAD_CHECK(paths[i] != paths[j] && !same_file(paths[i], paths[j]), kLoader, "the shard '", paths[i], "'",
+                  paths[i] == paths[j] ? "" : str(" (the file '", paths[j], "')"), " is given twice",
                   j < files.train.size() && i >= files.train.size() ? " (for training and for validation)" : "");
   shards_.reserve(paths.size());
   for (const std::string& path : paths) shards_.emplace_back(path, vocabulary_size);

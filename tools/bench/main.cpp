@@ -107,7 +107,7 @@ tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
               .help("after the timed steps, profile ", flags::profile_steps,
                     " more: write PATH.json (a Chrome trace) and PATH.png (a timeline of one step), print the table on "
                     "stderr")
-              .unused_when(&BenchOptions::config, {"sgemm", "overhead", "allreduce"},
+              .unused_when(&BenchOptions::config, {"sgemm", "optimizers", "overhead", "allreduce"},
                            "it profiles a model's training step: tiny, medium, long, xlong, lm, gpt2 or encoder-124m"),
           bind(&BenchOptions::profile_steps, flags::profile_steps())
               .fallback(3)

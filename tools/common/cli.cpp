@@ -12,10 +12,15 @@
 
 namespace tools {
 
-std::string one_line(const std::string& text) {
+std::string unbroken(const std::string& text) {
   std::string shown;
-  for (const char c : text.substr(0, 40)) shown += c == '\n' ? std::string("\\n") : std::string(1, c);
-  return text.size() > 40 ? shown + "..." : shown;
+  for (const char c : text)
+    shown += c == '\n' ? std::string("\\n") : c == '\r' ? std::string("\\r") : std::string(1, c);
+  return shown;
+}
+
+std::string one_line(const std::string& text) {
+  return text.size() > 40 ? unbroken(text.substr(0, 40)) + "..." : unbroken(text);
 }
 
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv) {
@@ -55,7 +60,7 @@ int run_tool(const char* tool, const std::function<int()>& body, const ErrorRepo
     check_stdout();
     return status;
   } catch (const std::exception& e) {
-    const std::string line = xgrad::str(tool, ": ", e.what());
+    const std::string line = xgrad::str(tool, ": ", unbroken(e.what()));
     if (report)
       report(line, e);
     else

@@ -33,6 +33,9 @@ struct UsageError : std::runtime_error {
 // A checkpoint's entry as a message shows it: on one line (line breaks as \n), at most
 // 40 characters.
 std::string one_line(const std::string& text);
+// `text` with its line breaks written as \n and \r: an error stays one line on stderr,
+// whatever a flag's value or a file's name held.
+std::string unbroken(const std::string& text);
 
 // Parses the command line (the tables do, settings.cpp); --help and --version print and
 // give the exit status, a bad flag is a UsageError.

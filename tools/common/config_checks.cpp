@@ -84,6 +84,15 @@ void language_model_layout(const Config& c) {
                                                 ", a folder of token shards)"));
 }
 
+// LoRA adapts the published families' named layers. A given --lora on another model is
+// refused as unused; this catches the rank a checkpoint carries (its field then named).
+void adapters_on_published_models(const Config& c) {
+  if (c.lora > 0 && !c.published_model())
+    throw SettingError(flag(&Config::lora),
+                       str(" ", c.lora, ": LoRA adapts the published families (", flag(&Config::model),
+                           " gpt2 or llama), not ", flag(&Config::model), " ", c.model));
+}
+
 // add's sequences hold two numbers of digits in base --vocab.
 void add_has_two_numbers(const Config& c) {
   if (c.task == "add" && (c.seq_len < 2 || c.vocab < 2))
@@ -93,8 +102,8 @@ void add_has_two_numbers(const Config& c) {
 
 using Check = void (*)(const Config&);
 constexpr Check kCombinations[] = {
-    batch_splits_into_micro_batches, heads_divide_width,    min_lr_ends_cosine, warmup_fits_schedule,
-    one_starting_checkpoint,         language_model_layout, add_has_two_numbers};
+    batch_splits_into_micro_batches, heads_divide_width,    min_lr_ends_cosine,           warmup_fits_schedule,
+    one_starting_checkpoint,         language_model_layout, adapters_on_published_models, add_has_two_numbers};
 
 }  // namespace
 

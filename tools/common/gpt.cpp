@@ -145,6 +145,11 @@ std::vector<std::int64_t> generate(models::CausalLM& model, std::vector<std::int
       logits = feed(cache_start + cache.length, context.size(), &cache);
     }
     if (o.vocabulary > 0 && o.vocabulary < logits.size()) logits.resize(o.vocabulary);
+    // Finite weights can still overflow float32 on the way: a draw from NaN would be id 0
+    // every time, text that looks generated.
+    const auto bad = std::find_if(logits.begin(), logits.end(), [](double l) { return !std::isfinite(l); });
+    XGRAD_CHECK(bad == logits.end(), "generate", "the model's logit for token ", bad - logits.begin(), " is ", *bad,
+                " after ", context.size(), " tokens: its weights overflow float32");
     context.push_back(pick(std::move(logits), o, gen));
     if (each) each(context.back());
   }

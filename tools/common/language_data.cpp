@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <string_view>
 
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/text/token_loader.hpp"
@@ -173,6 +174,32 @@ bool names_split(const std::string& name, const std::string& split) {
   return false;
 }
 
+// Names in the order a reader counts them: runs of digits compared as numbers
+// ("train_2" before "train_10", "train_999999" before "train_1000000", past llm.c's six
+// digits), everything else byte by byte.
+bool counted_before(const std::string& a, const std::string& b) {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      const std::size_t a_end = a.find_first_not_of("0123456789", i), b_end = b.find_first_not_of("0123456789", j);
+      const std::string_view x = std::string_view(a).substr(i, a_end - i), y = std::string_view(b).substr(j, b_end - j);
+      const std::string_view x_value = x.substr(std::min(x.find_first_not_of('0'), x.size() - 1)),
+                             y_value = y.substr(std::min(y.find_first_not_of('0'), y.size() - 1));
+      if (x_value.size() != y_value.size()) return x_value.size() < y_value.size();
+      if (x_value != y_value) return x_value < y_value;
+      i += x.size();
+      j += y.size();
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i;
+      ++j;
+    }
+  }
+  if (a.size() - i != b.size() - j) return a.size() - i < b.size() - j;
+  return a < b;  // the same numbers written with other zeros: still one order
+}
+
 }  // namespace
 
 std::shared_ptr<const LanguageData> make_char_data(std::shared_ptr<const TextCorpus> corpus, std::size_t seq_len) {
@@ -188,7 +215,7 @@ ShardFolder find_shards(const std::string& folder, const std::string& what) {
   for (const fs::directory_entry& entry : fs::directory_iterator(folder, error))
     if (entry.path().extension() == ".bin") names.push_back(entry.path().filename().string());
   if (error) throw UsageError(str(what, ": cannot list it (", error.message(), ")"));
-  std::sort(names.begin(), names.end());
+  std::sort(names.begin(), names.end(), counted_before);
   ShardFolder shards;
   for (const std::string& name : names) {
     const std::string path = (fs::path(folder) / name).string();

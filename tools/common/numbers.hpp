@@ -37,6 +37,14 @@ inline std::string exact_text(double v) {
   return text.str();
 }
 
+// The shortest text that reads back to the same double (messages: 0.3, not
+// 0.29999999999999999; 1e-320, not 0.000).
+inline std::string shortest_text(double v) {
+  char text[32];
+  const std::to_chars_result end = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, end.ptr);
+}
+
 // Rewrites a whole number to plain decimal before CLI11 converts it (CLI11 reads a
 // leading 0 as octal and clamps what overflows).
 template <class Int>

@@ -17,6 +17,7 @@
 #include "cli.hpp"
 #include "flags.hpp"
 #include "memory.hpp"
+#include "numbers.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/optim/optim.hpp"
@@ -267,8 +268,11 @@ int run(const CopyTaskOptions& o) {
               joined(greedy_decode(model, example).values).c_str());
   tools::check_stdout();
   if (accuracy < o.require_accuracy) {
-    std::fprintf(stderr, "xgrad-copy-task: copy accuracy %.3f is below %s %.3f\n", accuracy,
-                 flag(&CopyTaskOptions::require_accuracy).dashed().c_str(), o.require_accuracy);
+    // Both in full: a requirement a hair above the accuracy must not read as equal to it.
+    std::fprintf(stderr, "xgrad-copy-task: copy accuracy %s (%.0f of %zu held-out sequences) is below %s %s\n",
+                 tools::shortest_text(accuracy).c_str(), accuracy * static_cast<double>(o.eval_sequences),
+                 o.eval_sequences, flag(&CopyTaskOptions::require_accuracy).dashed().c_str(),
+                 tools::shortest_text(o.require_accuracy).c_str());
     return 1;
   }
   return 0;

@@ -165,14 +165,17 @@ std::vector<Document> read_documents(const TokenizeOptions& o) {
     paths.push_back(o.text.substr(begin, comma - begin));
     if (paths.back().empty())
       throw tools::SettingError(text_flag, str(" ", o.text, ": an empty file name (a comma too many)"));
-    for (std::size_t i = 0; i + 1 < paths.size(); ++i)
-      if (paths[i] == paths.back()) throw tools::SettingError(text_flag, str(" names ", paths.back(), " twice"));
     if (comma == o.text.size()) break;
     begin = comma + 1;
   }
   std::vector<Document> documents;
   for (const std::string& path : paths) {
     tools::check_input_exists(text_flag.dashed(), path);
+    for (const Document& earlier : documents)
+      if (earlier.path == path || xgrad::same_file(earlier.path, path))
+        throw tools::SettingError(text_flag, earlier.path == path
+                                                 ? str(" names ", path, " twice")
+                                                 : str(" names one file twice: ", earlier.path, " and ", path));
     Document document{path, MappedFile(path, text_flag.dashed())};
     const std::string_view bytes = document.file.bytes();
     if (bytes.empty()) throw tools::SettingError(text_flag, str(" ", path, ": the file is empty"));

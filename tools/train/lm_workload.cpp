@@ -57,7 +57,13 @@ class LanguageWorkload : public Workload {
     const std::vector<std::int64_t> prompt = {data_->prompt_token()};
     SampleOptions sampling = kSampling;
     sampling.vocabulary = data_->vocabulary_size();  // not the ids past it a model's config may have
-    const std::vector<std::int64_t> text = generate(model_, prompt, kSampleTokens, sampling, gen);
+    std::vector<std::int64_t> text;
+    try {
+      text = generate(model_, prompt, kSampleTokens, sampling, gen);
+    } catch (const Error& e) {  // a run let go on past non-finite weights (--allow-nonfinite)
+      os << "sample: none (" << e.what() << ")\n";
+      return;
+    }
     os << "sample (" << kSampleTokens << " " << data_->unit() << ", temperature " << kSampling.temperature << "):\n"
        << data_->decode(text) << "\n";
   }

@@ -104,7 +104,7 @@ int run(int argc, char** argv, distributed::Communicator& communicator) {
   try {
     trainer = set_up(argc, argv, c, communicator);
   } catch (const std::exception& e) {
-    error = e.what();
+    error = unbroken(e.what());
   }
   const std::vector<double> failed = communicator.all_gather({error ? 1.0 : 0.0});
   if (std::find(failed.begin(), failed.end(), 1.0) != failed.end()) {
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
           // Rank 0 speaks for the job at once; another rank only when mpirun did not end it
           // (its line would go out over the link that may be cut, see wait_to_be_ended).
           const auto say = [&] {
-            std::fprintf(stderr, "xgrad-train: rank %d: %s\n", communicator.rank(), error.what());
+            std::fprintf(stderr, "xgrad-train: rank %d: %s\n", communicator.rank(), unbroken(error.what()).c_str());
           };
           if (communicator.is_root()) say();
           std::fflush(stderr);
@@ -154,6 +154,6 @@ int main(int argc, char** argv) {
           if (!communicator.is_root() && !was_interrupted()) say();
           return;
         }
-        communicator.abort(str("xgrad-train: rank ", communicator.rank(), ": ", error.what()));
+        communicator.abort(str("xgrad-train: rank ", communicator.rank(), ": ", unbroken(error.what())));
       });
 }

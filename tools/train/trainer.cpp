@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -20,6 +22,7 @@
 #include "timeline.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/version.hpp"
+#include "xgrad/nn/lora.hpp"
 #include "xgrad/nn/profiler.hpp"
 
 namespace tools {
@@ -56,6 +59,28 @@ bool meets_target(const Evaluation& e, const Config& c) {
   return (e.exact_match && *e.exact_match >= c.target_exact) || (c.target_val_loss && e.val_loss <= *c.target_val_loss);
 }
 
+// Why the folder `path` given to `start_flag` (--resume or --init-from) is no place to
+// start from, and what is.
+std::string not_a_start(const Flag& start_flag, const std::string& path) {
+  const std::filesystem::path adapter = std::filesystem::path(path) / nn::kAdapterConfigFile;
+  if (start_flag.name() == flag(&Config::init_from).name() && std::filesystem::is_regular_file(adapter)) {
+    std::string base;
+    try {
+      base = nn::read_adapter_config(adapter.string()).base_model_name_or_path;
+    } catch (const Error&) {  // the folder's kind is the message; its fields do not matter here
+    }
+    if (std::any_of(base.begin(), base.end(), [](unsigned char ch) { return std::iscntrl(ch); })) base.clear();
+    return str(" holds a LoRA adapter (", nn::kAdapterConfigFile, "), not a model: start from its base model",
+               base.empty() ? "" : str(" (", base, ")"),
+               ", a checkpoint or a Hugging Face folder with config.json, and train adapters with ",
+               flag(&Config::lora), " N");
+  }
+  return start_flag.name() == flag(&Config::resume).name()
+             ? str(" is a folder: a run resumes from the checkpoint file it saved (", flag(&Config::save), ")")
+             : str(" is a folder without config.json: a run starts from a checkpoint file or a Hugging Face ",
+                   "model folder (config.json, model.safetensors)");
+}
+
 }  // namespace
 
 Start read_start(const Config& c) {
@@ -66,6 +91,8 @@ Start read_start(const Config& c) {
   start.flag = start.resume ? flag(&Config::resume) : flag(&Config::init_from);
   start.path = start.resume ? c.resume : c.init_from;
   check_input_exists(start.flag->dashed(), start.path);
+  if (std::filesystem::is_directory(start.path))
+    throw UsageError(str(*start.flag, " ", start.path, not_a_start(*start.flag, start.path)));
   try {
     start.contents = nn::read_safetensors(start.path);
   } catch (const Error& e) {
