@@ -38,6 +38,18 @@ std::vector<std::string> AdamOf<kDecoupled>::buffer_names(const Options& group) 
   return {"exp_avg", "exp_avg_sq"};
 }
 
+template <bool kDecoupled>
+std::optional<std::string> AdamOf<kDecoupled>::buffer_problem(const std::string& name, const Tensor& buffer) const {
+  if (name != "exp_avg_sq" && name != "max_exp_avg_sq") return std::nullopt;
+  const std::vector<double> values = buffer.to_vector();
+  const auto negative = std::find_if(values.begin(), values.end(), [](double v) { return v < 0; });
+  if (negative == values.end()) return std::nullopt;
+  // As the buffer holds it: float32's -1e-30, not the double it widens to.
+  const std::string value = buffer.dtype() == DType::float32 ? str(static_cast<float>(*negative)) : str(*negative);
+  return str("holds ", value, " at element ", negative - values.begin(),
+             ": a second moment is a mean of squares, never negative");
+}
+
 namespace {
 
 // The pool's cost estimate per element: seven arrays read or written, a square root and a
@@ -45,9 +57,11 @@ namespace {
 // its step); at 40 every tensor from 25K elements is shared.
 constexpr double kWorkPerElement = 40;
 
+// 1 - beta is taken in double and then rounded, as PyTorch passes it to its kernels
+// (1.0f - 0.9f is 0.100000024, float(1 - 0.9) 0.1).
 template <class T>
 struct AdamCoefficients {
-  T sign, b1, b2, step_size, correction2_sqrt, eps, decay, shrink;
+  T sign, one_minus_b1, b2, one_minus_b2, step_size, correction2_sqrt, eps, decay, shrink;
 };
 
 // Elements [begin, end): branch-free and unaliased, so that the compiler vectorises it
@@ -61,8 +75,8 @@ void adam_elements(T* __restrict p, const T* __restrict g, T* __restrict m, T* _
       p[i] *= c.shrink;
     else
       grad += c.decay * p[i];
-    m[i] += (grad - m[i]) * (T(1) - c.b1);  // torch's lerp form
-    v[i] = c.b2 * v[i] + (T(1) - c.b2) * grad * grad;
+    m[i] += (grad - m[i]) * c.one_minus_b1;  // torch 2's lerp form (1.13: b1 m + (1 - b1) g)
+    v[i] = c.b2 * v[i] + c.one_minus_b2 * grad * grad;
     T second = v[i];
     if constexpr (kAmsgrad) second = v_max[i] = std::max(v_max[i], v[i]);
     p[i] -= c.step_size * m[i] / (std::sqrt(second) / c.correction2_sqrt + c.eps);
@@ -75,8 +89,9 @@ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, std::size_t n, const Ad
   // -factor g is -(factor g) exactly: the factor rides on the sign, as clip_grad_norm's
   // scaling then the update would compute it.
   const AdamCoefficients<T> c{static_cast<T>(o.maximize ? -grad_factor : grad_factor),
-                              static_cast<T>(o.beta1),
+                              static_cast<T>(1.0 - o.beta1),
                               static_cast<T>(o.beta2),
+                              static_cast<T>(1.0 - o.beta2),
                               static_cast<T>(o.lr / (1.0 - std::pow(o.beta1, static_cast<double>(t)))),
                               static_cast<T>(std::sqrt(1.0 - std::pow(o.beta2, static_cast<double>(t)))),
                               static_cast<T>(o.eps),

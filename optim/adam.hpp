@@ -38,6 +38,8 @@ class AdamOf : public OptimizerWith<AdamOptionsOf<kDecoupled>> {
  protected:
   void update(std::size_t i, const Tensor& grad, std::int64_t updates) override;
   bool applies_grad_factor() const override { return true; }
+  std::optional<std::string> buffer_problem(const std::string& name, const Tensor& buffer) const override;
+  std::vector<std::string> buffers_of_every_update() const override { return {"exp_avg", "exp_avg_sq"}; }
   std::vector<std::string> buffer_names(const Options& group) const override;
 };
 

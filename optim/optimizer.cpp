@@ -87,6 +87,10 @@ void Optimizer::zero_grad() {
 
 void Optimizer::step(double grad_factor) {
   const profile::Scope profiled(profile::Kind::optimizer, "optimizer step");
+  // A clip's factor lies in [0, 1], or is NaN from a non-finite norm (passed on, as
+  // PyTorch's clipping does); a negative one would climb the gradient without a word.
+  XGRAD_CHECK(!(grad_factor < 0.0) && !std::isinf(grad_factor), type_, "step: grad_factor ", grad_factor,
+              " must be finite and >= 0");
   NoGradGuard no_grad;
   ++steps_;
   grad_factor_ = grad_factor;
@@ -298,13 +302,26 @@ auto Optimizer::read_parameter_state(const StateDict& state, const LoadedGroups&
       if (!all_finite(buffer))
         problems.push_back(key +
                            (all_finite(tensor) ? str(" overflows ", dtype_name(param.dtype())) : " holds NaN or Inf"));
+      else if (const std::optional<std::string> problem = buffer_problem(field, buffer))
+        problems.push_back(key + " " + *problem);
       else
         loaded[i].buffers[field] = std::move(buffer);
     }
   }
-  for (std::size_t i = 0; i < loaded.size(); ++i)
-    if (!loaded[i].buffers.empty() && !step_given[i])
-      problems.push_back("missing: state." + parameters_[i].first + ".step");
+  for (std::size_t i = 0; i < loaded.size(); ++i) {
+    const std::string prefix = "state." + parameters_[i].first + ".";
+    if (!loaded[i].buffers.empty() && !step_given[i]) problems.push_back("missing: " + prefix + "step");
+    if (!step_given[i]) continue;
+    for (const std::string& name : buffers_of_every_update()) {
+      if (state.count(prefix + name)) continue;
+      // Not strict: the parameter starts afresh, its step count with its buffers, so that
+      // zeros are not read under the old count's bias correction.
+      if (strict)
+        problems.push_back("missing: " + prefix + name);
+      else
+        loaded[i] = ParamState{};
+    }
+  }
   return loaded;
 }
 

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -138,6 +139,18 @@ class Optimizer : public Stateful {
   // reads it (SGD's and Adam's do); otherwise step() scales a gradient in place before
   // update() reads it, when the factor is not 1.
   virtual bool applies_grad_factor() const { return false; }
+  // What is wrong with a loaded buffer `name` (finite, in the parameter's shape and dtype)
+  // beyond that, or nothing: Adam's second moments are means of squares, and the square
+  // root of a negative one would make the parameter NaN at the next step.
+  virtual std::optional<std::string> buffer_problem(const std::string& /*name*/, const Tensor& /*buffer*/) const {
+    return std::nullopt;
+  }
+  // The buffers every update makes (Adam's moments): a strict load refuses a parameter
+  // that was updated without them (they would restart from zeros under the old step
+  // count's bias correction); one not strict starts that parameter afresh. Buffers a
+  // setting switched on mid-run makes (SGD's momentum, amsgrad's maximum) may be missing
+  // until the next update, and are not listed.
+  virtual std::vector<std::string> buffers_of_every_update() const { return {}; }
   double grad_factor() const { return grad_factor_; }  // step()'s, during the step
   // Parameter i's buffer `name`, zero-filled (param's shape and dtype) on first use;
   // `created` tells whether this call made it.

@@ -56,9 +56,10 @@ double WarmupCosineLR::rate_from(double base, std::int64_t update) const {
   return min_lr_ + (base - min_lr_) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
-NoamLR::NoamLR(Optimizer& optimizer, std::size_t d_model, std::int64_t warmup, double factor)
+// d_model is signed: a negative one would otherwise wrap to a huge size and pass.
+NoamLR::NoamLR(Optimizer& optimizer, std::int64_t d_model, std::int64_t warmup, double factor)
     : LRSchedule(optimizer), d_model_(static_cast<double>(d_model)), warmup_(warmup), factor_(factor) {
-  XGRAD_CHECK(d_model != 0 && warmup > 0, "NoamLR", "d_model and warmup must be > 0");
+  XGRAD_CHECK(d_model > 0 && warmup > 0, "NoamLR", "d_model ", d_model, " and warmup ", warmup, " must be > 0");
   XGRAD_CHECK(factor > 0.0 && std::isfinite(factor), "NoamLR", "factor ", factor, " must be finite and > 0");
   apply();
 }

@@ -69,7 +69,7 @@ class WarmupCosineLR : public LRSchedule {
 //   base * factor * d_model^-0.5 * min(s^-0.5, s * warmup^-1.5),   s = max(update, 1)
 class NoamLR : public LRSchedule {
  public:
-  NoamLR(Optimizer& optimizer, std::size_t d_model, std::int64_t warmup, double factor = 1.0);
+  NoamLR(Optimizer& optimizer, std::int64_t d_model, std::int64_t warmup, double factor = 1.0);
   double rate_from(double base, std::int64_t update) const override;
 
  private:

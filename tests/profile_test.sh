@@ -81,6 +81,12 @@ refused "xgrad-bench into a missing folder" "cannot write in" "$bench" --config 
 for config in sgemm optimizers overhead; do
   refused "xgrad-bench --profile of $config" "--profile is not used by --config $config" "$bench" --config $config \
     --profile s
+  refused "xgrad-bench --warmup of $config" "--warmup is not used by --config $config" "$bench" --config $config \
+    --warmup 1
+done
+for config in optimizers overhead; do
+  refused "xgrad-bench --precision of $config" "--precision is not used by --config $config" "$bench" --config $config \
+    --precision bf16
 done
 check "nothing was written by a refused run" test ! -e notes.json -a ! -e p.json -a ! -e s.json -a ! -e same.json
 check "the files found are kept" grep -q "my notes" notes.png

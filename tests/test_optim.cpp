@@ -456,6 +456,38 @@ BOOST_AUTO_TEST_CASE(a_loaded_step_count_is_judged_as_given) {
   check_error([&] { optim::Adam(p.parameters(), {.lr = 0.1}).load_state_dict(without); }, {"missing: state.w.step"});
 }
 
+// A parameter updated twice whose moments are gone would restart them from zeros under
+// step 2's bias correction (its next step several times lr, lr / eps where the gradient
+// is 0). Strict loads refuse it; the others start that parameter afresh.
+BOOST_AUTO_TEST_CASE(a_strict_load_wants_the_buffers_every_update_makes) {
+  Problem p = fixture_problem();
+  optim::Adam adam(p.parameters(), {.lr = 0.1});
+  train_steps(p, adam, 2);
+  for (const std::string buffer : {"exp_avg", "exp_avg_sq"}) {
+    BOOST_TEST_CONTEXT(buffer) {
+      StateDict without = adam.state_dict();
+      without.erase("state.w." + buffer);
+      check_error([&] { optim::Adam(p.parameters(), {.lr = 0.1}).load_state_dict(without); },
+                  {"Adam", "missing: state.w." + buffer});
+      optim::Adam partial(p.parameters(), {.lr = 0.1});
+      partial.load_state_dict(without, /*strict=*/false);
+      const StateDict loaded = partial.state_dict();
+      BOOST_CHECK(!loaded.count("state.w.step") && !loaded.count("state.w.exp_avg") &&
+                  !loaded.count("state.w.exp_avg_sq"));
+      BOOST_CHECK_EQUAL(loaded.at("state.b.step").item(), 2.0);  // the others as saved
+    }
+  }
+  // amsgrad switched on mid-run: its maximum comes with the next update, and the state
+  // saved before that update loads.
+  optim::Adam switched(p.parameters(), {.lr = 0.1});
+  train_steps(p, switched, 1);
+  StateDict state = switched.state_dict();
+  state["group.0.amsgrad"] = Tensor::scalar(1, DType::float64);
+  optim::Adam resumed(p.parameters(), {.lr = 0.1});
+  BOOST_CHECK_NO_THROW(resumed.load_state_dict(state));
+  BOOST_CHECK_EQUAL(resumed.group_setting(0, "amsgrad"), 1.0);
+}
+
 BOOST_AUTO_TEST_CASE(loaded_group_settings_are_checked_before_they_are_used) {
   Problem p = fixture_problem();
   auto adam = mixed_groups("Adam", p);
@@ -673,6 +705,24 @@ BOOST_AUTO_TEST_CASE(a_clip_factor_given_to_step_is_clip_grad_norm_then_step_bit
           BOOST_TEST((folded.w.grad().to_vector() == grad_before), what << ": the gradient is left unscaled");
         }
       }
+}
+
+// A clip's factor is in [0, 1] or NaN (a non-finite norm's, passed on); -1 would climb.
+BOOST_AUTO_TEST_CASE(a_negative_or_infinite_grad_factor_is_refused) {
+  Problem p = fixture_problem();
+  optim::SGD sgd(p.parameters(), {.lr = 0.1});
+  p.loss().backward();
+  const std::vector<double> w = p.w.to_vector();
+  for (const double bad : {-1.0, -1e-300, std::numeric_limits<double>::infinity()}) {
+    BOOST_TEST_CONTEXT(bad) {
+      check_error([&] { sgd.step(bad); }, {"SGD", "grad_factor", "finite and >= 0"});
+      BOOST_CHECK_EQUAL(sgd.step_count(), 0);
+      BOOST_CHECK(p.w.to_vector() == w);
+    }
+  }
+  sgd.step(0.0);  // nothing moves, but it is a step
+  BOOST_CHECK_EQUAL(sgd.step_count(), 1);
+  BOOST_CHECK(p.w.to_vector() == w);
 }
 
 BOOST_AUTO_TEST_CASE(schedules_give_the_documented_rates) {

@@ -173,6 +173,10 @@ BOOST_AUTO_TEST_CASE(hyperparameters_must_be_finite) {
       check_error([&] { layer_norm(Tensor::ones({2, 4}), Tensor(), Tensor(), bad); }, {"layer_norm", "eps"});
     }
   }
+  // A signed size: -16 would otherwise wrap to 2^64 - 16 and give a tiny, plausible rate.
+  optim::SGD sgd(p, {.lr = 0.1});
+  check_error([&] { optim::NoamLR(sgd, -16, 10); }, {"NoamLR", "d_model -16"});
+  check_error([&] { optim::NoamLR(sgd, 16, 0); }, {"NoamLR", "warmup 0"});
   // Positive in double, zero in float32: a constant row would divide by zero.
   check_error([&] { layer_norm(Tensor::ones({2, 4}), Tensor(), Tensor(), 1e-50); }, {"layer_norm", "rounds to 0"});
   nn::LayerNorm tiny_eps(4, 1e-50);
@@ -203,6 +207,9 @@ BOOST_AUTO_TEST_CASE(optimizer_checkpoint_state_is_checked_before_it_is_trusted)
       // Finite in float64, Inf once held in the parameter's float32.
       {with("state.w.exp_avg", Tensor::from_vector({1, 1e300, 2}, {3}, DType::float64)),
        "state.w.exp_avg overflows float32"},
+      // The square root of a negative second moment is NaN: the next step would poison w.
+      {with("state.w.exp_avg_sq", Tensor::from_vector({1, 0, -1e-30}, {3})),
+       "state.w.exp_avg_sq holds -1e-30 at element 2"},
       {with("group.0.lr", Tensor::scalar(kNaN, DType::float64)), "group 0: learning rate"},
       {with("group.0.eps", Tensor::scalar(-1, DType::float64)), "group 0: eps"},
   };

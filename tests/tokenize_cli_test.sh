@@ -247,7 +247,9 @@ for _ in $(seq 16); do cat "$kjv"; done >long.txt
 for signal in INT TERM; do
   "$tokenize" --text long.txt --vocab-size 2000 --shard-tokens 20000 --out "stopped-$signal" >/dev/null 2>err &
   pid=$!
-  sleep 0.5
+  # Its handlers are set before it makes the folder; a fixed sleep raced a slow start (the
+  # sanitizer build), where the signal came first and a background job ignores SIGINT.
+  for _ in $(seq 600); do [ -d "stopped-$signal" ] && break; sleep 0.05; done
   kill -s "$signal" "$pid"
   wait "$pid"
   code=$?

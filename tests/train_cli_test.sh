@@ -196,9 +196,9 @@ if [ -n "$bench" ]; then
     check "xgrad-bench $args exits 2 (got $code)" test "$code" -eq 2
     check "xgrad-bench $args says why in one line" test "$(wc -l <"$work/err")" -eq 1
   done
-  "$bench" --config overhead --steps 010 --warmup 0 --threads 1 >"$work/out"
+  "$bench" --config overhead --steps 010 --threads 1 >"$work/out"
   check "xgrad-bench --steps 010 is ten" grep -q '"steps": 10,' "$work/out"
-  code=$("$bench" --config overhead --steps 1 --warmup 0 --threads 1 >/dev/full 2>"$work/err"; echo $?)
+  code=$("$bench" --config overhead --steps 1 --threads 1 >/dev/full 2>"$work/err"; echo $?)
   check "xgrad-bench to a full disk exits 2 (got $code)" test "$code" -eq 2
   check "and says so in one line" test "$(wc -l <"$work/err")" -eq 1 -a -n "$(grep 'standard output' "$work/err")"
 fi

@@ -83,9 +83,22 @@ tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
                     "AdamW, Adam and SGD steps over GPT-2 124M's parameters against a copy of the same bytes")
               .fallback("tiny"),
           bind(&BenchOptions::threads, flags::threads()).help("threads for kernels and BLAS").at_least(1).fallback(2),
-          bind(&BenchOptions::steps, flags::steps()).help("timed steps (0: about 3 s)").at_least(0).fallback(0),
-          bind(&BenchOptions::warmup, flags::warmup()).help("untimed steps first").fallback(3),
-          bind(&BenchOptions::precision, flags::precision()).fallback("float32"),
+          bind(&BenchOptions::steps, flags::steps())
+              .help("timed steps (0: a model's for about 3 s; sgemm 20 products, optimizers 7 steps, overhead and "
+                    "allreduce 5)")
+              .at_least(0)
+              .fallback(0),
+          // The other configs warm up their own way (sgemm 3 untimed products, optimizers and
+          // allreduce 1 round; overhead takes its best step).
+          bind(&BenchOptions::warmup, flags::warmup())
+              .help("untimed steps first")
+              .fallback(3)
+              .unused_when(&BenchOptions::config, {"sgemm", "optimizers", "overhead", "allreduce"},
+                           "a model's step takes it; the others warm up their own way"),
+          bind(&BenchOptions::precision, flags::precision())
+              .fallback("float32")
+              .unused_when(&BenchOptions::config, {"optimizers", "overhead", "allreduce"},
+                           "it runs in float32; a model's step and sgemm take bf16"),
           bind(&BenchOptions::batch, flags::batch())
               .fallback(4)
               .unused_unless(&BenchOptions::config, {"gpt2", "encoder-124m"}, "the other shapes are fixed"),

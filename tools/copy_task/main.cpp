@@ -235,7 +235,7 @@ int run(const CopyTaskOptions& o) {
   CopyModel model(o);
   // The Annotated Transformer's optimizer: Adam(0.9, 0.98, 1e-9) under the Noam rate.
   optim::Adam adam(model.named_parameters(), {.lr = 1.0, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
-  optim::NoamLR schedule(adam, o.d_model, static_cast<std::int64_t>(o.warmup));
+  optim::NoamLR schedule(adam, static_cast<std::int64_t>(o.d_model), static_cast<std::int64_t>(o.warmup));
   CrossEntropyOptions loss_options;
   loss_options.label_smoothing = o.label_smoothing;
   Generator data(o.seed), held_out(o.seed + 1);

@@ -49,7 +49,7 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const Config& c, optim::Optimiz
     // Scaled so that the peak (at the end of warmup) is --lr.
     const double peak = std::pow(c.d_model, -0.5) * std::pow(c.warmup, -0.5);
     opt.set_lr(c.lr / peak);
-    return std::make_unique<optim::NoamLR>(opt, static_cast<std::size_t>(c.d_model), c.warmup);
+    return std::make_unique<optim::NoamLR>(opt, static_cast<std::int64_t>(c.d_model), c.warmup);
   }
   return std::make_unique<optim::ConstantLR>(opt);
 }
