@@ -145,6 +145,8 @@ refused "an unknown --format" "--format" "$export_" --from gpt2.st --out m.bin -
 refused "an unknown --type" "--type" "$export_" --from gpt2.st --out m.gguf --type q4_0
 refused "a type ONNX does not take" "--format onnx is written in f32 only" "$export_" --from gpt2.st --out m.onnx \
   --type f16
+refused "a tokenizer for ONNX" "--tokenizer is not used by --format onnx (an ONNX file carries no tokenizer)" \
+  "$export_" --from gpt2.st --out m.onnx --tokenizer shards
 refused "a type a Hugging Face folder does not take" "--format hf is written in f32 only" "$export_" --from gpt2.st \
   --out m-hf --type q8_0
 refused "a missing --from" "no such file" "$export_" --from missing.st --out m.gguf

@@ -168,6 +168,19 @@ refused "--layers beside a config.json" "--layers does nothing here" "$train" "$
   --model-config llama-config.json --layers 3
 refused "--dropout beside a config.json" "--dropout does nothing here" "$train" "${common[@]}" --model llama \
   --model-config llama-config.json --dropout 0.1
+refused "--model-config beside --init-from a folder" \
+  "--model-config does nothing here: the model's sizes come from --init-from's config.json" "$train" "${common[@]}" \
+  --init-from gpt2-hf --model-config gpt2-hf/config.json
+refused "--model-config beside --init-from a checkpoint" "the model's sizes come from --init-from's checkpoint" \
+  "$train" "${common[@]}" --init-from llama.st --model-config llama-config.json
+refused "--model-config beside --resume" "the model's sizes come from --resume's checkpoint" "$train" \
+  --resume llama.st --steps 50 --model-config llama-config.json
+refused "--attention-png of a published family" "--attention-png is not used by --model gpt2" "$train" \
+  "${common[@]}" --model gpt2 --attention-png maps.png
+refused "--recompute with --eval-only" "--recompute is not used by --eval-only (it trains no steps)" "$train" \
+  --resume llama.st --eval-only --recompute
+refused "--sample-every with --eval-only" "--sample-every is not used by --eval-only" "$train" \
+  --resume gpt2.st --eval-only --sample-every 5
 refused "--ff for xgrad's own GPT" "--ff 48 is not the width" "$train" "${common[@]}" --ff 48
 refused "Llama's heads of an odd width" "--heads 2 makes Llama's heads --d-model 14 / 2 = 7 wide" "$train" \
   "${common[@]}" --model llama --d-model 14 --heads 2
@@ -197,6 +210,6 @@ refused "--init-from a folder without config.json" "--init-from plain-folder is 
   "$train" --task lm --init-from plain-folder --data other --steps 2
 refused "--resume a folder" "--resume plain-folder is a folder: a run resumes from the checkpoint file" \
   "$train" --resume plain-folder --steps 2
-check "nothing was written by the refused runs" test ! -e nothing.st
+check "nothing was written by the refused runs" test ! -e nothing.st -a ! -e maps.png
 
 finish

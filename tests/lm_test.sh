@@ -92,8 +92,13 @@ for seed in 1 2 3; do
     "$(wc -c <cached.txt)" -eq 108
 done
 "$generate" --checkpoint whole.st --temperature 0 --tokens 50 >greedy1.txt 2>speed.txt
-"$generate" --checkpoint whole.st --temperature 0 --tokens 50 --seed 9 >greedy2.txt 2>/dev/null
-check "greedy text does not depend on the seed" cmp -s greedy1.txt greedy2.txt
+"$generate" --checkpoint whole.st --temperature 0 --tokens 50 --threads 1 >greedy2.txt 2>/dev/null
+check "greedy text is the same on another thread count" cmp -s greedy1.txt greedy2.txt
+refused "--seed with greedy decoding" "--seed is not used by --temperature 0 (greedy decoding draws nothing)" \
+  "$generate" --checkpoint whole.st --temperature 0 --seed 9
+refused "--tokens 0" "--tokens must be at least 1, got 0" "$generate" --checkpoint whole.st --tokens 0
+refused "--top-k with greedy decoding" "--top-k is not used by --temperature -0" \
+  "$generate" --checkpoint whole.st --temperature -0 --top-k 5
 check "the speed goes to stderr" grep -q "bytes/s" speed.txt
 refused "a prompt outside the vocabulary" "--prompt: encode: the byte 126 ('~')" \
   "$generate" --checkpoint whole.st --prompt "~"

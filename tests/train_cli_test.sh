@@ -166,6 +166,15 @@ for flag in --save --plot --attention-png; do
   bad "--eval-only with $flag" "$flag is not used by --eval-only" --resume "$work/base.st" --eval-only "$flag" \
     "$work/x"
 done
+# ... and takes no flag that only shapes training steps.
+for given in "--accum-steps 2" "--eval-every 5" "--target-exact 0.5" "--target-val-loss 1" "--clip 1"; do
+  for start in --resume --init-from; do
+    [ "$start $given" = "--resume --clip 1" ] && continue  # another learning setting than the checkpoint's: refused so
+    # shellcheck disable=SC2086  # a flag and its value
+    bad "$start --eval-only with $given" "${given% *} is not used by --eval-only (it trains no steps)" \
+      "$start" "$work/base.st" --eval-only $given
+  done
+done
 # Weights that are not numbers are refused, naming the tensor.
 forge "$work/base.st" "$work/nan.st" nan=head.weight
 bad "NaN weights resumed" "head.weight holds NaN" --resume "$work/nan.st" --eval-only
@@ -189,7 +198,7 @@ check "stdout to a full disk exits 2 (got $code) with one line" test "$code" -eq
 # xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
 if [ -n "$bench" ]; then
   for args in "--threads 0" "--threads -1" "--threads 1000" "--threads abc" "--config foo" "--config" "--bogus" \
-    "--steps -1" "--warmup -5" "--steps 0x10" "--config gpt2 --batch 2147483647" "--config gpt2 --batch 4096" \
+    "--steps -1" "--config sgemm --steps 2147483647" "--warmup -5" "--steps 0x10" "--config gpt2 --batch 2147483647" "--config gpt2 --batch 4096" \
     "--config gpt2 --seq-len 1025" "--config encoder-124m --seq-len 2147483647"; do
     # shellcheck disable=SC2086
     code=$(exit_code "$bench" $args)

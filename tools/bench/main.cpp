@@ -87,6 +87,7 @@ tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
               .help("timed steps (0: a model's for about 3 s; sgemm 20 products, optimizers 7 steps, overhead and "
                     "allreduce 5)")
               .at_least(0)
+              .at_most(1000000)  // sgemm and the others keep every timing for their median
               .fallback(0),
           // The other configs warm up their own way (sgemm 3 untimed products, optimizers and
           // allreduce 1 round; overhead takes its best step).

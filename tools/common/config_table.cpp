@@ -135,7 +135,8 @@ Rows learning_rows() {
           .at_least(0)
           .learning()
           .fallback(0.0)
-          .with(lm, 1.0),
+          .with(lm, 1.0)
+          .unused_with(&Config::eval_only, "it trains no steps"),
       bind(&Config::seed, flags::seed()).help("seed of the model, the data and dropout").learning().fallback(0),
       bind(&Config::precision, flags::precision())
           .learning()
@@ -184,13 +185,15 @@ Rows run_rows() {
           .fallback(1)
           .recorded_as<std::int64_t>(
               "micro-batches", [](const Config& c) { return c.micro_batches(); }, read_micro_batches)
-          .absent_means("1"),  // written before accumulation and ranks: one micro-batch
+          .absent_means("1")  // written before accumulation and ranks: one micro-batch
+          .unused_with(&Config::eval_only, "it trains no steps"),
       whole(&Config::eval_every, "eval-every")
           .help("evaluate every this many steps, and at the end")
           .at_least(1)
           .run()
           .fallback(100)
-          .with(lm, 250),
+          .with(lm, 250)
+          .unused_with(&Config::eval_only, "it trains no steps"),
       whole(&Config::eval_size, "eval-size")
           .help("toy tasks: held-out sequences per evaluation")
           .at_least(1)
@@ -209,17 +212,20 @@ Rows run_rows() {
           .range_note(" (above 1: never stop on it)")
           .run()
           .fallback(0.99)
-          .unused_when(&Config::task, {"lm"}, "its target is ", &Config::target_val_loss),
+          .unused_when(&Config::task, {"lm"}, "its target is ", &Config::target_val_loss)
+          .unused_with(&Config::eval_only, "it trains no steps"),
       real(&Config::target_val_loss, "target-val-loss")
           .help("stop once the validation loss is at or below this")
           .above(0)
-          .run(),
+          .run()
+          .unused_with(&Config::eval_only, "it trains no steps"),
       whole(&Config::sample_every, "sample-every")
           .help("lm: also print a sample every this many steps (0: at the end only)")
           .at_least(0)
           .run()
           .fallback(0)
-          .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm writes samples"),
+          .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm writes samples")
+          .unused_with(&Config::eval_only, "it trains no steps"),
       bind(&Config::text, flags::text())
           .help("lm: the text file to learn, byte by byte")
           .run()
@@ -278,7 +284,8 @@ Rows local_rows() {
           .unused_unless(&Config::model, {"gpt2", "llama"}, "only gpt2 and llama have Hugging Face's layout")
           .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
       bind(&Config::recompute, flags::recompute())
-          .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm has blocks to recompute"),
+          .unused_unless(&Config::task, {"lm"}, "only ", &Config::task, " lm has blocks to recompute")
+          .unused_with(&Config::eval_only, "it trains no steps"),
       bind(&Config::keep_denormals, flags::keep_denormals())
           .learning()
           .absent_means("true"),  // written before flushing: those runs kept them, and resume as they ran
@@ -292,7 +299,8 @@ Rows local_rows() {
           .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
       path(&Config::attention_png, "attention-png")
           .help("draw the last layer's attention maps to this PNG")
-          .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics),
+          .unused_with(&Config::eval_only, "it writes nothing but ", &Config::metrics)
+          .unused_when(&Config::model, {"gpt2", "llama"}, "only ", &Config::model, " gpt keeps its attention maps"),
       bind(&Config::profile, flags::profile())
           .help("profile ", flags::profile_steps, " steps after ", std::to_string(kProfileWarmupSteps),
                 " warm-up steps (fewer when an evaluation comes first): print the table of where the time went, "
@@ -340,6 +348,12 @@ void check_task_flags(const Config& config, const Given& given) {
   if (!config.init_from.empty() && !is_hf_directory(config.init_from) && given.count(flag(&Config::dropout).name()))
     throw SettingError(flag(&Config::dropout), xgrad::str(" does nothing here: the model's dropout comes from ",
                                                           flag(&Config::init_from), "'s model config"));
+  // A checkpoint's model config, or a folder's config.json, comes before --model-config.
+  if (given.count(flag(&Config::model_config).name()) && (!config.init_from.empty() || !config.resume.empty()))
+    throw SettingError(flag(&Config::model_config),
+                       xgrad::str(" does nothing here: the model's sizes come from ",
+                                  config.resume.empty() ? flag(&Config::init_from) : flag(&Config::resume),
+                                  is_hf_directory(config.init_from) ? "'s config.json" : "'s checkpoint"));
   // One read from a config.json has its sizes and dropout there.
   if (config.model_config.empty() && !is_hf_directory(config.init_from)) return;
   const Flag source = config.model_config.empty() ? flag(&Config::init_from) : flag(&Config::model_config);

@@ -72,7 +72,8 @@ tools::Settings<ExportOptions> settings_table(std::type_identity<ExportOptions>)
               bind(&O::tokenizer, flags::tokenizer())
                   .help("the tokenizer to put in a GGUF file (or beside a Hugging Face folder) when ", &O::from,
                         " holds none: a folder holding encoder.json and vocab.bpe (or vocab.json and merges.txt), "
-                        "the two files joined by a comma, or a tiktoken rank file"),
+                        "the two files joined by a comma, or a tiktoken rank file")
+                  .unused_when(&O::format, {"onnx"}, "an ONNX file carries no tokenizer"),
               toggle(&O::overwrite, "overwrite").help("replace an existing ", &O::out),
               bind(&O::threads, flags::threads()).fallback(0),
           }};
@@ -175,6 +176,7 @@ int run(int argc, char** argv) {
   if (const std::optional<int> printed = tools::settings_of<ExportOptions>().parse(argc, argv, o, given))
     return *printed;
   tools::settings_of<ExportOptions>().check(o);
+  tools::settings_of<ExportOptions>().refuse_unused(o, given);
   if (o.threads > 0) set_num_threads(o.threads);
   check_target(o);
   Source source = read_source(o);

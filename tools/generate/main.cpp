@@ -54,6 +54,7 @@ tools::Settings<GenerateOptions> settings_table(std::type_identity<GenerateOptio
                             "byte when the text had none"),
               whole(&GenerateOptions::tokens, "tokens")
                   .help("tokens to generate (bytes, for a model of a text's bytes)")
+                  .at_least(1)
                   .fallback(500),
               real(&GenerateOptions::temperature, "temperature")
                   .help("divides the logits; 0 takes the most likely token (greedy)")
@@ -61,10 +62,12 @@ tools::Settings<GenerateOptions> settings_table(std::type_identity<GenerateOptio
                   .fallback(0.8),
               whole(&GenerateOptions::top_k, "top-k")
                   .help("draw among the k most likely tokens only (0: all)")
-                  .fallback(200),
+                  .fallback(200)
+                  .unused_when(&GenerateOptions::temperature, {"0", "-0"}, "greedy decoding draws nothing"),
               bind(&GenerateOptions::seed, flags::seed())
                   .help("seed of the draws: the same seed gives the same text")
-                  .fallback(0),
+                  .fallback(0)
+                  .unused_when(&GenerateOptions::temperature, {"0", "-0"}, "greedy decoding draws nothing"),
               toggle(&GenerateOptions::no_cache, "no-cache")
                   .help("recompute the whole window for every token (the same text, slower)"),
               bind(&GenerateOptions::threads, flags::threads()).fallback(0),
@@ -78,6 +81,7 @@ int run(int argc, char** argv) {
   if (const std::optional<int> printed = tools::settings_of<GenerateOptions>().parse(argc, argv, o, given))
     return *printed;
   tools::settings_of<GenerateOptions>().check(o);
+  tools::settings_of<GenerateOptions>().refuse_unused(o, given);
   if (o.prompt.empty()) throw tools::SettingError(flag(&GenerateOptions::prompt), " must hold at least one byte");
   if (o.threads > 0) set_num_threads(o.threads);
 
