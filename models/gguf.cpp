@@ -194,8 +194,9 @@ void add_sizes(gguf::File& file, const std::string& architecture,
 }
 
 void add_gpt2(gguf::File& file, TensorWriter& write, const GPT2Config& c) {
-  XGRAD_CHECK(c.activation_function == "gelu_new", kOp, "llama.cpp's gpt2 runs GELU's tanh form (gelu_new) only, not ",
-              c.activation_function, " (config.json's activation_function)");
+  XGRAD_CHECK(c.activation_function == "gelu_new" || c.activation_function == "gelu_pytorch_tanh", kOp,
+              "llama.cpp's gpt2 runs GELU's tanh form (gelu_new, gelu_pytorch_tanh) only, not ", c.activation_function,
+              " (config.json's activation_function)");
   add_sizes(file, "gpt2",
             {{"context_length", c.n_positions},
              {"embedding_length", c.n_embd},

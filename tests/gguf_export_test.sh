@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # xgrad's GGUF files run by llama.cpp itself (export_reference/gguf_check.mjs, on the
 # node-llama-cpp build that npm_references installs): random small GPT-2 and Llama models
-# (tied and untied heads, GQA 1, 2 and 4, odd sizes, several RoPE bases) and models trained
+# (tied and untied heads, both names of GELU's tanh form, GQA 1, 2 and 4, odd sizes, several RoPE bases) and models trained
 # here on the King James Bible with a learned vocabulary, in F32, F16, BF16 and Q8_0:
 # logits at every position within the bounds the formats give, greedy continuations of 32
 # tokens as xgrad's, Q8_0's top-1 tokens and perplexity against F32's; and llama.cpp's
@@ -45,7 +45,7 @@ reference() {
 # Random models, every parameter drawn (export_probe random), the KJV vocabulary inside.
 configs=(
   'gpt2-tied {"model_type": "gpt2", "vocab_size": 515, "n_positions": 48, "n_embd": 48, "n_layer": 2, "n_head": 3, "n_inner": 72}'
-  'gpt2-untied {"model_type": "gpt2", "vocab_size": 512, "n_positions": 40, "n_embd": 36, "n_layer": 1, "n_head": 2, "tie_word_embeddings": false}'
+  'gpt2-untied {"model_type": "gpt2", "vocab_size": 512, "n_positions": 40, "n_embd": 36, "n_layer": 1, "n_head": 2, "tie_word_embeddings": false, "activation_function": "gelu_pytorch_tanh"}'
   'llama-gqa1-tied {"model_type": "llama", "vocab_size": 515, "hidden_size": 48, "intermediate_size": 70, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 48, "tie_word_embeddings": true}'
   'llama-gqa2 {"model_type": "llama", "vocab_size": 600, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "rope_theta": 500000.0, "rms_norm_eps": 1e-5}'
   'llama-gqa4 {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 50, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2, "max_position_embeddings": 40, "rope_theta": 1000.0}'

@@ -154,6 +154,19 @@ BOOST_AUTO_TEST_CASE(cached_keys_and_values_give_the_full_forward_logits) {
   check_close(pieces, whole, 1e-12);
   // The cache holds at most a block.
   check_error([&] { model.forward(Indices({1, 2}, {1, 2}), &cache); }, {"GPT", "block 12", "cached positions 11"});
+  // A block keeping its attention map sees the whole sequence: a cache is refused, and
+  // left as it was, rather than passed over.
+  models::KVCache fresh;
+  model.block(1).keep_attention = true;
+  check_error([&] { model.forward(Indices({1, 2}, {1, 2}), &fresh); }, {"GPT", "block 1", "attention map", "cache"});
+  BOOST_CHECK_EQUAL(fresh.length, 0u);
+  BOOST_CHECK(fresh.layers.empty());
+  models::KVCache::Layer layer;
+  check_error(
+      [&] {
+        model.block(1).forward(Tensor::zeros({1, 2, 8}, DType::float64), &layer);
+      },
+      {"GPTBlock", "keep_attention", "cache"});
 }
 
 BOOST_AUTO_TEST_CASE(generation_with_the_cache_writes_the_same_text_as_without) {

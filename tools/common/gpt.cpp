@@ -27,6 +27,7 @@ Tensor GPTBlock::forward(const Tensor& x, models::KVCache::Layer* cache) {
   const Tensor qkv = c_attn->forward(ln_1->forward(x));  // [N, T, 3C]: q, k, v side by side
   Tensor attended;
   if (keep_attention) {  // the map kept for drawing: the whole sequence at once, no cache
+    XGRAD_CHECK(!cache, "GPTBlock", "keep_attention draws the whole sequence at once: no key/value cache");
     AttentionOptions options;
     options.need_weights = true;
     options.is_causal = true;
@@ -64,6 +65,9 @@ Tensor GPT::forward(const Indices& tokens, models::KVCache* cache) {
   const std::size_t cached = cache ? cache->length : 0;
   XGRAD_CHECK(tokens.shape.size() == 2 && cached + tokens.shape[1] <= options.block, "GPT", "tokens ", tokens.shape,
               " must be [N, T] with T <= block ", options.block, " - cached positions ", cached);
+  for (std::size_t i = 0; cache && i < options.layers; ++i)  // before any layer writes to the cache
+    XGRAD_CHECK(!block(i).keep_attention, "GPT", "block ", i,
+                " keeps its attention map, drawn from the whole sequence at once: no key/value cache");
   const std::size_t T = tokens.shape[1];
   std::vector<std::int64_t> positions(T);
   for (std::size_t t = 0; t < T; ++t) positions[t] = static_cast<std::int64_t>(cached + t);
