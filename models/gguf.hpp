@@ -5,7 +5,7 @@
 //
 //   models::save_gguf(*model, tokenizer, "model.gguf", {.tensor_type = models::GgufTensorType::q8_0});
 //
-// Architectures: GPT-2 ("gpt2") with GELU's tanh form (gelu_new), and Llama ("llama").
+// Architectures: GPT-2 ("gpt2") with GELU's tanh form (gelu_new or gelu_pytorch_tanh), and Llama ("llama").
 // Matrices are stored in the type asked for; vectors (norms, biases) always in F32, as
 // llama.cpp's own converter stores them, and under Q8_0 a matrix whose rows are not a
 // whole number of 32-value blocks in F16. Llama's q_proj and k_proj rows are reordered

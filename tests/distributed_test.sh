@@ -17,6 +17,16 @@ check "and says why, once" test "$(grep -c 'does not divide into 3 ranks' err)" 
 mpi 2 "$train" --juggle >out 2>err
 check "a bad flag ends every rank" test $? -ne 0
 check "and is named" grep -q "juggle" err
+# A checkpoint of one process's single micro-batch: two ranks cannot share its steps
+# (--accum-steps is asked for), but evaluate it as it is.
+"$train" --task sort --steps 5 --eval-size 100 --quiet --save one.st >/dev/null
+mpi 2 "$train" --resume one.st --steps 10 >out 2>err
+check "np 2 resuming 1 micro-batch a step exits non-zero" test $? -ne 0
+check "and asks for --accum-steps" grep -q "1 micro-batches per step, which 2 ranks cannot share" err
+mpi 2 "$train" --resume one.st --eval-only >out 2>err
+code=$?
+check "np 2 --eval-only of it exits 0 (got $code: $(head -c 300 err))" test "$code" -eq 0
+check "and prints its losses" grep -q "at step 5" out
 
 # A rank that fails ends the job with its message, within 30 s: rank 0's checkpoint
 # folder disappears under it.

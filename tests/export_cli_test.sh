@@ -168,7 +168,7 @@ mkdir -p other && grammar_text other.txt 500 4 && "$tokenize" --text other.txt -
   --threads 1 >/dev/null
 refused "--tokenizer other than --from's own" "has a tokenizer of its own" "$export_" --from gpt2.st --out m.gguf \
   --tokenizer other
-# A config GGUF cannot express: GPT-2 with another activation (llama.cpp runs gelu_new only).
+# A config GGUF cannot express: GPT-2 with another activation (llama.cpp runs GELU's tanh form only).
 cp -r gpt2-hf relu-hf && sed -i 's/"gelu_new"/"relu"/' relu-hf/config.json
 refused "GPT-2 with relu to GGUF" "gelu_new" "$export_" --from relu-hf --out m.gguf
 # An architecture xgrad does not know.

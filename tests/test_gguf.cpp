@@ -375,6 +375,15 @@ BOOST_AUTO_TEST_CASE(refusals) {
   relu.activation_function = "relu";
   check_error([&] { models::save_gguf(*models::make_model(relu), small_tokenizer(), path_in("relu")); },
               {"save_gguf", "gelu_new"});
+  // gelu_pytorch_tanh is GELU's tanh form under another name: the same weights, the same file.
+  models::GPT2Config tanh_named = small_gpt2();
+  tanh_named.activation_function = "gelu_pytorch_tanh";
+  const std::string gelu_new = path_in("gelu-new"), gelu_pytorch_tanh = path_in("gelu-pytorch-tanh");
+  manual_seed(8);
+  models::save_gguf(*models::make_model(small_gpt2()), small_tokenizer(), gelu_new);
+  manual_seed(8);
+  models::save_gguf(*models::make_model(tanh_named), small_tokenizer(), gelu_pytorch_tanh);
+  BOOST_CHECK(file_bytes(gelu_new) == file_bytes(gelu_pytorch_tanh));
   models::GPT2Config narrow = small_gpt2();
   narrow.vocab_size = 259;  // one id short of the tokenizer's <|endoftext|>
   check_error([&] { models::save_gguf(*models::make_model(narrow), small_tokenizer(), path_in("narrow")); },

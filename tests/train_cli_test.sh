@@ -205,6 +205,8 @@ if [ -n "$bench" ]; then
     check "xgrad-bench $args exits 2 (got $code)" test "$code" -eq 2
     check "xgrad-bench $args says why in one line" test "$(wc -l <"$work/err")" -eq 1
   done
+  exit_code "$bench" --config sgemm --steps 2147483647 >/dev/null
+  check "xgrad-bench --steps past 10^6 names its bound" grep -q -- "--steps must be at most 1000000" "$work/err"
   "$bench" --config overhead --steps 010 --threads 1 >"$work/out"
   check "xgrad-bench --steps 010 is ten" grep -q '"steps": 10,' "$work/out"
   code=$("$bench" --config overhead --steps 1 --threads 1 >/dev/full 2>"$work/err"; echo $?)

@@ -32,6 +32,10 @@ bool read_width(std::int64_t width, Config& c) {
   return true;
 }
 bool read_micro_batches(std::int64_t micro_batches, Config& c) {
+  if (c.eval_only) {  // no step to take: the ranks need not share the run's micro-batches
+    c.accum_steps = 1;
+    return true;
+  }
   if (micro_batches % c.ranks != 0)
     throw UsageError(xgrad::str("the checkpoint's run took ", micro_batches, " micro-batches per step, which ", c.ranks,
                                 " ranks cannot share: give ", flag(&Config::accum_steps)));
@@ -349,7 +353,8 @@ void check_task_flags(const Config& config, const Given& given) {
     throw SettingError(flag(&Config::dropout), xgrad::str(" does nothing here: the model's dropout comes from ",
                                                           flag(&Config::init_from), "'s model config"));
   // A checkpoint's model config, or a folder's config.json, comes before --model-config.
-  if (given.count(flag(&Config::model_config).name()) && (!config.init_from.empty() || !config.resume.empty()))
+  // (Both given: validation refuses the pair.)
+  if (given.count(flag(&Config::model_config).name()) && config.init_from.empty() != config.resume.empty())
     throw SettingError(flag(&Config::model_config),
                        xgrad::str(" does nothing here: the model's sizes come from ",
                                   config.resume.empty() ? flag(&Config::init_from) : flag(&Config::resume),
