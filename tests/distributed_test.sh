@@ -23,7 +23,9 @@ check "and is named" grep -q "juggle" err
 mpi 2 "$train" --resume one.st --steps 10 >out 2>err
 check "np 2 resuming 1 micro-batch a step exits non-zero" test $? -ne 0
 check "and asks for --accum-steps" grep -q "1 micro-batches per step, which 2 ranks cannot share" err
-mpi 2 "$train" --resume one.st --eval-only >out 2>err
+# (Under the sanitizers, leaks in the Open MPI components unloaded at exit, which no
+# suppression can name, would make the status 1: this status is the tool's own.)
+ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 mpi 2 "$train" --resume one.st --eval-only >out 2>err
 code=$?
 check "np 2 --eval-only of it exits 0 (got $code: $(head -c 300 err))" test "$code" -eq 0
 check "and prints its losses" grep -q "at step 5" out
