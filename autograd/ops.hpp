@@ -243,12 +243,20 @@ struct RopeOptions {
   // The leading columns of each head that turn (even; 0: all of them); the others pass
   // through, as Hugging Face's partial_rotary_factor (rotary_dim = head_dim * factor).
   std::size_t rotary_dim = 0;
+  // Each turning pair's angle per position, rotary_dim / 2 of them (Hugging Face's
+  // inv_freq), each finite and >= 0: a scaled RoPE's (a Llama's rope_scaling,
+  // models::scaled_rope_frequencies). Given, they replace rope_frequencies(theta,
+  // rotary_dim), and theta is not read (still checked).
+  std::vector<double> frequencies{};
 };
+
+// Plain RoPE's frequencies theta^(-2i / rotary_dim), i < rotary_dim / 2, in double.
+std::vector<double> rope_frequencies(double theta, std::size_t rotary_dim);
 
 // RoPE (Su et al. 2021, RoFormer) in the rotate-half form of Hugging Face's Llama (and
 // GPT-NeoX), over the last axis of x [..., T, D] (D even). Row t is at position
 // p = offset + t; with r = rotary_dim and h = r / 2, columns i and i + h (i < h) turn by
-// the angle p * theta^(-2i / r):
+// the angle p * f_i, f_i = theta^(-2i / r) (or options.frequencies[i]):
 //   out[i] = x[i] cos - x[i + h] sin,   out[i + h] = x[i + h] cos + x[i] sin.
 // The angles, their cos and sin are computed in double, then rounded to x's dtype. The
 // backward turns the gradient back (the transpose). Parallel over rows; the same bits on

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numbers>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/memory.hpp"
+#include "xgrad/autograd/ops.hpp"
 
 namespace xgrad::models {
 
@@ -21,43 +24,60 @@ using json = nlohmann::json;
 // and the field.
 class Fields {
  public:
-  Fields(const json& object, std::string source) : object_(object), source_(std::move(source)) {}
+  Fields(const json& object, std::string source, std::string prefix = "")
+      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  // An object inside this one (rope_scaling's), its fields named "rope_scaling.factor".
+  Fields nested(const char* name) const {
+    const json& value = object_.at(name);
+    XGRAD_CHECK(value.is_object(), source_, "field \"", prefix_, name, "\" must be an object, not ", value.dump());
+    return Fields(value, source_, prefix_ + name + ".");
+  }
 
   // A required size; absent, null, negative or not an integer is an error.
   std::size_t size(const char* name) const {
-    XGRAD_CHECK(has(name), source_, "field \"", name, "\" is missing");
+    XGRAD_CHECK(has(name), source_, "field \"", prefix_, name, "\" is missing");
     return size_or(name, 0);
   }
   std::size_t size_or(const char* name, std::size_t fallback) const {
     if (!has(name)) return fallback;
     const json& value = object_.at(name);
-    XGRAD_CHECK(value.is_number_integer() && value.get<std::int64_t>() >= 0, source_, "field \"", name,
+    XGRAD_CHECK(value.is_number_integer() && value.get<std::int64_t>() >= 0, source_, "field \"", prefix_, name,
                 "\" must be a non-negative integer, not ", value.dump());
     return value.get<std::size_t>();
+  }
+  double number(const char* name) const {
+    XGRAD_CHECK(has(name), source_, "field \"", prefix_, name, "\" is missing");
+    return number_or(name, 0);
   }
   double number_or(const char* name, double fallback) const {
     if (!has(name)) return fallback;
     const json& value = object_.at(name);
-    XGRAD_CHECK(value.is_number() && std::isfinite(value.get<double>()), source_, "field \"", name,
+    XGRAD_CHECK(value.is_number() && std::isfinite(value.get<double>()), source_, "field \"", prefix_, name,
                 "\" must be a finite number, not ", value.dump());
     return value.get<double>();
   }
   bool flag_or(const char* name, bool fallback) const {
     if (!has(name)) return fallback;
     const json& value = object_.at(name);
-    XGRAD_CHECK(value.is_boolean(), source_, "field \"", name, "\" must be true or false, not ", value.dump());
+    XGRAD_CHECK(value.is_boolean(), source_, "field \"", prefix_, name, "\" must be true or false, not ", value.dump());
     return value.get<bool>();
   }
   std::string text_or(const char* name, const std::string& fallback) const {
     if (!has(name)) return fallback;
     const json& value = object_.at(name);
-    XGRAD_CHECK(value.is_string(), source_, "field \"", name, "\" must be a string, not ", value.dump());
+    XGRAD_CHECK(value.is_string(), source_, "field \"", prefix_, name, "\" must be a string, not ", value.dump());
     return value.get<std::string>();
   }
   // A field naming a feature xgrad does not implement: absent, null or `off` only.
   void unsupported_unless(const char* name, const json& off, const char* why) const {
     if (!has(name) || object_.at(name) == off) return;
-    fail(source_, "field \"", name, "\" is ", object_.at(name).dump(), ": ", why);
+    fail(source_, "field \"", prefix_, name, "\" is ", object_.at(name).dump(), ": ", why);
+  }
+  // Members that are objects themselves (a nesting xgrad does not read), refused.
+  void refuse_objects(const char* why) const {
+    for (const auto& [name, value] : object_.items())
+      XGRAD_CHECK(!value.is_object(), source_, "field \"", prefix_, name, "\" is ", value.dump(), ": ", why);
   }
   bool has(const char* name) const { return object_.contains(name) && !object_.at(name).is_null(); }
   const std::string& source() const { return source_; }
@@ -65,6 +85,7 @@ class Fields {
  private:
   const json& object_;
   std::string source_;
+  std::string prefix_;
 };
 
 GPT2Config parse_gpt2(const Fields& f) {
@@ -88,6 +109,81 @@ GPT2Config parse_gpt2(const Fields& f) {
   return c;
 }
 
+// A RoPE scaling's values in range; `where` names the object they came from in errors.
+void check_rope_scaling(const RopeScaling& s, const std::string& source, const std::string& where) {
+  const std::string& type = s.rope_type;
+  XGRAD_CHECK(type == "default" || type == "linear" || type == "llama3", source, "field \"", where,
+              ".rope_type\" is \"", type,
+              "\", a RoPE scaling xgrad does not implement: it has \"default\", \"linear\" and \"llama3\" "
+              "(\"dynamic\" depends on each call's length; \"yarn\" and \"longrope\" scale attention too)");
+  if (type == "default") return;
+  XGRAD_CHECK(std::isfinite(s.factor) && s.factor > 0, source, "field \"", where, ".factor\" is ", s.factor,
+              ": it must be finite and > 0");
+  if (type != "llama3") return;
+  XGRAD_CHECK(std::isfinite(s.low_freq_factor) && s.low_freq_factor > 0, source, "field \"", where,
+              ".low_freq_factor\" is ", s.low_freq_factor, ": it must be finite and > 0");
+  XGRAD_CHECK(std::isfinite(s.high_freq_factor) && s.high_freq_factor > s.low_freq_factor, source, "field \"", where,
+              ".high_freq_factor\" is ", s.high_freq_factor, ": it must be finite and above low_freq_factor ",
+              s.low_freq_factor);
+  XGRAD_CHECK(s.original_max_position_embeddings > 0, source, "field \"", where,
+              ".original_max_position_embeddings\" must be positive");
+}
+
+struct RopeSettings {
+  double theta;
+  RopeScaling scaling;
+};
+
+// One object of RoPE settings, `name` in the top-level fields `top`: rope_scaling
+// (transformers 4.x) or rope_parameters (5.x). transformers 5 reads either as the other, so
+// both are read alike: the type ("type" before 4.43) and the fields it uses, rope_theta
+// and partial_rotary_factor inside, each agreeing with a top-level one; other fields are
+// passed over, as transformers does.
+RopeSettings parse_rope_object(const Fields& top, const char* name, double top_theta) {
+  const Fields o = top.nested(name);
+  o.refuse_objects("RoPE by the layer's type is not Llama's");
+  o.unsupported_unless("partial_rotary_factor", 1, "a Llama turns every column of its heads");
+  RopeSettings r{o.number_or("rope_theta", top_theta), {}};
+  XGRAD_CHECK(!top.has("rope_theta") || r.theta == top_theta, top.source(), "field \"", name, ".rope_theta\" is ",
+              json(r.theta).dump(), " but field \"rope_theta\" is ", json(top_theta).dump());
+  // A factor without a type: transformers 4 refuses it, 5 takes plain RoPE.
+  const char* type_field = o.has("rope_type") || !o.has("type") ? "rope_type" : "type";
+  XGRAD_CHECK(o.has(type_field) || !o.has("factor"), top.source(), "field \"", name,
+              "\" has a factor but no \"rope_type\"");
+  RopeScaling& s = r.scaling;
+  s.rope_type = o.text_or(type_field, s.rope_type);
+  if (s.rope_type == "linear" || s.rope_type == "llama3") s.factor = o.number("factor");
+  if (s.rope_type == "llama3") {
+    s.low_freq_factor = o.number("low_freq_factor");
+    s.high_freq_factor = o.number("high_freq_factor");
+    // transformers 5 moves a top-level original_max_position_embeddings inside.
+    const char* original = "original_max_position_embeddings";
+    XGRAD_CHECK(o.has(original) || top.has(original), top.source(), "field \"", name, ".", original, "\" is missing");
+    s.original_max_position_embeddings = o.has(original) ? o.size(original) : top.size(original);
+    XGRAD_CHECK(!o.has(original) || !top.has(original) || top.size(original) == s.original_max_position_embeddings,
+                top.source(), "field \"", name, ".", original, "\" is ", s.original_max_position_embeddings,
+                " but field \"", original, "\" is ", top.size_or(original, 0));
+  }
+  check_rope_scaling(s, top.source(), name);
+  return r;
+}
+
+// RoPE's fields: transformers 4.x's rope_theta and rope_scaling, 5.x's rope_parameters
+// (rope_theta inside). A file holding both must say the same in each.
+void parse_rope(const Fields& f, LlamaConfig& c) {
+  c.rope_theta = f.number_or("rope_theta", c.rope_theta);
+  f.unsupported_unless("partial_rotary_factor", 1, "a Llama turns every column of its heads");
+  std::optional<RopeSettings> v4, v5;
+  if (f.has("rope_scaling")) v4 = parse_rope_object(f, "rope_scaling", c.rope_theta);
+  if (f.has("rope_parameters")) v5 = parse_rope_object(f, "rope_parameters", c.rope_theta);
+  XGRAD_CHECK(!v4 || !v5 || (v4->theta == v5->theta && v4->scaling == v5->scaling), f.source(),
+              "fields \"rope_parameters\" and \"rope_scaling\" set RoPE differently");
+  if (const auto& chosen = v5 ? v5 : v4) {
+    c.rope_theta = chosen->theta;
+    c.rope_scaling = chosen->scaling;
+  }
+}
+
 LlamaConfig parse_llama(const Fields& f) {
   LlamaConfig c;
   c.vocab_size = f.size("vocab_size");
@@ -98,13 +194,12 @@ LlamaConfig parse_llama(const Fields& f) {
   c.num_key_value_heads = f.size_or("num_key_value_heads", 0);
   c.max_position_embeddings = f.size_or("max_position_embeddings", c.max_position_embeddings);
   c.rms_norm_eps = f.number_or("rms_norm_eps", c.rms_norm_eps);
-  c.rope_theta = f.number_or("rope_theta", c.rope_theta);
+  parse_rope(f, c);
   c.attention_dropout = f.number_or("attention_dropout", c.attention_dropout);
   c.initializer_range = f.number_or("initializer_range", c.initializer_range);
   c.tie_word_embeddings = f.flag_or("tie_word_embeddings", c.tie_word_embeddings);
   const std::string act = f.text_or("hidden_act", "silu");
   XGRAD_CHECK(act == "silu", f.source(), "field \"hidden_act\" is \"", act, "\": Llama's MLP is SwiGLU (\"silu\")");
-  f.unsupported_unless("rope_scaling", nullptr, "xgrad implements plain RoPE only");
   f.unsupported_unless("attention_bias", false, "xgrad's Llama has no attention biases");
   f.unsupported_unless("mlp_bias", false, "xgrad's Llama has no MLP biases");
   f.unsupported_unless("pretraining_tp", 1, "tensor-parallel slicing is not implemented");
@@ -174,7 +269,43 @@ void check_fits(const ModelConfig& config, const std::string& source) {
               count(std::floor(usable / (1 << 20))), " MiB of memory this process can have");
 }
 
+// rope_scaling as transformers 4.x writes it (5.x reads it too): null when plain.
+json rope_scaling_json(const RopeScaling& s) {
+  if (s.rope_type == "default") return nullptr;
+  json out = {{"rope_type", s.rope_type}, {"factor", s.factor}};
+  if (s.rope_type == "llama3") {
+    out["low_freq_factor"] = s.low_freq_factor;
+    out["high_freq_factor"] = s.high_freq_factor;
+    out["original_max_position_embeddings"] = s.original_max_position_embeddings;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<double> scaled_rope_frequencies(const LlamaConfig& c) {
+  std::vector<double> frequencies = rope_frequencies(c.rope_theta, c.head_dim());
+  const RopeScaling& s = c.rope_scaling;
+  if (s.rope_type == "linear") {
+    for (double& f : frequencies) f /= s.factor;
+  } else if (s.rope_type == "llama3") {
+    // Wavelengths (positions per turn) under the original context / high_freq_factor keep
+    // their frequency, those over original / low_freq_factor are divided by factor, and
+    // those between move from one to the other linearly in original / wavelength.
+    const auto original = static_cast<double>(s.original_max_position_embeddings);
+    for (double& f : frequencies) {
+      const double wavelength = 2 * std::numbers::pi / f;
+      if (wavelength < original / s.high_freq_factor) continue;
+      if (wavelength > original / s.low_freq_factor) {
+        f /= s.factor;
+        continue;
+      }
+      const double smooth = (original / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = (1 - smooth) * f / s.factor + smooth * f;
+    }
+  }
+  return frequencies;
+}
 
 std::string model_type(const ModelConfig& config) {
   return std::holds_alternative<GPT2Config>(config) ? "gpt2" : "llama";
@@ -216,6 +347,7 @@ void check_config(const ModelConfig& config, const std::string& source) {
               ", which does not divide num_attention_heads ", l.num_attention_heads);
   check_epsilon(l.rms_norm_eps, "rms_norm_eps", source);
   XGRAD_CHECK(l.rope_theta > 0, source, "field \"rope_theta\" must be positive");
+  check_rope_scaling(l.rope_scaling, source, "rope_scaling");
   check_dropout(l.attention_dropout, "attention_dropout", source);
   check_initializer_range(l.initializer_range, source);
   check_fits(config, source);
@@ -283,7 +415,7 @@ std::string model_config_json(const ModelConfig& config) {
            {"max_position_embeddings", l.max_position_embeddings},
            {"rms_norm_eps", l.rms_norm_eps},
            {"rope_theta", l.rope_theta},
-           {"rope_scaling", nullptr},
+           {"rope_scaling", rope_scaling_json(l.rope_scaling)},
            {"attention_dropout", l.attention_dropout},
            {"attention_bias", false},
            {"mlp_bias", false},

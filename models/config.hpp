@@ -8,12 +8,14 @@
 // intermediate_size, num_hidden_layers, num_attention_heads); the others take Hugging
 // Face's defaults when absent, and fields xgrad does not use ("transformers_version",
 // "bos_token_id", ...) are ignored. A field of the wrong type, a value out of range or a
-// feature xgrad does not implement (rope_scaling, attention biases on Llama, ...) is an
-// Error naming the file and the field.
+// feature xgrad does not implement (yarn's rope scaling, attention biases on Llama, ...) is
+// an Error naming the file and the field. Both generations of transformers' RoPE fields are
+// read: rope_theta and rope_scaling (4.x), or rope_parameters (5.x; rope_theta inside).
 
 #include <cstddef>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace xgrad::models {
 
@@ -35,6 +37,25 @@ struct GPT2Config {
   std::size_t inner() const { return n_inner ? n_inner : 4 * n_embd; }
 };
 
+// How a Llama's RoPE frequencies are scaled for contexts longer than it was trained on
+// (config.json's rope_scaling, or transformers 5's rope_parameters; models::
+// scaled_rope_frequencies computes them):
+//   "default"  plain RoPE, theta^(-2i / head_dim);
+//   "linear"   every frequency divided by `factor` (positions interpolated);
+//   "llama3"   Llama 3.1's: frequencies whose wavelength is under original_max_position_
+//              embeddings / high_freq_factor kept, over original / low_freq_factor divided
+//              by factor, those between blended smoothly.
+// Those that depend on each call's length ("dynamic") or scale attention too ("yarn",
+// "longrope") are refused by name.
+struct RopeScaling {
+  std::string rope_type = "default";
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;
+  std::size_t original_max_position_embeddings = 8192;
+
+  bool operator==(const RopeScaling&) const = default;
+};
+
 // LlamaConfig (transformers' LlamaConfig).
 struct LlamaConfig {
   std::size_t vocab_size = 32000;
@@ -46,6 +67,7 @@ struct LlamaConfig {
   std::size_t max_position_embeddings = 2048;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
   double attention_dropout = 0.0;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
@@ -64,6 +86,10 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 ModelConfig read_model_config(const std::string& path);
 // config.json's text, with model_type, architectures and every field above.
 std::string model_config_json(const ModelConfig& config);
+
+// Each pair's RoPE frequency in a Llama head (head_dim / 2 of them), rope_scaling applied:
+// what the model turns q and k by, and what the GGUF and ONNX exports write.
+std::vector<double> scaled_rope_frequencies(const LlamaConfig& config);
 
 // Errors for sizes a model cannot be built with (a zero width, heads not dividing the
 // width, an odd head width under RoPE, ...); `source` starts the message.

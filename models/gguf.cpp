@@ -8,6 +8,7 @@
 
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/files.hpp"
+#include "xgrad/autograd/ops.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/models/detail/gguf_file.hpp"
 #include "xgrad/text/byte_symbols.hpp"
@@ -213,6 +214,24 @@ void add_gpt2(gguf::File& file, TensorWriter& write, const GPT2Config& c) {
   if (!c.tie_word_embeddings) write.matrix("output.weight", "lm_head.weight");  // else llama.cpp reuses token_embd
 }
 
+// rope_scaling in the keys llama.cpp's converter writes: linear as a factor (llama.cpp
+// turns by 1 / factor), llama3 as rope_freqs, each pair's plain frequency over its scaled
+// one (llama.cpp divides the plain angle by it), F32. The ratios come from the model's own
+// frequencies, so original_max_position_embeddings is the one transformers reads.
+void add_rope_scaling(gguf::File& file, const LlamaConfig& c) {
+  const RopeScaling& s = c.rope_scaling;
+  if (s.rope_type == "linear") {
+    file.add("llama.rope.scaling.type", std::string("linear"));
+    file.add("llama.rope.scaling.factor", static_cast<float>(s.factor));
+  } else if (s.rope_type == "llama3") {
+    const std::vector<double> plain = rope_frequencies(c.rope_theta, c.head_dim()), scaled = scaled_rope_frequencies(c);
+    std::vector<float> factors(plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) factors[i] = static_cast<float>(plain[i] / scaled[i]);
+    file.add_tensor("rope_freqs.weight", {factors.size()}, gguf::TensorType::f32,
+                    gguf::encode_tensor(gguf::TensorType::f32, factors, factors.size()));
+  }
+}
+
 void add_llama(gguf::File& file, TensorWriter& write, const LlamaConfig& c) {
   add_sizes(file, "llama",
             {{"context_length", c.max_position_embeddings},
@@ -225,6 +244,7 @@ void add_llama(gguf::File& file, TensorWriter& write, const LlamaConfig& c) {
              {"vocab_size", c.vocab_size}});
   file.add("llama.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
   file.add("llama.rope.freq_base", static_cast<float>(c.rope_theta));
+  add_rope_scaling(file, c);
 
   write.matrix("token_embd.weight", "model.embed_tokens.weight");
   write.blocks(c.num_hidden_layers, "model.layers.", kLlamaBlock, {c.num_attention_heads, c.kv_heads()});

@@ -5,7 +5,7 @@
 
 namespace xgrad::models {
 
-LlamaAttention::LlamaAttention(const LlamaConfig& c) : config_(c) {
+LlamaAttention::LlamaAttention(const LlamaConfig& c) : config_(c), rope_frequencies_(scaled_rope_frequencies(c)) {
   const std::size_t kv_width = c.kv_heads() * c.head_dim();
   q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size, false));
   k_proj = register_module("k_proj", std::make_shared<nn::Linear>(c.hidden_size, kv_width, false));
@@ -16,7 +16,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c) : config_(c) {
 Tensor LlamaAttention::forward(const Tensor& x, KVCache::Layer* cache) {
   // The new rows' positions start after the cached ones.
   const RopeOptions positions{.theta = config_.rope_theta,
-                              .offset = cache && cache->keys.defined() ? cache->keys.shape()[1] : 0};
+                              .offset = cache && cache->keys.defined() ? cache->keys.shape()[1] : 0,
+                              .frequencies = rope_frequencies_};
   const Tensor q = rope({q_proj->forward(x)}, config_.num_attention_heads, positions);
   const Tensor k = rope({k_proj->forward(x)}, config_.kv_heads(), positions);
   const double p = is_training() ? config_.attention_dropout : 0.0;

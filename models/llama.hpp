@@ -32,6 +32,7 @@ class LlamaAttention : public nn::Module {
 
  private:
   LlamaConfig config_;
+  std::vector<double> rope_frequencies_;  // rope_scaling applied (config.hpp)
 };
 
 class LlamaMLP : public nn::Module {

@@ -327,9 +327,7 @@ RopeTables rope_tables(Exporter& e, const LlamaConfig& c, const Inputs& in) {
   GraphBuilder& g = e.g();
   g.set_scope("rope");
   const std::size_t half = c.head_dim() / 2, length = c.max_position_embeddings;
-  std::vector<double> inv_freq(half);
-  for (std::size_t i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(c.rope_theta, -static_cast<double>(2 * i) / static_cast<double>(c.head_dim()));
+  const std::vector<double> inv_freq = scaled_rope_frequencies(c);
   std::vector<float> cos(length * half), sin(length * half);
   for (std::size_t t = 0; t < length; ++t)
     for (std::size_t i = 0; i < half; ++i) {

@@ -93,6 +93,31 @@ code=$(run "$train" --task lm --model llama --model-config llama-config.json --d
 check "--model-config with 2 K/V heads exits 0 (got $code: $(cat err))" test "$code" -eq 0
 check "its directory keeps num_key_value_heads 2" grep -q '"num_key_value_heads": 2' gqa-hf/config.json
 
+# A config.json as transformers 5 writes RoPE (rope_parameters), scaled as Llama 3.1's: the
+# run keeps the scaling through its checkpoint and its folder, and generates from both.
+cat >llama3-config.json <<'JSON'
+{"model_type": "llama", "vocab_size": 320, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 1,
+ "num_attention_heads": 2, "max_position_embeddings": 64,
+ "rope_parameters": {"rope_type": "llama3", "rope_theta": 50000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 32}}
+JSON
+code=$(run "$train" --task lm --model llama --model-config llama3-config.json --data shards --seq-len 16 --batch 4 \
+  --threads 1 --eval-batches 2 --quiet --steps 5 --eval-every 5 --save llama3.st --save-hf llama3-hf)
+check "--model-config with rope_parameters (llama3) exits 0 (got $code: $(cat err))" test "$code" -eq 0
+check "... its folder says rope_theta 50000 and the llama3 scaling" /usr/bin/python3 -c "
+import json; c = json.load(open('llama3-hf/config.json'))
+assert c['rope_theta'] == 50000.0 and c['rope_scaling'] == {'rope_type': 'llama3', 'factor': 8.0,
+    'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 32}, c"
+"$train" --init-from llama3.st --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --eval-only \
+  2>&1 | grep -o 'val loss [0-9.]*' >from-checkpoint.txt
+"$train" --init-from llama3-hf --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --eval-only \
+  2>&1 | grep -o 'val loss [0-9.]*' >from-folder.txt
+check "... the checkpoint and the folder evaluate alike ($(cat from-checkpoint.txt) / $(cat from-folder.txt))" \
+  test -s from-checkpoint.txt -a "$(cat from-checkpoint.txt)" = "$(cat from-folder.txt)"
+sed 's/"llama3"/"yarn"/' llama3-config.json >yarn-config.json
+refused "a rope_scaling xgrad does not implement" '"yarn", a RoPE scaling xgrad does not implement' "$train" --task lm --model llama \
+  --model-config yarn-config.json --data shards --seq-len 16 --batch 4 --steps 1 --save nothing.st
+
 # Sized by the flags, the published families take --ff and --dropout (xgrad's own GPT
 # takes neither: refused below).
 code=$(run "$train" "${shape[@]}" --model llama --data shards --steps 2 --eval-every 2 --ff 40 --dropout 0.1 \

@@ -19,7 +19,8 @@ model_parity is xgrad's side (a test program that tests/CMakeLists.txt builds):
 Cases, each one line:
   reference -> xgrad  random small configs of both families (tied and untied heads; GQA
       ratios 1, 2, 4; rope_theta 10000, 500000, 1.5; odd vocabularies, widths, MLP widths,
-      head widths and lengths; a Llama config without head_dim), each written by the
+      head widths and lengths; a Llama config without head_dim; scaled RoPE, llama3 and
+      linear, as transformers 4.x and 5.x write it), each written by the
       reference in float64, float32, float16, bfloat16 and as float64 shards: xgrad's
       logits, loss and every gradient against the reference's on the weights as read back;
   xgrad -> reference  model_parity init writes a directory (float32, the config's fields,
@@ -96,6 +97,22 @@ def llama_cases(rng):
         yield "llama-%d (%s, C %d, %d heads / %d kv, theta %g, T %d%s)" % (
             i, "tied" if tied else "untied", heads * hd, heads, kv, theta, lengths[i],
             ", no head_dim" if i == 3 else ""), config, lengths[i]
+    # Scaled RoPE: Llama 3.1's bands (kept, blended, divided all present at these widths)
+    # and linear, as transformers 4.x writes them (rope_scaling, "type" in older files) and
+    # as 5.x does (rope_parameters).
+    llama3 = lambda original: {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,  # noqa: E731
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": original}
+    scaled = [("llama3", 2, 1, 12, 10000.0, llama3(512), False, 9),
+              ("linear, \"type\"", 4, 2, 8, 500.0, {"type": "linear", "factor": 3.0}, False, 7),
+              ("llama3, rope_parameters", 3, 3, 16, 500000.0, llama3(256), True, 8)]
+    for i, (what, heads, kv, hd, theta, scaling, v5, T) in enumerate(scaled, start=9):
+        config = hf_models.llama_config(vocab_size=rng.choice([37, 31, 43]), hidden_size=heads * hd,
+                                        intermediate_size=rng.choice([40, 37, 52]),
+                                        num_hidden_layers=rng.randint(1, 2), num_attention_heads=heads,
+                                        num_key_value_heads=kv, rope_theta=theta, max_position_embeddings=64,
+                                        tie_word_embeddings=(i % 2 == 0), rope_scaling=scaling, transformers5=v5)
+        yield "llama-%d (RoPE %s, %d heads / %d kv of %d, theta %g, T %d)" % (i, what, heads, kv, hd, theta, T), \
+            config, T
 
 
 # ---- running xgrad and comparing --------------------------------------------------------
@@ -171,12 +188,15 @@ MODEL_FIELDS = {
              "activation_function", "layer_norm_epsilon", "tie_word_embeddings"],
     "llama": ["architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
               "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act", "rms_norm_eps", "rope_theta",
-              "max_position_embeddings", "tie_word_embeddings"],
+              "rope_scaling", "max_position_embeddings", "tie_word_embeddings"],
 }
 
 
 def effective(config, key):
-    """A field's value as transformers reads it: absent or null fields take its defaults."""
+    """A field's value as transformers reads it: absent or null fields take its defaults;
+    RoPE's from whichever of transformers' two ways the file writes it."""
+    if key in ("rope_theta", "rope_scaling"):
+        return hf_models.rope_settings(config)[key == "rope_scaling"]
     value = config.get(key)
     if value is not None:
         return value
@@ -310,6 +330,10 @@ def bad_input_cases():
         ('llama "rope_theta": "high"', "llama", c(set_field("rope_theta", "high")), ["config.json", "rope_theta"]),
         ('llama "num_key_value_heads": [2]', "llama", c(set_field("num_key_value_heads", [2])),
          ["config.json", "num_key_value_heads"]),
+        ("llama rope_scaling yarn", "llama", c(set_field("rope_scaling", {"rope_type": "yarn", "factor": 4.0})),
+         ["config.json", "yarn"]),
+        ("llama rope_parameters.rope_theta beside another rope_theta", "llama",
+         c(set_field("rope_parameters", {"rope_theta": 123.0})), ["config.json", "rope_parameters.rope_theta", "123"]),
         ("gpt2 n_embd 24, tensors 32 wide", "gpt2-32", c(set_field("n_embd", 24)),
          [r"(?<!\d)24(?!\d)", r"(?<!\d)32(?!\d)", "config.json|model.safetensors"]),
         ("llama intermediate_size 40, tensors 48 wide", "llama", c(set_field("intermediate_size", 40)),

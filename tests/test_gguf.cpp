@@ -323,6 +323,41 @@ BOOST_AUTO_TEST_CASE(llama_metadata_tokens_and_types) {
   BOOST_CHECK_EQUAL(parsed.tensors.size(), 1 + 2 * 9 + 2u);
 }
 
+BOOST_AUTO_TEST_CASE(scaled_rope_as_llama_cpp_reads_it) {
+  // llama3: rope_freqs [head_dim / 2] in F32 whatever the type asked for, each pair's plain
+  // frequency over its scaled one; no scaling keys. Head width 4, theta 500: pair 0 kept
+  // (wavelength 2 pi < 200 / 4), pair 1 blended (about 140).
+  models::LlamaConfig c = small_llama();
+  c.rope_scaling = {.rope_type = "llama3", .factor = 4.0, .original_max_position_embeddings = 200};
+  manual_seed(4);
+  const std::string llama3 = path_in("llama3");
+  models::save_gguf(*models::make_model(c), small_tokenizer(), llama3, {.tensor_type = models::GgufTensorType::bf16});
+  const Parsed scaled = parse(llama3);
+  BOOST_REQUIRE(scaled.tensors.contains("rope_freqs.weight"));
+  const Parsed::Tensor& freqs = scaled.tensors.at("rope_freqs.weight");
+  BOOST_CHECK_EQUAL(freqs.type, 0u);
+  BOOST_CHECK((freqs.dims == std::vector<std::uint64_t>{2}));
+  const std::vector<double> plain = rope_frequencies(500.0, 4), wanted = models::scaled_rope_frequencies(c);
+  const std::vector<float> factors = f32_values(freqs);
+  BOOST_CHECK_EQUAL(factors[0], 1.0f);
+  BOOST_CHECK_EQUAL(factors[1], static_cast<float>(plain[1] / wanted[1]));
+  BOOST_CHECK(factors[1] > 1.0f && factors[1] < 4.0f);
+  BOOST_CHECK(!scaled.meta.contains("llama.rope.scaling.type"));
+  // linear: llama.cpp's scaling keys, no tensor; plain: neither.
+  c.rope_scaling = {.rope_type = "linear", .factor = 2.5};
+  const std::string linear = path_in("linear");
+  models::save_gguf(*models::make_model(c), small_tokenizer(), linear);
+  const Parsed by_factor = parse(linear);
+  BOOST_CHECK(std::get<std::string>(by_factor.meta.at("llama.rope.scaling.type")) == "linear");
+  BOOST_CHECK_EQUAL(std::get<double>(by_factor.meta.at("llama.rope.scaling.factor")), 2.5);
+  BOOST_CHECK(!by_factor.tensors.contains("rope_freqs.weight"));
+  c.rope_scaling = {};
+  const std::string plain_path = path_in("plain-rope");
+  models::save_gguf(*models::make_model(c), small_tokenizer(), plain_path);
+  const Parsed unscaled = parse(plain_path);
+  BOOST_CHECK(!unscaled.tensors.contains("rope_freqs.weight") && !unscaled.meta.contains("llama.rope.scaling.type"));
+}
+
 BOOST_AUTO_TEST_CASE(gpt2_names_layouts_and_tied_head) {
   manual_seed(4);
   models::GPT2Config c = small_gpt2();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <numbers>
 
 #include "xgrad/models/models.hpp"
 
@@ -134,7 +135,7 @@ BOOST_AUTO_TEST_CASE(bad_configs_are_named) {
                                "num_hidden_layers": 1)";
   check_error([&] { parse("{" + llama + R"(, "num_attention_heads": 3})"); }, {"cfg", "num_attention_heads", "3"});
   check_error([&] { parse("{" + llama + R"(, "num_attention_heads": 2, "rope_scaling": {"type": "linear"}})"); },
-              {"cfg", "rope_scaling"});
+              {"cfg", "rope_scaling.factor", "missing"});
   check_error([&] { parse("{" + llama + R"(, "num_attention_heads": 2, "hidden_act": "gelu"})"); },
               {"cfg", "hidden_act", "gelu"});
   check_error([&] { parse("{" + llama + R"(, "num_attention_heads": 2, "attention_bias": true})"); },
@@ -181,6 +182,166 @@ BOOST_AUTO_TEST_CASE(bad_configs_are_named) {
   check_error([&] { parse("{"); }, {"cfg", "not JSON"});
   check_error([&] { models::load_pretrained("/nonexistent-xgrad-dir"); },
               {"/nonexistent-xgrad-dir", "not a directory"});
+}
+
+namespace {
+
+// Llama 3.1's frequencies as transformers computes them, masks and all (in double): the
+// plain ones, those of long wavelength divided by factor, the middle band blended.
+std::vector<double> llama3_frequencies(double theta, std::size_t head_dim, double factor, double low, double high,
+                                       double original) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < head_dim; i += 2) {
+    const double plain = 1.0 / std::pow(theta, static_cast<double>(i) / static_cast<double>(head_dim));
+    const double wavelength = 2 * std::numbers::pi / plain;
+    const double llama = wavelength > original / low ? plain / factor : plain;
+    const double smooth = (original / wavelength - low) / (high - low);
+    const bool medium = !(wavelength < original / high) && !(wavelength > original / low);
+    out.push_back(medium ? (1 - smooth) * llama / factor + smooth * llama : llama);
+  }
+  return out;
+}
+
+const std::string kLlamaSizes = R"("model_type": "llama", "vocab_size": 8, "hidden_size": 64, "intermediate_size": 8,
+                                   "num_hidden_layers": 1, "num_attention_heads": 2)";
+
+models::LlamaConfig parse_llama(const std::string& fields) {
+  return std::get<models::LlamaConfig>(models::parse_model_config("{" + kLlamaSizes + ", " + fields + "}", "cfg"));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(rope_scaling_as_either_transformers_writes_it) {
+  // transformers 4.x: rope_theta beside rope_scaling; 5.x: rope_parameters, theta inside.
+  const std::string llama3 = R"("factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 256)";
+  const models::LlamaConfig v4 =
+      parse_llama(R"("rope_theta": 5000.0, "rope_scaling": {"rope_type": "llama3", )" + llama3 + "}");
+  const models::LlamaConfig v5 =
+      parse_llama(R"("rope_parameters": {"rope_type": "llama3", "rope_theta": 5000.0, )" + llama3 + "}");
+  BOOST_CHECK_EQUAL(v4.rope_scaling.rope_type, "llama3");
+  BOOST_CHECK_EQUAL(v4.rope_scaling.original_max_position_embeddings, 256u);
+  BOOST_CHECK_EQUAL(models::model_config_json(v4), models::model_config_json(v5));
+  // Head width 32: wavelengths from 2 pi to about 2 pi 5000, across all three bands.
+  const std::vector<double> expected = llama3_frequencies(5000.0, 32, 8.0, 1.0, 4.0, 256.0);
+  check_close(models::scaled_rope_frequencies(v4), expected, 1e-15);
+  std::size_t kept = 0, divided = 0, blended = 0;  // by wavelength, against 256 / 4 and 256 / 1
+  for (const double f : rope_frequencies(5000.0, 32)) {
+    const double wavelength = 2 * std::numbers::pi / f;
+    kept += wavelength<64.0, divided += wavelength> 256.0, blended += wavelength >= 64.0 && wavelength <= 256.0;
+  }
+  BOOST_TEST_MESSAGE("kept " << kept << ", divided " << divided << ", blended " << blended);
+  BOOST_CHECK(kept > 0 && divided > 0 && blended > 0);
+  // Written back as rope_scaling, and read back the same.
+  const models::ModelConfig again = models::parse_model_config(models::model_config_json(v4), "again");
+  BOOST_CHECK(std::get<models::LlamaConfig>(again).rope_scaling == v4.rope_scaling);
+  BOOST_CHECK_EQUAL(std::get<models::LlamaConfig>(again).rope_theta, 5000.0);
+
+  // Linear: every frequency over factor; files before transformers 4.43 say "type".
+  for (const std::string& fields :
+       {std::string(R"("rope_theta": 100.0, "rope_scaling": {"type": "linear", "factor": 2.5})"),
+        std::string(R"("rope_parameters": {"rope_type": "linear", "factor": 2.5, "rope_theta": 100.0})"),
+        std::string(R"("rope_theta": 100, "rope_parameters": {"rope_type": "linear", "factor": 2.5},
+                       "rope_scaling": {"rope_type": "linear", "factor": 2.5}, "partial_rotary_factor": 1.0)")}) {
+    BOOST_TEST_CONTEXT(fields) {
+      const models::LlamaConfig linear = parse_llama(fields);
+      std::vector<double> scaled = rope_frequencies(100.0, 32);
+      for (double& f : scaled) f /= 2.5;
+      check_close(models::scaled_rope_frequencies(linear), scaled, 1e-15);
+    }
+  }
+  // 5.x's plain RoPE: theta from rope_parameters alone (not the default 10000).
+  BOOST_CHECK_EQUAL(parse_llama(R"("rope_parameters": {"rope_theta": 1000000.0})").rope_theta, 1e6);
+  BOOST_CHECK_EQUAL(parse_llama(R"("rope_parameters": {"rope_type": "default", "rope_theta": 25.0})").rope_theta, 25.0);
+  // An empty rope_scaling is plain RoPE; a rope_scaling's own rope_theta is read as 5.x does.
+  BOOST_CHECK(parse_llama(R"("rope_scaling": {})").rope_scaling == models::RopeScaling{});
+  const models::LlamaConfig inner =
+      parse_llama(R"("rope_scaling": {"rope_type": "linear", "factor": 2.0, "rope_theta": 40.0})");
+  BOOST_CHECK_EQUAL(inner.rope_theta, 40.0);
+  // llama3's original context from the top level, where transformers 5 also reads it.
+  const models::LlamaConfig top_original = parse_llama(R"("original_max_position_embeddings": 256,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0})");
+  BOOST_CHECK_EQUAL(top_original.rope_scaling.original_max_position_embeddings, 256u);
+  const models::LlamaConfig unscaled = parse_llama(R"("rope_scaling": {"rope_type": "default"})");
+  BOOST_CHECK(models::scaled_rope_frequencies(unscaled) == rope_frequencies(10000.0, 32));
+}
+
+BOOST_AUTO_TEST_CASE(rope_scaling_xgrad_does_not_implement_is_named) {
+  const auto refused = [](const std::string& fields, std::initializer_list<std::string> words) {
+    check_error([&] { parse_llama(fields); }, words);
+  };
+  for (const char* type : {"dynamic", "yarn", "longrope", "mrope"}) {
+    refused(str(R"("rope_scaling": {"rope_type": ")", type, R"(", "factor": 2.0})"),
+            {"cfg", "rope_scaling.rope_type", type, "does not implement"});
+    refused(str(R"("rope_parameters": {"rope_type": ")", type, R"(", "factor": 2.0})"),
+            {"rope_parameters.rope_type", type, "llama3"});
+  }
+  refused(R"("rope_scaling": {"factor": 2.0})", {"rope_scaling", "no \"rope_type\""});
+  refused(R"("rope_parameters": {"factor": 2.0, "rope_theta": 1e4})", {"rope_parameters", "no \"rope_type\""});
+  refused(R"("rope_scaling": "linear")", {"rope_scaling", "must be an object"});
+  refused(R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 64})",
+          {"rope_scaling.low_freq_factor", "missing"});
+  refused(R"("rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 6.5})",
+          {"rope_parameters.original_max_position_embeddings", "integer"});
+  refused(R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 64})",
+          {"high_freq_factor", "above low_freq_factor"});
+  refused(R"("rope_scaling": {"rope_type": "linear", "factor": 0})", {"rope_scaling.factor", "> 0"});
+  refused(R"("rope_scaling": {"rope_type": "linear", "factor": "2"})", {"rope_scaling.factor", "number"});
+  // Both generations in one file, saying different things.
+  refused(R"("rope_theta": 10000.0, "rope_parameters": {"rope_theta": 500000.0})",
+          {"rope_parameters.rope_theta", "500000", "rope_theta", "10000"});
+  refused(R"("rope_scaling": {"rope_type": "linear", "factor": 2.0},
+              "rope_parameters": {"rope_type": "linear", "factor": 4.0})",
+          {"rope_parameters", "rope_scaling", "differently"});
+  refused(R"("rope_parameters": {"rope_theta": 1e6}, "rope_scaling": {"rope_type": "linear", "factor": 2.0})",
+          {"differently"});
+  // RoPE by layer type, or over part of each head: not a Llama's.
+  refused(R"("rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}})",
+          {"rope_parameters.full_attention", "layer's type"});
+  refused(R"("rope_parameters": {"chunked_attention": {"rope_theta": 1e6}})",
+          {"rope_parameters.chunked_attention", "layer's type"});
+  refused(R"("partial_rotary_factor": 0.5)", {"partial_rotary_factor", "every column"});
+  refused(R"("rope_scaling": {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5})",
+          {"rope_scaling.partial_rotary_factor", "every column"});
+  // transformers 5 reads rope_scaling as rope_parameters: a theta inside must agree too.
+  refused(R"("rope_theta": 100.0, "rope_scaling": {"rope_type": "linear", "factor": 2.0, "rope_theta": 200.0})",
+          {"rope_scaling.rope_theta", "200.0", "100.0"});
+  refused(R"("original_max_position_embeddings": 128, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+              "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64})",
+          {"rope_scaling.original_max_position_embeddings", "64", "128"});
+  refused(R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0})",
+          {"rope_scaling.original_max_position_embeddings", "missing"});
+  refused(R"("rope_parameters": {"rope_theta": 1e6, "partial_rotary_factor": 0.25})",
+          {"rope_parameters.partial_rotary_factor", "every column"});
+  // A config made in code is checked too.
+  models::LlamaConfig c = parse_llama(R"("rope_theta": 10.0)");
+  c.rope_scaling.rope_type = "ntk";
+  check_error([&] { models::check_config(c, "code"); }, {"code", "\"ntk\"", "does not implement"});
+}
+
+BOOST_AUTO_TEST_CASE(a_scaled_llama_learns_and_caches_as_a_plain_one) {
+  models::LlamaConfig c = small_llama(2, false);
+  c.rope_scaling = {.rope_type = "llama3", .factor = 4.0, .original_max_position_embeddings = 200};
+  // Head width 4, theta 500: one frequency kept (wavelength 2 pi), one blended (about 140).
+  const std::vector<double> plain = rope_frequencies(500.0, 4), scaled = models::scaled_rope_frequencies(c);
+  BOOST_CHECK_EQUAL(scaled[0], plain[0]);
+  BOOST_CHECK(scaled[1] < plain[1] && scaled[1] > plain[1] / 4);
+  manual_seed(7);
+  models::LlamaForCausalLM model(c);
+  check_gradients(model);
+  check_cache(model);
+  // The scaling shows in the logits: the same weights without it give others.
+  models::LlamaConfig unscaled = c;
+  unscaled.rope_scaling = {};
+  models::LlamaForCausalLM plain_model(unscaled);
+  plain_model.to(DType::float64);
+  plain_model.load_state_dict(model.state_dict());
+  plain_model.eval();
+  NoGradGuard no_grad;
+  BOOST_CHECK(plain_model.forward(kTokens).to_vector() != model.forward(kTokens).to_vector());
 }
 
 BOOST_AUTO_TEST_CASE(save_pretrained_refuses_to_replace_a_model) {

@@ -25,7 +25,7 @@ RopeOptions options(double theta, std::size_t offset, std::size_t rotary_dim = 0
 }
 
 // The formula in double, as Hugging Face's Llama writes it (inv_freq = 1 / theta^(2i / r),
-// rotate_half): x holds rows of `stride` values, row r at position offset + r % length,
+// or the frequencies given; rotate_half): x holds rows of `stride` values, row r at position offset + r % length,
 // and `heads` heads of d columns from column `begin`; the result is dense [rows, heads * d].
 std::vector<double> reference(const std::vector<double>& x, std::size_t stride, std::size_t begin, std::size_t length,
                               std::size_t heads, std::size_t d, const RopeOptions& o) {
@@ -42,7 +42,9 @@ std::vector<double> reference(const std::vector<double>& x, std::size_t stride, 
           continue;
         }
         const std::size_t i = j % h;
-        const double angle = p / std::pow(o.theta, 2.0 * static_cast<double>(i) / static_cast<double>(r));
+        const double angle = o.frequencies.empty()
+                                 ? p / std::pow(o.theta, 2.0 * static_cast<double>(i) / static_cast<double>(r))
+                                 : p * o.frequencies[i];
         y[j] = j < h ? in[j] * std::cos(angle) - in[j + h] * std::sin(angle)
                      : in[j] * std::cos(angle) + in[j - h] * std::sin(angle);
       }
@@ -82,6 +84,20 @@ BOOST_AUTO_TEST_CASE(rope_matches_the_rotate_half_formula) {
     BOOST_CHECK(y.shape() == (Shape{2, 5, 18}));
     check_close(y.to_vector(), reference(wide.to_vector(), 30, 6, 5, 3, 6, o), 1e-12);
   }
+  // Frequencies given (a scaled RoPE's): theirs, not theta's; theta's own given are theta's bits.
+  for (std::size_t rotary : {0, 4}) {
+    RopeOptions o = options(10000.0, 6, rotary);
+    o.frequencies = rotary ? std::vector<double>{0.7, 0.0} : std::vector<double>{1.5, 0.25, 1e-3, 0.0};
+    check_close(rope(x, o).to_vector(), reference(x.to_vector(), 8, 0, 5, 1, 8, o), 1e-12);
+    const RopeOptions plain = options(500.0, 6, rotary);
+    RopeOptions same = plain;
+    same.frequencies = rope_frequencies(500.0, rotary ? rotary : 8);
+    BOOST_CHECK(rope(x, same).to_vector() == rope(x, plain).to_vector());
+    BOOST_CHECK(rope(x, o).to_vector() != rope(x, plain).to_vector());
+  }
+  RopeOptions scaled = options(10000.0, 4);
+  scaled.frequencies = {0.9, 0.5, 0.1};
+  check_close(rope({wide, 6, 18}, 3, scaled).to_vector(), reference(wide.to_vector(), 30, 6, 5, 3, 6, scaled), 1e-12);
   // The default is Llama's theta 10000 from position 0; width 0 reads to the last column.
   check_close(rope({wide, 12}, 3).to_vector(), reference(wide.to_vector(), 30, 12, 5, 3, 6, {}), 1e-12);
 }
@@ -94,6 +110,9 @@ BOOST_AUTO_TEST_CASE(rope_gradients) {
       check_gradients([o](const Inputs& in) { return rope(in[0], o); }, {x});
     }
   check_gradients([](const Inputs& in) { return rope(in[0], options(50.0, 2, 2)); }, {x});  // partial rotation
+  RopeOptions scaled = options(10000.0, 2);
+  scaled.frequencies = {1.3, 0.2, 0.0};  // a scaled RoPE's
+  check_gradients([scaled](const Inputs& in) { return rope(in[0], scaled); }, {x});
   // Two ropes into one gradient: the second backward adds into the first's.
   check_gradients([](const Inputs& in) { return rope(in[0]) + rope(in[0], options(10.0, 4)); }, {x});
   // q and k columns of one fused [N, L, 3C] QKV tensor, C = 3 heads of 4, T odd.
@@ -254,6 +273,18 @@ BOOST_AUTO_TEST_CASE(rope_bad_input) {
   for (std::size_t rotary : {3, 6})
     check_error([&] { rope(x, options(10.0, 0, rotary)); }, {"rope", "rotary_dim " + std::to_string(rotary), "4"});
   check_error([&] { rope(x, options(10.0, std::numeric_limits<std::size_t>::max())); }, {"rope", "2^53", "[2, 3, 4]"});
+  // Frequencies: one per turning pair, each finite and >= 0.
+  for (const std::vector<double>& frequencies : {std::vector<double>{1.0}, std::vector<double>{1.0, 0.5, 0.1}}) {
+    RopeOptions o = options(10.0, 0);
+    o.frequencies = frequencies;
+    check_error([&] { rope(x, o); },
+                {"rope", "frequencies has " + std::to_string(frequencies.size()), "2 pairs", "x [2, 3, 4]"});
+  }
+  for (double bad : {-0.5, inf, nan}) {
+    RopeOptions o = options(10.0, 0);
+    o.frequencies = {1.0, bad};
+    check_error([&] { rope({qkv, 0, 12}, 3, o); }, {"rope", "frequencies[1]", "finite and >= 0", "heads 3"});
+  }
   // Column ranges: heads that do not divide the width, odd heads, rank, the range, no heads.
   check_error([&] { rope({qkv, 0, 12}, 5); }, {"rope", "equal heads", "x [2, 5, 36] columns [0, +12), heads 5"});
   check_error([&] { rope({qkv, 0, 12}, 4); }, {"rope", "even", "got 3", "heads 4"});

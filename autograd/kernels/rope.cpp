@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "xgrad/autograd/parallel.hpp"
 
@@ -59,17 +58,13 @@ void rotate_rows(const RopeRows& r, const T* cos, const T* sin, const T* in, T* 
 }  // namespace
 
 template <class T>
-void rope_table(double theta, std::size_t offset, std::size_t length, std::size_t rotary_dim, T* cos, T* sin) {
-  const std::size_t half = rotary_dim / 2;
-  std::vector<double> inv_freq(half);
-  for (std::size_t i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(theta, -static_cast<double>(2 * i) / static_cast<double>(rotary_dim));
+void rope_table(const double* frequencies, std::size_t half, std::size_t offset, std::size_t length, T* cos, T* sin) {
   parallel_for(length, kWorkPerAngle * static_cast<double>(half), [&](std::size_t t) {
     // Each angle from its position directly, never summed step by step: position p gets
     // the same angle whatever the offset, so a cached generation's rows match a whole pass.
     const double position = static_cast<double>(offset + t);
     for (std::size_t i = 0; i < half; ++i) {
-      const double angle = position * inv_freq[i];
+      const double angle = position * frequencies[i];
       cos[t * half + i] = static_cast<T>(std::cos(angle));
       sin[t * half + i] = static_cast<T>(std::sin(angle));
     }
@@ -86,8 +81,8 @@ void rope_rotate(const RopeRows& r, const T* cos, const T* sin, const T* in, T* 
     rotate_rows<T, false>(r, cos, sin, in, out, sign);
 }
 
-template void rope_table<float>(double, std::size_t, std::size_t, std::size_t, float*, float*);
-template void rope_table<double>(double, std::size_t, std::size_t, std::size_t, double*, double*);
+template void rope_table<float>(const double*, std::size_t, std::size_t, std::size_t, float*, float*);
+template void rope_table<double>(const double*, std::size_t, std::size_t, std::size_t, double*, double*);
 template void rope_rotate<float>(const RopeRows&, const float*, const float*, const float*, float*, bool, bool);
 template void rope_rotate<double>(const RopeRows&, const double*, const double*, const double*, double*, bool, bool);
 

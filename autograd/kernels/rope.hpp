@@ -16,10 +16,10 @@ struct RopeRows {
   std::size_t in_stride = 0, out_stride = 0;
 };
 
-// cos and sin [length, rotary_dim / 2] of the angles (offset + t) * theta^(-2i / rotary_dim),
+// cos and sin [length, half] of the angles (offset + t) * frequencies[i], i < half,
 // computed in double, then rounded to T.
 template <class T>
-void rope_table(double theta, std::size_t offset, std::size_t length, std::size_t rotary_dim, T* cos, T* sin);
+void rope_table(const double* frequencies, std::size_t half, std::size_t offset, std::size_t length, T* cos, T* sin);
 
 // out = in with each pair turned by its angle (inverse: by minus its angle, the transpose,
 // which is the backward), or added into out when `add`. in and out must not overlap.

@@ -35,6 +35,13 @@ std::size_t rotary_dim_of(const RopeOptions& o, std::size_t head_dim, std::size_
   const std::size_t rotary_dim = o.rotary_dim ? o.rotary_dim : head_dim;
   XGRAD_CHECK(rotary_dim % 2 == 0 && rotary_dim <= head_dim, kOp, "rotary_dim ", o.rotary_dim,
               " must be even and at most the head width ", head_dim, ": ", describe);
+  if (!o.frequencies.empty()) {
+    XGRAD_CHECK(o.frequencies.size() == rotary_dim / 2, kOp, "frequencies has ", o.frequencies.size(),
+                " entries, where rotary_dim ", rotary_dim, " turns ", rotary_dim / 2, " pairs: ", describe);
+    for (std::size_t i = 0; i < o.frequencies.size(); ++i)
+      XGRAD_CHECK(std::isfinite(o.frequencies[i]) && o.frequencies[i] >= 0.0, kOp, "frequencies[", i,
+                  "] = ", o.frequencies[i], " must be finite and >= 0: ", describe);
+  }
   // Positions are exact in double (where the angles are computed) below 2^53.
   constexpr std::size_t kExact = std::size_t{1} << 53;
   XGRAD_CHECK(o.offset < kExact && length <= kExact - o.offset, kOp, "positions offset ", o.offset, " + ", length,
@@ -49,7 +56,9 @@ Tensor rotate(const Tensor& x, const RopeLayout& layout, const RopeOptions& opti
     // cos and sin of every position, kept for backward: no larger than x's rows.
     const std::size_t angles = r.rows ? r.length * (r.rotary_dim / 2) : 0;
     auto table = std::make_shared<std::vector<T>>(2 * angles);
-    kernels::rope_table(options.theta, options.offset, r.rows ? r.length : 0, r.rotary_dim, table->data(),
+    const std::vector<double> frequencies =
+        options.frequencies.empty() ? rope_frequencies(options.theta, r.rotary_dim) : options.frequencies;
+    kernels::rope_table(frequencies.data(), r.rotary_dim / 2, options.offset, r.rows ? r.length : 0, table->data(),
                         table->data() + angles);
     xt::xarray<T> out = new_array<T>(kOp, layout.out_shape);
     kernels::rope_rotate(r, table->data(), table->data() + angles, x.node()->values<T>().data() + layout.begin,
@@ -74,6 +83,13 @@ Tensor rotate(const Tensor& x, const RopeLayout& layout, const RopeOptions& opti
 }
 
 }  // namespace
+
+std::vector<double> rope_frequencies(double theta, std::size_t rotary_dim) {
+  std::vector<double> frequencies(rotary_dim / 2);
+  for (std::size_t i = 0; i < frequencies.size(); ++i)
+    frequencies[i] = std::pow(theta, -static_cast<double>(2 * i) / static_cast<double>(rotary_dim));
+  return frequencies;
+}
 
 Tensor rope(const Tensor& x, const RopeOptions& options) {
   check_defined(kOp, x);

@@ -58,7 +58,7 @@ def gpt2_config(vocab_size, n_positions, n_embd, n_layer, n_head, n_inner=None, 
 
 def llama_config(vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
                  num_key_value_heads, rope_theta=10000.0, rms_norm_eps=1e-6, max_position_embeddings=2048,
-                 tie_word_embeddings=False, write_head_dim=True):
+                 tie_word_embeddings=False, write_head_dim=True, rope_scaling=None, transformers5=False):
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab_size,
         "hidden_size": hidden_size, "intermediate_size": intermediate_size, "num_hidden_layers": num_hidden_layers,
@@ -70,7 +70,52 @@ def llama_config(vocab_size, hidden_size, intermediate_size, num_hidden_layers, 
     }
     if write_head_dim:  # configs written before transformers 4.45 have none: hidden / heads
         config["head_dim"] = hidden_size // num_attention_heads
+    if rope_scaling is not None:
+        config["rope_scaling"] = dict(rope_scaling)
+    if transformers5:  # 5.x: rope_parameters, theta and scaling in one object
+        scaling = config.pop("rope_scaling") or {"rope_type": "default"}
+        config["rope_parameters"] = dict(scaling, rope_theta=config.pop("rope_theta"))
     return config
+
+
+def rope_settings(config):
+    """(theta, scaling) of a Llama config.json, from transformers 4.x's rope_theta and
+    rope_scaling or 5.x's rope_parameters; scaling is a dict naming its rope_type ("type" in
+    older files), None for plain RoPE."""
+    parameters = config.get("rope_parameters")
+    if parameters is not None:
+        theta = parameters.get("rope_theta", config.get("rope_theta", 10000.0))
+        scaling = {k: v for k, v in parameters.items() if k != "rope_theta"}
+    else:
+        theta = config.get("rope_theta", 10000.0)
+        scaling = dict(config.get("rope_scaling") or {})
+    if "rope_type" not in scaling and "type" in scaling:
+        scaling["rope_type"] = scaling.pop("type")
+    scaling.pop("type", None)
+    return theta, (None if scaling.get("rope_type", "default") == "default" else scaling)
+
+
+def rope_inv_freq(config, head_dim, dtype):
+    """Each pair's frequency (transformers' inv_freq), scaled as the config says: "linear"
+    divides them all by factor; "llama3" keeps those of wavelength under original / high,
+    divides those over original / low by factor and blends those between."""
+    theta, scaling = rope_settings(config)
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=dtype) / head_dim)
+    if scaling is None:
+        return inv_freq
+    factor = scaling["factor"]
+    if scaling["rope_type"] == "linear":
+        return inv_freq / factor
+    if scaling["rope_type"] != "llama3":
+        raise ValueError("rope_type %r is not modelled" % scaling["rope_type"])
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    original = scaling["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / inv_freq
+    long_divided = torch.where(wavelength > original / low, inv_freq / factor, inv_freq)
+    smooth = (original / wavelength - low) / (high - low)
+    blended = (1 - smooth) * long_divided / factor + smooth * long_divided
+    between = ~(wavelength < original / high) & ~(wavelength > original / low)
+    return torch.where(between, blended, long_divided)
 
 
 # ---- GPT-2 -------------------------------------------------------------------------------
@@ -189,10 +234,10 @@ class LlamaRMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rope_cos_sin(T, head_dim, theta, dtype):
+def rope_cos_sin(T, inv_freq):
     """cos and sin [T, head_dim] of Hugging Face's rotary embedding: position p turns
-    columns i and i + head_dim/2 together by the angle p * theta^(-2i/head_dim)."""
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=dtype) / head_dim)
+    columns i and i + head_dim/2 together by the angle p * inv_freq[i]."""
+    dtype = inv_freq.dtype
     angles = torch.arange(T, dtype=dtype)[:, None] * inv_freq[None, :]
     emb = torch.cat([angles, angles], dim=-1)
     return emb.cos(), emb.sin()
@@ -220,14 +265,14 @@ class LlamaAttention(nn.Module):
         self.heads = config["num_attention_heads"]
         self.kv_heads = config.get("num_key_value_heads") or self.heads
         self.head_dim = config.get("head_dim") or C // self.heads
-        self.theta = config.get("rope_theta", 10000.0)
+        self.config = config
         self.q_proj = nn.Linear(C, self.heads * self.head_dim, bias=bias)
         self.k_proj = nn.Linear(C, self.kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(C, self.kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.heads * self.head_dim, C, bias=bias)
 
     def forward(self, x):
-        cos, sin = rope_cos_sin(x.size(1), self.head_dim, self.theta, x.dtype)
+        cos, sin = rope_cos_sin(x.size(1), rope_inv_freq(self.config, self.head_dim, x.dtype))
         q = apply_rope(split_heads(self.q_proj(x), self.heads), cos, sin)
         k = apply_rope(split_heads(self.k_proj(x), self.kv_heads), cos, sin)
         v = split_heads(self.v_proj(x), self.kv_heads)
