@@ -203,11 +203,8 @@ LlamaConfig parse_llama(const Fields& f) {
   f.unsupported_unless("attention_bias", false, "xgrad's Llama has no attention biases");
   f.unsupported_unless("mlp_bias", false, "xgrad's Llama has no MLP biases");
   f.unsupported_unless("pretraining_tp", 1, "tensor-parallel slicing is not implemented");
-  if (f.has("head_dim") && c.num_attention_heads > 0) {
-    const std::size_t head_dim = f.size_or("head_dim", 0);
-    XGRAD_CHECK(head_dim * c.num_attention_heads == c.hidden_size, f.source(), "field \"head_dim\" is ", head_dim,
-                ": xgrad needs hidden_size / num_attention_heads = ", c.hidden_size, " / ", c.num_attention_heads);
-  }
+  c.head_dim = f.size_or("head_dim", 0);
+  XGRAD_CHECK(!f.has("head_dim") || c.head_dim > 0, f.source(), "field \"head_dim\" must be positive");
   return c;
 }
 
@@ -248,8 +245,9 @@ ModelSize model_size(const ModelConfig& config) {
   }
   const auto& l = std::get<LlamaConfig>(config);
   const double d = static_cast<double>(l.hidden_size), ff = static_cast<double>(l.intermediate_size);
-  const double kv = static_cast<double>(l.kv_heads() * l.head_dim());
-  const double per_layer = 2 * d + d * d + 2 * kv * d + d * d + 3 * d * ff;
+  const double width = static_cast<double>(l.head_width());  // in double: head_dim is any size a file gives
+  const double q = static_cast<double>(l.num_attention_heads) * width, kv = static_cast<double>(l.kv_heads()) * width;
+  const double per_layer = 2 * d + 2 * q * d + 2 * kv * d + 3 * d * ff;
   return {static_cast<double>(l.vocab_size) * d * (l.tie_word_embeddings ? 1 : 2) +
               static_cast<double>(l.num_hidden_layers) * per_layer + d,
           3 + static_cast<double>(l.num_hidden_layers) * 9};
@@ -284,7 +282,7 @@ json rope_scaling_json(const RopeScaling& s) {
 }  // namespace
 
 std::vector<double> scaled_rope_frequencies(const LlamaConfig& c) {
-  std::vector<double> frequencies = rope_frequencies(c.rope_theta, c.head_dim());
+  std::vector<double> frequencies = rope_frequencies(c.rope_theta, c.head_width());
   const RopeScaling& s = c.rope_scaling;
   if (s.rope_type == "linear") {
     for (double& f : frequencies) f /= s.factor;
@@ -339,9 +337,13 @@ void check_config(const ModelConfig& config, const std::string& source) {
   check_positive(l.num_hidden_layers, "num_hidden_layers", source);
   check_positive(l.num_attention_heads, "num_attention_heads", source);
   check_positive(l.max_position_embeddings, "max_position_embeddings", source);
-  XGRAD_CHECK(l.hidden_size % l.num_attention_heads == 0, source, "field \"num_attention_heads\" is ",
-              l.num_attention_heads, ", which does not divide hidden_size ", l.hidden_size);
-  XGRAD_CHECK(l.head_dim() % 2 == 0, source, "the head width hidden_size / num_attention_heads = ", l.head_dim(),
+  // Without head_dim, the heads split hidden_size; with it, q_proj is num_attention_heads
+  // x head_dim wide whatever hidden_size is (transformers' LlamaConfig since 4.45).
+  XGRAD_CHECK(l.head_dim || l.hidden_size % l.num_attention_heads == 0, source, "field \"num_attention_heads\" is ",
+              l.num_attention_heads, ", which does not divide hidden_size ", l.hidden_size,
+              " (and no head_dim is given)");
+  XGRAD_CHECK(l.head_width() % 2 == 0, source, "the head width ",
+              l.head_dim ? "head_dim" : "hidden_size / num_attention_heads", " = ", l.head_width(),
               " must be even for RoPE");
   XGRAD_CHECK(l.num_attention_heads % l.kv_heads() == 0, source, "field \"num_key_value_heads\" is ", l.kv_heads(),
               ", which does not divide num_attention_heads ", l.num_attention_heads);
@@ -411,7 +413,7 @@ std::string model_config_json(const ModelConfig& config) {
            {"num_hidden_layers", l.num_hidden_layers},
            {"num_attention_heads", l.num_attention_heads},
            {"num_key_value_heads", l.kv_heads()},
-           {"head_dim", l.head_dim()},
+           {"head_dim", l.head_width()},
            {"max_position_embeddings", l.max_position_embeddings},
            {"rms_norm_eps", l.rms_norm_eps},
            {"rope_theta", l.rope_theta},

@@ -64,6 +64,7 @@ struct LlamaConfig {
   std::size_t num_hidden_layers = 32;
   std::size_t num_attention_heads = 32;
   std::size_t num_key_value_heads = 0;  // 0 (absent): num_attention_heads, no grouping
+  std::size_t head_dim = 0;             // each head's width; 0 (absent): hidden_size / num_attention_heads
   std::size_t max_position_embeddings = 2048;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
@@ -73,7 +74,9 @@ struct LlamaConfig {
   bool tie_word_embeddings = false;
 
   std::size_t kv_heads() const { return num_key_value_heads ? num_key_value_heads : num_attention_heads; }
-  std::size_t head_dim() const { return hidden_size / num_attention_heads; }
+  std::size_t head_width() const { return head_dim ? head_dim : hidden_size / num_attention_heads; }
+  // q_proj's output and o_proj's input: every query head's columns side by side.
+  std::size_t attention_width() const { return num_attention_heads * head_width(); }
 };
 
 using ModelConfig = std::variant<GPT2Config, LlamaConfig>;

@@ -224,7 +224,8 @@ void add_rope_scaling(gguf::File& file, const LlamaConfig& c) {
     file.add("llama.rope.scaling.type", std::string("linear"));
     file.add("llama.rope.scaling.factor", static_cast<float>(s.factor));
   } else if (s.rope_type == "llama3") {
-    const std::vector<double> plain = rope_frequencies(c.rope_theta, c.head_dim()), scaled = scaled_rope_frequencies(c);
+    const std::vector<double> plain = rope_frequencies(c.rope_theta, c.head_width()),
+                              scaled = scaled_rope_frequencies(c);
     std::vector<float> factors(plain.size());
     for (std::size_t i = 0; i < plain.size(); ++i) factors[i] = static_cast<float>(plain[i] / scaled[i]);
     file.add_tensor("rope_freqs.weight", {factors.size()}, gguf::TensorType::f32,
@@ -240,7 +241,9 @@ void add_llama(gguf::File& file, TensorWriter& write, const LlamaConfig& c) {
              {"block_count", c.num_hidden_layers},
              {"attention.head_count", c.num_attention_heads},
              {"attention.head_count_kv", c.kv_heads()},
-             {"rope.dimension_count", c.head_dim()},
+             {"attention.key_length", c.head_width()},
+             {"attention.value_length", c.head_width()},
+             {"rope.dimension_count", c.head_width()},
              {"vocab_size", c.vocab_size}});
   file.add("llama.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
   file.add("llama.rope.freq_base", static_cast<float>(c.rope_theta));

@@ -6,11 +6,11 @@
 namespace xgrad::models {
 
 LlamaAttention::LlamaAttention(const LlamaConfig& c) : config_(c), rope_frequencies_(scaled_rope_frequencies(c)) {
-  const std::size_t kv_width = c.kv_heads() * c.head_dim();
-  q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size, false));
+  const std::size_t kv_width = c.kv_heads() * c.head_width();
+  q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.hidden_size, c.attention_width(), false));
   k_proj = register_module("k_proj", std::make_shared<nn::Linear>(c.hidden_size, kv_width, false));
   v_proj = register_module("v_proj", std::make_shared<nn::Linear>(c.hidden_size, kv_width, false));
-  o_proj = register_module("o_proj", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size, false));
+  o_proj = register_module("o_proj", std::make_shared<nn::Linear>(c.attention_width(), c.hidden_size, false));
 }
 
 Tensor LlamaAttention::forward(const Tensor& x, KVCache::Layer* cache) {

@@ -326,7 +326,7 @@ struct RopeTables {
 RopeTables rope_tables(Exporter& e, const LlamaConfig& c, const Inputs& in) {
   GraphBuilder& g = e.g();
   g.set_scope("rope");
-  const std::size_t half = c.head_dim() / 2, length = c.max_position_embeddings;
+  const std::size_t half = c.head_width() / 2, length = c.max_position_embeddings;
   const std::vector<double> inv_freq = scaled_rope_frequencies(c);
   std::vector<float> cos(length * half), sin(length * half);
   for (std::size_t t = 0; t < length; ++t)
@@ -363,7 +363,7 @@ std::string llama_layer(Exporter& e, const std::string& x, const std::string& p,
   const auto rotate = [&](const std::string& t) { return rotate_half(g, t, rope); };
   const std::string a =
       e.attention(q, k, v, static_cast<std::int64_t>(c.num_attention_heads), static_cast<std::int64_t>(c.kv_heads()),
-                  static_cast<std::int64_t>(c.head_dim()), in, rotate);
+                  static_cast<std::int64_t>(c.head_width()), in, rotate);
   const std::string y = g.op("Add", {x, e.linear(a, p + "self_attn.o_proj", false)});
   g.set_scope(p + "mlp");
   const std::string m = rms_norm(e, y, p + "post_attention_layernorm", c.rms_norm_eps);
@@ -408,7 +408,7 @@ std::size_t weight_bytes(const PretrainedModel& model) {
   std::size_t elements = model.num_parameters();
   const ModelConfig config = model.config();
   if (const auto* llama = std::get_if<LlamaConfig>(&config))
-    elements += llama->max_position_embeddings * llama->head_dim();  // cos and sin, D / 2 each
+    elements += llama->max_position_embeddings * llama->head_width();  // cos and sin, D / 2 each
   return elements * sizeof(float);
 }
 

@@ -19,8 +19,9 @@ model_parity is xgrad's side (a test program that tests/CMakeLists.txt builds):
 Cases, each one line:
   reference -> xgrad  random small configs of both families (tied and untied heads; GQA
       ratios 1, 2, 4; rope_theta 10000, 500000, 1.5; odd vocabularies, widths, MLP widths,
-      head widths and lengths; a Llama config without head_dim; scaled RoPE, llama3 and
-      linear, as transformers 4.x and 5.x write it), each written by the
+      head widths and lengths; a Llama config without head_dim, and two whose head_dim is
+      not hidden_size / heads; scaled RoPE, llama3 and linear, as transformers 4.x and 5.x
+      write it), each written by the
       reference in float64, float32, float16, bfloat16 and as float64 shards: xgrad's
       logits, loss and every gradient against the reference's on the weights as read back;
   xgrad -> reference  model_parity init writes a directory (float32, the config's fields,
@@ -113,6 +114,13 @@ def llama_cases(rng):
                                         tie_word_embeddings=(i % 2 == 0), rope_scaling=scaling, transformers5=v5)
         yield "llama-%d (RoPE %s, %d heads / %d kv of %d, theta %g, T %d)" % (i, what, heads, kv, hd, theta, T), \
             config, T
+    # head_dim of its own: q_proj wider or narrower than hidden_size, which the heads need not divide.
+    for i, (hidden, heads, kv, hd, T) in enumerate([(18, 4, 2, 8, 9), (40, 3, 1, 6, 6)], start=12):
+        config = hf_models.llama_config(vocab_size=rng.choice([37, 31, 43]), hidden_size=hidden,
+                                        intermediate_size=rng.choice([40, 37, 52]), num_hidden_layers=2,
+                                        num_attention_heads=heads, num_key_value_heads=kv, rope_theta=10000.0,
+                                        max_position_embeddings=64, tie_word_embeddings=(i % 2 == 1), head_dim=hd)
+        yield "llama-%d (C %d, %d heads / %d kv of head_dim %d, T %d)" % (i, hidden, heads, kv, hd, T), config, T
 
 
 # ---- running xgrad and comparing --------------------------------------------------------

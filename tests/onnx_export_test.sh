@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ONNX export against the real runtimes: random small GPT-2 and Llama models (tied and
 # untied heads; GQA groups of 1, 2 and 4; GPT-2's three activations; odd sizes; RoPE scaled as
-# Llama 3.1 and linearly) exported by
+# Llama 3.1 and linearly; a head_dim other than hidden_size / heads) exported by
 # export_probe pass onnx.checker's full check (Debian's python3-onnx) and run in
 # onnxruntime (onnxruntime-node) with xgrad's logits, one file at batches 1, 2 and 3 and
 # lengths 1, 7 and the model's longest (export_reference/onnx_check.cjs holds the bound).
@@ -35,6 +35,9 @@ configs=(
     "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 24,
     "rope_theta": 10000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
     "high_freq_factor": 4.0, "original_max_position_embeddings": 256}}'
+  'llama-head-dim|{"model_type": "llama", "vocab_size": 80, "hidden_size": 30, "intermediate_size": 44,
+    "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 6,
+    "max_position_embeddings": 16}'
   'llama-linear-scaled|{"model_type": "llama", "vocab_size": 70, "hidden_size": 32, "intermediate_size": 40,
     "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 20,
     "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 300.0}}'

@@ -252,7 +252,7 @@ BOOST_AUTO_TEST_CASE(llama_q_and_k_rows_are_reordered_for_rope_on_pairs) {
   models::save_gguf(*model, small_tokenizer(), path);
   const Parsed parsed = parse(path);
   const StateDict state = model->state_dict();
-  const std::size_t d = c.head_dim(), width = c.hidden_size, position = 7;
+  const std::size_t d = c.head_width(), width = c.hidden_size, position = 7;
   Generator gen(11);
   const Tensor x = Tensor::randn({width}, gen);
   for (const auto& [ours, theirs, heads] :
@@ -303,6 +303,8 @@ BOOST_AUTO_TEST_CASE(llama_metadata_tokens_and_types) {
   BOOST_CHECK_EQUAL(number("llama.attention.head_count_kv"), 2);
   BOOST_CHECK_EQUAL(number("llama.rope.freq_base"), 500);
   BOOST_CHECK_EQUAL(number("llama.rope.dimension_count"), 4);
+  BOOST_CHECK_EQUAL(number("llama.attention.key_length"), 4);
+  BOOST_CHECK_EQUAL(number("llama.attention.value_length"), 4);
   BOOST_CHECK_EQUAL(number("general.file_type"), 7);  // LLAMA_FTYPE_MOSTLY_Q8_0
   const auto tokens = std::get<std::vector<std::string>>(parsed.meta.at("tokenizer.ggml.tokens"));
   const auto types = std::get<std::vector<double>>(parsed.meta.at("tokenizer.ggml.token_type"));

@@ -344,6 +344,36 @@ BOOST_AUTO_TEST_CASE(a_scaled_llama_learns_and_caches_as_a_plain_one) {
   BOOST_CHECK(plain_model.forward(kTokens).to_vector() != model.forward(kTokens).to_vector());
 }
 
+BOOST_AUTO_TEST_CASE(a_llama_with_a_head_dim_of_its_own) {
+  // 4 heads of 6 over a width of 18 (which 4 does not divide): q_proj 24 wide, k and v 12.
+  models::LlamaConfig c = small_llama(2, false);
+  c.hidden_size = 18, c.head_dim = 6;
+  BOOST_CHECK_EQUAL(c.attention_width(), 24u);
+  manual_seed(8);
+  models::LlamaForCausalLM model(c);
+  const StateDict state = model.state_dict();
+  BOOST_CHECK(state.at("model.layers.0.self_attn.q_proj.weight").shape() == (Shape{24, 18}));
+  BOOST_CHECK(state.at("model.layers.0.self_attn.k_proj.weight").shape() == (Shape{12, 18}));
+  BOOST_CHECK(state.at("model.layers.0.self_attn.o_proj.weight").shape() == (Shape{18, 24}));
+  check_gradients(model);
+  check_cache(model);
+  // config.json keeps it; a file without it splits hidden_size.
+  const std::string text = models::model_config_json(c);
+  BOOST_CHECK_EQUAL(std::get<models::LlamaConfig>(models::parse_model_config(text, "test")).head_dim, 6u);
+  BOOST_CHECK_EQUAL(parse_llama(R"("rope_theta": 10.0)").head_width(), 32u);
+  BOOST_CHECK_EQUAL(parse_llama(R"("head_dim": 8)").attention_width(), 16u);
+  check_error([&] { parse_llama(R"("head_dim": 0)"); }, {"cfg", "head_dim", "positive"});
+  check_error([&] { parse_llama(R"("head_dim": 7)"); }, {"cfg", "head_dim = 7", "even"});
+  check_error([&] { parse_llama(R"("head_dim": -2)"); }, {"cfg", "head_dim", "non-negative integer"});
+  check_error(
+      [&] {
+        models::parse_model_config(R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 18,
+            "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 4})",
+                                   "cfg");
+      },
+      {"cfg", "num_attention_heads", "does not divide hidden_size 18", "no head_dim"});
+}
+
 BOOST_AUTO_TEST_CASE(save_pretrained_refuses_to_replace_a_model) {
   manual_seed(7);
   models::LlamaForCausalLM model(small_llama(2, false));

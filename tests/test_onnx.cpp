@@ -108,7 +108,7 @@ void check_structure(const models::PretrainedModel& model, bool tied) {
   std::size_t tables = 0;
   const models::ModelConfig config = model.config();
   if (const auto* llama = std::get_if<models::LlamaConfig>(&config))
-    tables = 2 * llama->max_position_embeddings * (llama->head_dim() / 2) * sizeof(float);
+    tables = 2 * llama->max_position_embeddings * (llama->head_width() / 2) * sizeof(float);
   BOOST_TEST(bytes == weight_bytes + tables);
 
   // Every op is opset 17's (the default domain), and no weight is transposed at run time.

@@ -58,7 +58,7 @@ def gpt2_config(vocab_size, n_positions, n_embd, n_layer, n_head, n_inner=None, 
 
 def llama_config(vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
                  num_key_value_heads, rope_theta=10000.0, rms_norm_eps=1e-6, max_position_embeddings=2048,
-                 tie_word_embeddings=False, write_head_dim=True, rope_scaling=None, transformers5=False):
+                 tie_word_embeddings=False, write_head_dim=True, rope_scaling=None, transformers5=False, head_dim=None):
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab_size,
         "hidden_size": hidden_size, "intermediate_size": intermediate_size, "num_hidden_layers": num_hidden_layers,
@@ -69,7 +69,7 @@ def llama_config(vocab_size, hidden_size, intermediate_size, num_hidden_layers, 
         "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": tie_word_embeddings,
     }
     if write_head_dim:  # configs written before transformers 4.45 have none: hidden / heads
-        config["head_dim"] = hidden_size // num_attention_heads
+        config["head_dim"] = head_dim or hidden_size // num_attention_heads
     if rope_scaling is not None:
         config["rope_scaling"] = dict(rope_scaling)
     if transformers5:  # 5.x: rope_parameters, theta and scaling in one object
