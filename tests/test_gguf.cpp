@@ -325,7 +325,7 @@ BOOST_AUTO_TEST_CASE(llama_metadata_tokens_and_types) {
   BOOST_CHECK_EQUAL(parsed.tensors.size(), 1 + 2 * 9 + 2u);
 }
 
-BOOST_AUTO_TEST_CASE(scaled_rope_as_llama_cpp_reads_it) {
+BOOST_AUTO_TEST_CASE(scaled_rope_and_head_dim_as_llama_cpp_reads_them) {
   // llama3: rope_freqs [head_dim / 2] in F32 whatever the type asked for, each pair's plain
   // frequency over its scaled one; no scaling keys. Head width 4, theta 500: pair 0 kept
   // (wavelength 2 pi < 200 / 4), pair 1 blended (about 140).
@@ -354,6 +354,17 @@ BOOST_AUTO_TEST_CASE(scaled_rope_as_llama_cpp_reads_it) {
   BOOST_CHECK_EQUAL(std::get<double>(by_factor.meta.at("llama.rope.scaling.factor")), 2.5);
   BOOST_CHECK(!by_factor.tensors.contains("rope_freqs.weight"));
   c.rope_scaling = {};
+  // A head_dim of its own: key and value lengths say it, q's rows are heads x head_dim.
+  c.hidden_size = 18, c.head_dim = 6;
+  const std::string own_width = path_in("head-dim");
+  models::save_gguf(*models::make_model(c), small_tokenizer(), own_width);
+  const Parsed widths = parse(own_width);
+  BOOST_CHECK_EQUAL(std::get<double>(widths.meta.at("llama.attention.key_length")), 6);
+  BOOST_CHECK_EQUAL(std::get<double>(widths.meta.at("llama.attention.value_length")), 6);
+  BOOST_CHECK_EQUAL(std::get<double>(widths.meta.at("llama.rope.dimension_count")), 6);
+  BOOST_CHECK((widths.tensors.at("blk.0.attn_q.weight").dims == std::vector<std::uint64_t>{18, 24}));
+  BOOST_CHECK((widths.tensors.at("blk.0.attn_output.weight").dims == std::vector<std::uint64_t>{24, 18}));
+  c.hidden_size = 16, c.head_dim = 0;
   const std::string plain_path = path_in("plain-rope");
   models::save_gguf(*models::make_model(c), small_tokenizer(), plain_path);
   const Parsed unscaled = parse(plain_path);

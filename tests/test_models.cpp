@@ -354,6 +354,7 @@ BOOST_AUTO_TEST_CASE(a_llama_with_a_head_dim_of_its_own) {
   const StateDict state = model.state_dict();
   BOOST_CHECK(state.at("model.layers.0.self_attn.q_proj.weight").shape() == (Shape{24, 18}));
   BOOST_CHECK(state.at("model.layers.0.self_attn.k_proj.weight").shape() == (Shape{12, 18}));
+  BOOST_CHECK(state.at("model.layers.0.self_attn.v_proj.weight").shape() == (Shape{12, 18}));
   BOOST_CHECK(state.at("model.layers.0.self_attn.o_proj.weight").shape() == (Shape{18, 24}));
   check_gradients(model);
   check_cache(model);

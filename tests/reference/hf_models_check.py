@@ -90,7 +90,7 @@ def rotate_complex(rows, theta):
 
 def llama_numpy(sd, config, tokens):
     H, KV = config["num_attention_heads"], config["num_key_value_heads"]
-    hd, eps, theta = config["hidden_size"] // H, config["rms_norm_eps"], config["rope_theta"]
+    hd, eps, theta = config.get("head_dim") or config["hidden_size"] // H, config["rms_norm_eps"], config["rope_theta"]
     N, T = tokens.shape
     x = sd["model.embed_tokens.weight"][tokens]
     for i in range(config["num_hidden_layers"]):
@@ -118,6 +118,7 @@ CONFIGS = {
     "llama gqa 2 untied": hf_models.llama_config(37, 24, 40, 2, 6, 3, rope_theta=1.5, rms_norm_eps=1e-2),
     "llama gqa 4 tied": hf_models.llama_config(29, 24, 37, 1, 4, 1, rope_theta=500000.0, tie_word_embeddings=True),
     "llama gqa 1": hf_models.llama_config(43, 24, 40, 1, 3, 3, write_head_dim=False),
+    "llama head_dim 8 over 18": hf_models.llama_config(41, 18, 40, 2, 4, 2, head_dim=8),
 }
 NUMPY_MODELS = {"gpt2": gpt2_numpy, "llama": llama_numpy}
 
