@@ -229,11 +229,7 @@ void check_epsilon(double eps, const char* name, const std::string& source) {
               ": it must be positive and finite in float32 (at least about 1.4e-45)");
 }
 
-// What a model of this config holds: its float32 parameters (tied embeddings counted
-// once, and an untied head) and its tensors, in double so that no size overflows.
-struct ModelSize {
-  double parameters = 0, tensors = 0;
-};
+}  // namespace
 
 ModelSize model_size(const ModelConfig& config) {
   if (const auto* g = std::get_if<GPT2Config>(&config)) {
@@ -252,6 +248,8 @@ ModelSize model_size(const ModelConfig& config) {
               static_cast<double>(l.num_hidden_layers) * per_layer + d,
           3 + static_cast<double>(l.num_hidden_layers) * 9};
 }
+
+namespace {
 
 // A model this process cannot hold is refused before any of it is made (made layer by
 // layer, a model of 10^8 small layers would grow until the kernel or a sanitizer ended

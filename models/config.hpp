@@ -94,6 +94,13 @@ std::string model_config_json(const ModelConfig& config);
 // what the model turns q and k by, and what the GGUF and ONNX exports write.
 std::vector<double> scaled_rope_frequencies(const LlamaConfig& config);
 
+// What a model of this config holds: its parameters (tied embeddings counted once, an
+// untied head) and its tensors, in double so that no size overflows.
+struct ModelSize {
+  double parameters = 0, tensors = 0;
+};
+ModelSize model_size(const ModelConfig& config);
+
 // Errors for sizes a model cannot be built with (a zero width, heads not dividing the
 // width, an odd head width under RoPE, ...); `source` starts the message.
 void check_config(const ModelConfig& config, const std::string& source);

@@ -216,6 +216,36 @@ refused "an epsilon that is 0 in float32" 'field "rms_norm_eps" is 1e-60' "$trai
 sed 's/"num_hidden_layers": 1/"num_hidden_layers": 100000000000/' llama-config.json >huge.json
 refused "a model larger than memory" "MiB of memory this process can have" "$train" "${common[@]}" --model llama \
   --model-config huge.json
+# A model that fits but whose training does not is refused before any of it is made, sized
+# by its config.json rather than by the flags it ignores. Sizes scale with what this
+# process may use (the refusal above says): a model of about 0.6 of it, whose gradients
+# and Adam's moments do not fit, but its LoRA adapters' do (the run then goes on to
+# refuse --save naming a folder); a deep, narrow one whose activations take twice it,
+# and a twentieth of that under --recompute.
+usable_mib=$(sed -n 's/.* more than the \([0-9]*\) MiB of memory this process can have.*/\1/p' err)
+check "the refusal says how much memory the process may use" test -n "$usable_mib"
+usable_mib=${usable_mib:-24000}
+mkdir -p a-folder
+cat >wide.json <<JSON
+{"model_type": "llama", "vocab_size": 320, "hidden_size": 1024, "intermediate_size": 2048,
+ "num_hidden_layers": $((usable_mib * 6 / 10 / 42)), "num_attention_heads": 8, "max_position_embeddings": 64}
+JSON
+refused "a config.json model whose optimizer state does not fit" \
+  "parameters (--model-config wide.json) and their optimizer state" "$train" "${common[@]}" --model llama \
+  --model-config wide.json
+refused "its LoRA fine-tune fits, and goes on to the next check" "--save a-folder: is a folder" "$train" \
+  --task lm --data shards --seq-len 16 --batch 4 --threads 1 --steps 2 --save a-folder --model llama \
+  --model-config wide.json --lora 2
+cat >deep.json <<'JSON'
+{"model_type": "llama", "vocab_size": 320, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1000,
+ "num_attention_heads": 4, "max_position_embeddings": 64}
+JSON
+deep=(--task lm --data shards --seq-len 16 --batch $((usable_mib / 40)) --threads 1 --steps 2 --model llama
+      --model-config deep.json)
+refused "a config.json model whose activations do not fit" "for the activations of a micro-batch" "$train" \
+  "${deep[@]}" --save nothing.st
+refused "the same under --recompute fits, and goes on to the next check" "--save a-folder: is a folder" "$train" \
+  "${deep[@]}" --save a-folder --recompute
 mkdir -p tokenizer-there && printf '{}' >tokenizer-there/vocab.json
 refused "--save-hf over a tokenizer" "already holds vocab.json" "$train" "${common[@]}" --model gpt2 \
   --save-hf tokenizer-there

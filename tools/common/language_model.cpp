@@ -66,24 +66,27 @@ models::ModelConfig recorded_model_config(const Metadata& metadata, const std::s
   }
 }
 
+std::string model_config_source(const Config& c, const Metadata* checkpoint) {
+  if (checkpoint && checkpoint->count(kModelConfigKey)) return "the checkpoint's " + std::string(kModelConfigKey);
+  if (is_hf_directory(c.init_from)) return str(flag(&Config::init_from), " ", c.init_from);
+  if (!c.model_config.empty()) return str(flag(&Config::model_config), " ", c.model_config);
+  return "";
+}
+
 std::optional<models::ModelConfig> language_model_config(const Config& c, std::size_t vocab,
                                                          const Metadata* checkpoint) {
   if (!c.published_model()) return std::nullopt;
+  const std::string source = model_config_source(c, checkpoint);
+  if (source.empty()) return config_from_flags(c, vocab);
   models::ModelConfig config;
-  std::string source;
   try {
     if (checkpoint && checkpoint->count(kModelConfigKey)) {
-      source = "the checkpoint's " + std::string(kModelConfigKey);
       config = recorded_model_config(*checkpoint, source);
     } else if (is_hf_directory(c.init_from)) {
-      source = str(flag(&Config::init_from), " ", c.init_from);
       config = models::read_model_config((std::filesystem::path(c.init_from) / "config.json").string());
-    } else if (!c.model_config.empty()) {
-      source = str(flag(&Config::model_config), " ", c.model_config);
+    } else {
       check_input_exists(flag(&Config::model_config).dashed(), c.model_config);
       config = models::read_model_config(c.model_config);
-    } else {
-      return config_from_flags(c, vocab);
     }
   } catch (const Error& e) {
     throw UsageError(e.what());

@@ -23,6 +23,10 @@ bool is_hf_directory(const std::string& path);
 // UsageError naming --init-from when it is not one xgrad builds.
 std::string hf_model_type(const std::string& dir);
 
+// Where a published model's config comes from, as messages name it ("--model-config
+// big.json", "the checkpoint's lm.model_config"); empty when the flags size it.
+std::string model_config_source(const Config& c, const Metadata* checkpoint);
+
 // The published model's config for this run (nothing for --model gpt), checked against
 // the data's vocabulary and --seq-len. `checkpoint`: the metadata of the checkpoint the
 // run starts from, if any.

@@ -12,18 +12,35 @@
 //     `openings` (it holds `kind`).
 //   check_memory: the run's estimated memory, in each of the `ranks_here` processes on
 //     this machine, fits it (RAM, cgroup limit, address-space limit); otherwise the
-//     message names the flags that need it. `text_bytes`: the --text held in memory.
+//     message names the flags or the file that need it. `text_bytes`: the --text held in
+//     memory.
 
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 #include "config.hpp"
+#include "xgrad/models/config.hpp"
 
 namespace tools {
 
 void check_outputs(const Config& config);
 void check_output_file(const Flag& flag, const std::string& path, std::initializer_list<std::string_view> openings,
                        const char* kind);
-void check_memory(const Config& config, int ranks_here, std::size_t text_bytes);
+// The model a run trains, in the sizes its memory estimate needs.
+struct ModelShape {
+  double parameters = 0;
+  double trained = 0;  // those with a gradient and optimizer state (under LoRA, at most its adapters)
+  double width = 0, ff = 0, layers = 0, vocab = 0;
+  double query_width = 0, kv_width = 0;  // attention's q, and each of k and v
+  double ff_values = 3;                  // values a block keeps per MLP column: GELU's 3, SwiGLU's 4
+  std::string sized_by;                  // the flags or the file its sizes come from
+};
+
+// The shape of the run's model: a published model's config (`published`, read from
+// `source`; a source left empty: sized by the flags), else xgrad's own models' flags.
+ModelShape model_shape(const Config& config, const xgrad::models::ModelConfig* published, const std::string& source);
+
+void check_memory(const Config& config, const ModelShape& model, int ranks_here, std::size_t text_bytes);
 
 }  // namespace tools

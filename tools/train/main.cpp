@@ -70,7 +70,11 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
     validate(c);
   std::shared_ptr<const LanguageData> data;
   if (c.language_model()) data = open_language_data(c, start);
-  check_memory(c, communicator.local_size(), data ? data->resident_bytes() : 0);
+  const Metadata* checkpoint = start.flag ? &start.contents.metadata : nullptr;
+  const std::optional<models::ModelConfig> published =
+      data ? language_model_config(c, data->vocabulary_size(), checkpoint) : std::nullopt;
+  check_memory(c, model_shape(c, published ? &*published : nullptr, model_config_source(c, checkpoint)),
+               communicator.local_size(), data ? data->resident_bytes() : 0);
   communicator.set_timeout(std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)));
   if (!communicator.is_root()) {  // rank 0 alone prints and writes
     c.save.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
@@ -88,10 +92,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
               << (c.precision == "bf16" ? str(" (", bf16_summary(), ")") : std::string()) << std::endl;
   manual_seed(c.seed);
   return std::make_unique<Trainer>(
-      c, communicator,
-      c.language_model() ? make_language_workload(c, data, start.flag ? &start.contents.metadata : nullptr)
-                         : make_toy_workload(c),
-      start);
+      c, communicator, c.language_model() ? make_language_workload(c, data, checkpoint) : make_toy_workload(c), start);
 }
 
 // Under mpirun the ranks first agree that every one of them could set up: a bad flag or
