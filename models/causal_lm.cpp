@@ -23,25 +23,28 @@ std::unique_ptr<PretrainedModel> make_model(const ModelConfig& config) {
 }
 
 Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
-                             std::size_t kv_heads, double dropout, KVCache::Layer* cache) {
+                             std::size_t kv_heads, double dropout, KVCache::Layer* cache, std::size_t window) {
   AttentionOptions options;
   options.dropout_p = dropout;
-  if (!cache) {
-    options.is_causal = true;
-    return multi_head_attention(q, k, v, heads, kv_heads, /*batch_first=*/true, options).output;
+  const std::size_t earlier = cache && cache->keys.defined() ? cache->keys.shape()[1] : 0;
+  if (cache) {
+    cache->keys = earlier ? concat({cache->keys, materialize(k)}, 1) : materialize(k);
+    cache->values = earlier ? concat({cache->values, materialize(v)}, 1) : materialize(v);
   }
-  const std::size_t earlier = cache->keys.defined() ? cache->keys.shape()[1] : 0;
-  cache->keys = earlier ? concat({cache->keys, materialize(k)}, 1) : materialize(k);
-  cache->values = earlier ? concat({cache->values, materialize(v)}, 1) : materialize(v);
   const std::size_t T = q.tensor.shape()[1], S = earlier + T;
-  if (earlier == 0) {
+  const bool windowed = window > 0 && S > window;
+  if (earlier == 0 && !windowed) {
     options.is_causal = true;
-  } else if (T > 1) {  // query i (position earlier + i) sees keys j <= earlier + i
+  } else if (T > 1 || windowed) {  // query i (position earlier + i) sees keys j <= earlier + i, and within the window
     std::vector<double> allowed(T * S);
-    for (std::size_t i = 0; i < T; ++i)
-      for (std::size_t j = 0; j <= earlier + i; ++j) allowed[i * S + j] = 1;
+    for (std::size_t i = 0; i < T; ++i) {
+      const std::size_t position = earlier + i;
+      const std::size_t first = windowed && position >= window ? position - window + 1 : 0;
+      for (std::size_t j = first; j <= position; ++j) allowed[i * S + j] = 1;
+    }
     options.mask = Tensor::from_vector(allowed, {T, S});
   }
+  if (!cache) return multi_head_attention(q, k, v, heads, kv_heads, /*batch_first=*/true, options).output;
   return multi_head_attention(q, {cache->keys}, {cache->values}, heads, kv_heads, /*batch_first=*/true, options).output;
 }
 

@@ -83,7 +83,9 @@ std::unique_ptr<PretrainedModel> make_model(const ModelConfig& config);
 // Causal self-attention over q, k and v (column ranges, as multi_head_attention reads
 // them; k and v with kv_heads heads). With a cache layer, k and v are appended to it and
 // the queries (positions cached length ...) attend to every cached key up to their own.
+// A `window` (Mistral's sliding window; 0: none) hides the keys `window` or more
+// positions before a query's own.
 Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
-                             std::size_t kv_heads, double dropout, KVCache::Layer* cache);
+                             std::size_t kv_heads, double dropout, KVCache::Layer* cache, std::size_t window = 0);
 
 }  // namespace xgrad::models

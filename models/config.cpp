@@ -80,6 +80,7 @@ class Fields {
       XGRAD_CHECK(!value.is_object(), source_, "field \"", prefix_, name, "\" is ", value.dump(), ": ", why);
   }
   bool has(const char* name) const { return object_.contains(name) && !object_.at(name).is_null(); }
+  bool present(const char* name) const { return object_.contains(name); }  // null included
   const std::string& source() const { return source_; }
 
  private:
@@ -184,8 +185,18 @@ void parse_rope(const Fields& f, LlamaConfig& c) {
   }
 }
 
-LlamaConfig parse_llama(const Fields& f) {
+// Llama's fields, and for "mistral" its sliding window. transformers' MistralConfig differs
+// from LlamaConfig in its defaults: a window of 4096 when the field is absent (null: none)
+// and 131072 positions.
+LlamaConfig parse_llama(const Fields& f, const std::string& type) {
   LlamaConfig c;
+  c.model_type = type;
+  if (type == "mistral") {
+    c.max_position_embeddings = 4096 * 32;
+    c.sliding_window = f.present("sliding_window") ? f.size_or("sliding_window", 0) : 4096;
+    XGRAD_CHECK(!f.has("sliding_window") || c.sliding_window > 0, f.source(),
+                "field \"sliding_window\" must be positive (null: no window)");
+  }
   c.vocab_size = f.size("vocab_size");
   c.hidden_size = f.size("hidden_size");
   c.intermediate_size = f.size("intermediate_size");
@@ -304,6 +315,11 @@ std::vector<double> scaled_rope_frequencies(const LlamaConfig& c) {
 }
 
 std::string model_type(const ModelConfig& config) {
+  if (const auto* l = std::get_if<LlamaConfig>(&config)) return l->model_type;
+  return "gpt2";
+}
+
+std::string model_family(const ModelConfig& config) {
   return std::holds_alternative<GPT2Config>(config) ? "gpt2" : "llama";
 }
 
@@ -329,6 +345,10 @@ void check_config(const ModelConfig& config, const std::string& source) {
     return;
   }
   const auto& l = std::get<LlamaConfig>(config);
+  XGRAD_CHECK(l.model_type == "llama" || l.model_type == "mistral", source, "model_type \"", l.model_type,
+              "\" is not Llama's layout: \"llama\" or \"mistral\"");
+  XGRAD_CHECK(l.model_type == "mistral" || l.sliding_window == 0, source, "a sliding window of ", l.sliding_window,
+              " is Mistral's: model_type must be \"mistral\"");
   check_positive(l.vocab_size, "vocab_size", source);
   check_positive(l.hidden_size, "hidden_size", source);
   check_positive(l.intermediate_size, "intermediate_size", source);
@@ -362,15 +382,15 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   }
   XGRAD_CHECK(object.is_object(), source, "must hold a JSON object");
   const Fields fields(object, source);
-  XGRAD_CHECK(fields.has("model_type"), source, "field \"model_type\" is missing (\"gpt2\" or \"llama\")");
+  XGRAD_CHECK(fields.has("model_type"), source, "field \"model_type\" is missing (\"gpt2\", \"llama\" or \"mistral\")");
   const std::string type = fields.text_or("model_type", "");
   ModelConfig config;
   if (type == "gpt2")
     config = parse_gpt2(fields);
-  else if (type == "llama")
-    config = parse_llama(fields);
+  else if (type == "llama" || type == "mistral")
+    config = parse_llama(fields, type);
   else
-    fail(source, "field \"model_type\" is \"", type, "\": xgrad has \"gpt2\" and \"llama\"");
+    fail(source, "field \"model_type\" is \"", type, "\": xgrad has \"gpt2\", \"llama\" and \"mistral\"");
   check_config(config, source);
   return config;
 }
@@ -403,8 +423,9 @@ std::string model_config_json(const ModelConfig& config) {
            {"use_cache", true}};
   } else {
     const auto& l = std::get<LlamaConfig>(config);
-    out = {{"model_type", "llama"},
-           {"architectures", {"LlamaForCausalLM"}},
+    const bool mistral = l.model_type == "mistral";
+    out = {{"model_type", l.model_type},
+           {"architectures", {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"}},
            {"vocab_size", l.vocab_size},
            {"hidden_size", l.hidden_size},
            {"intermediate_size", l.intermediate_size},
@@ -423,6 +444,7 @@ std::string model_config_json(const ModelConfig& config) {
            {"initializer_range", l.initializer_range},
            {"tie_word_embeddings", l.tie_word_embeddings},
            {"use_cache", true}};
+    if (mistral) out["sliding_window"] = l.sliding_window ? json(l.sliding_window) : json(nullptr);
   }
   out["torch_dtype"] = "float32";
   return out.dump(2) + "\n";

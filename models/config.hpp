@@ -56,8 +56,12 @@ struct RopeScaling {
   bool operator==(const RopeScaling&) const = default;
 };
 
-// LlamaConfig (transformers' LlamaConfig).
+// LlamaConfig (transformers' LlamaConfig), and MistralConfig: Mistral's files are Llama's
+// layout and names with a sliding window over the keys (each query sees the last
+// `sliding_window` positions, itself included), as transformers' MistralForCausalLM.
 struct LlamaConfig {
+  std::string model_type = "llama";  // "llama" or "mistral"
+  std::size_t sliding_window = 0;    // mistral: the keys each query sees; 0 (null in the file): all
   std::size_t vocab_size = 32000;
   std::size_t hidden_size = 4096;
   std::size_t intermediate_size = 11008;
@@ -81,8 +85,10 @@ struct LlamaConfig {
 
 using ModelConfig = std::variant<GPT2Config, LlamaConfig>;
 
-// "gpt2" or "llama": config.json's model_type.
+// "gpt2", "llama" or "mistral": config.json's model_type.
 std::string model_type(const ModelConfig& config);
+// The layout it is built with: "gpt2", or "llama" (Mistral's too).
+std::string model_family(const ModelConfig& config);
 
 // Parses config.json's text; `source` names the file in errors. The result is checked.
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source);

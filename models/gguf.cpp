@@ -1,5 +1,6 @@
 #include "xgrad/models/gguf.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
@@ -233,9 +234,14 @@ void add_rope_scaling(gguf::File& file, const LlamaConfig& c) {
   }
 }
 
+// Mistral's files are written as llama.cpp's own converter writes them, as the "llama"
+// architecture; it has no sliding window, so a window shorter than the positions is
+// the file's context: within it, every query sees every key Mistral's does.
 void add_llama(gguf::File& file, TensorWriter& write, const LlamaConfig& c) {
+  const std::size_t context =
+      c.sliding_window ? std::min(c.sliding_window, c.max_position_embeddings) : c.max_position_embeddings;
   add_sizes(file, "llama",
-            {{"context_length", c.max_position_embeddings},
+            {{"context_length", context},
              {"embedding_length", c.hidden_size},
              {"feed_forward_length", c.intermediate_size},
              {"block_count", c.num_hidden_layers},

@@ -21,8 +21,8 @@ Tensor LlamaAttention::forward(const Tensor& x, KVCache::Layer* cache) {
   const Tensor q = rope({q_proj->forward(x)}, config_.num_attention_heads, positions);
   const Tensor k = rope({k_proj->forward(x)}, config_.kv_heads(), positions);
   const double p = is_training() ? config_.attention_dropout : 0.0;
-  return o_proj->forward(
-      causal_self_attention({q}, {k}, {v_proj->forward(x)}, config_.num_attention_heads, config_.kv_heads(), p, cache));
+  return o_proj->forward(causal_self_attention({q}, {k}, {v_proj->forward(x)}, config_.num_attention_heads,
+                                               config_.kv_heads(), p, cache, config_.sliding_window));
 }
 
 LlamaMLP::LlamaMLP(const LlamaConfig& c) {

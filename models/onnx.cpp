@@ -193,7 +193,8 @@ class Exporter {
     return bias ? g_.op("Add", {y, weight(name + ".bias")}) : y;
   }
 
-  Inputs inputs(const std::string& ids) {
+  // `window`: Mistral's sliding window (0: none).
+  Inputs inputs(const std::string& ids, std::size_t window = 0) {
     g_.set_scope("inputs");
     Inputs in;
     in.ids = ids;
@@ -203,8 +204,13 @@ class Exporter {
     // Key j is hidden from query i when j > i: built from the positions, so it fits any T.
     const std::string keys = g_.op("Unsqueeze", {in.positions, g_.ints({0})});     // [1, T]
     const std::string queries = g_.op("Unsqueeze", {in.positions, g_.ints({1})});  // [T, 1]
-    const std::string later = g_.op("Greater", {keys, queries});
-    in.causal_bias = g_.op("Where", {later, g_.scalar(-std::numeric_limits<float>::infinity()), g_.scalar(0.0f)});
+    std::string hidden = g_.op("Greater", {keys, queries});
+    if (window > 0) {  // and when i - j >= window
+      const std::string behind = g_.op("Sub", {queries, keys});
+      const std::string outside = g_.op("Greater", {behind, g_.int_scalar(static_cast<std::int64_t>(window) - 1)});
+      hidden = g_.op("Or", {hidden, outside});
+    }
+    in.causal_bias = g_.op("Where", {hidden, g_.scalar(-std::numeric_limits<float>::infinity()), g_.scalar(0.0f)});
     return in;
   }
 
@@ -375,7 +381,7 @@ std::string llama_layer(Exporter& e, const std::string& x, const std::string& p,
 
 void llama(Exporter& e, const LlamaConfig& c) {
   GraphBuilder& g = e.g();
-  const Inputs in = e.inputs("input_ids");
+  const Inputs in = e.inputs("input_ids", c.sliding_window);
   const RopeTables rope = rope_tables(e, c, in);
   g.set_scope("embeddings");
   std::string x = g.op("Gather", {e.weight("model.embed_tokens.weight"), in.ids});

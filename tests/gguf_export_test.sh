@@ -2,7 +2,8 @@
 # xgrad's GGUF files run by llama.cpp itself (export_reference/gguf_check.mjs, on the
 # node-llama-cpp build that npm_references installs): random small GPT-2 and Llama models
 # (tied and untied heads, both names of GELU's tanh form, GQA 1, 2 and 4, odd sizes, several RoPE bases,
-# RoPE scaled as Llama 3.1 and linearly, a head_dim wider than hidden_size / heads) and models trained
+# RoPE scaled as Llama 3.1 and linearly, a head_dim wider than hidden_size / heads, a Mistral
+# within its window, which the file gives as its context) and models trained
 # here on the King James Bible with a learned vocabulary, in F32, F16, BF16 and Q8_0:
 # logits at every position within the bounds the formats give, greedy continuations of 32
 # tokens as xgrad's, Q8_0's top-1 tokens and perplexity against F32's; and llama.cpp's
@@ -53,6 +54,7 @@ configs=(
   'llama-llama3 {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 256}}'
   'llama-head-dim {"model_type": "llama", "vocab_size": 512, "hidden_size": 40, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 3, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 48}'
   'llama-linear {"model_type": "llama", "vocab_size": 512, "hidden_size": 48, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 3, "max_position_embeddings": 48, "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 500.0}}'
+  'llama-mistral {"model_type": "mistral", "vocab_size": 512, "hidden_size": 48, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "sliding_window": 48, "tie_word_embeddings": false}'
 )
 seed=1
 for entry in "${configs[@]}"; do

@@ -118,6 +118,30 @@ sed 's/"llama3"/"yarn"/' llama3-config.json >yarn-config.json
 refused "a rope_scaling xgrad does not implement" '"yarn", a RoPE scaling xgrad does not implement' "$train" --task lm --model llama \
   --model-config yarn-config.json --data shards --seq-len 16 --batch 4 --steps 1 --save nothing.st
 
+# Mistral's config.json (a sliding window of 4 over 16 positions) trains as --model llama,
+# writes its folder back as Mistral's, which starts a run with no --model, and generates.
+cat >mistral-config.json <<'JSON'
+{"model_type": "mistral", "architectures": ["MistralForCausalLM"], "vocab_size": 320, "hidden_size": 32,
+ "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "max_position_embeddings": 64, "sliding_window": 4}
+JSON
+code=$(run "$train" --task lm --model llama --model-config mistral-config.json --data shards --seq-len 16 \
+  --batch 4 --threads 1 --eval-batches 2 --quiet --steps 5 --eval-every 5 --save mistral.st --save-hf mistral-hf)
+check "--model-config of a Mistral exits 0 (got $code: $(cat err))" test "$code" -eq 0
+check "... its folder is Mistral's, window 4" /usr/bin/python3 -c "
+import json; c = json.load(open('mistral-hf/config.json'))
+assert c['model_type'] == 'mistral' and c['architectures'] == ['MistralForCausalLM'] and c['sliding_window'] == 4, c"
+"$train" --init-from mistral.st --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --eval-only \
+  2>&1 | grep -o 'val loss [0-9.]*' >from-checkpoint.txt
+"$train" --init-from mistral-hf --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --eval-only \
+  2>&1 | grep -o 'val loss [0-9.]*' >from-folder.txt
+check "... the checkpoint and the folder evaluate alike ($(cat from-checkpoint.txt) / $(cat from-folder.txt))" \
+  test -s from-checkpoint.txt -a "$(cat from-checkpoint.txt)" = "$(cat from-folder.txt)"
+code=$(run "$generate" --checkpoint mistral.st --tokens 24 --seed 3)
+check "... xgrad-generate continues it past its window (got $code: $(cat err))" test "$code" -eq 0 -a -s out
+refused "a Mistral config for --model gpt2" "describes a mistral model, but --model is gpt2" "$train" --task lm \
+  --model gpt2 --model-config mistral-config.json --data shards --seq-len 16 --batch 4 --steps 1 --save nothing.st
+
 # Sized by the flags, the published families take --ff and --dropout (xgrad's own GPT
 # takes neither: refused below).
 code=$(run "$train" "${shape[@]}" --model llama --data shards --steps 2 --eval-every 2 --ff 40 --dropout 0.1 \

@@ -21,7 +21,8 @@ Cases, each one line:
       ratios 1, 2, 4; rope_theta 10000, 500000, 1.5; odd vocabularies, widths, MLP widths,
       head widths and lengths; a Llama config without head_dim, and two whose head_dim is
       not hidden_size / heads; scaled RoPE, llama3 and linear, as transformers 4.x and 5.x
-      write it), each written by the
+      write it; Mistral with sliding windows shorter than the sequence, as long and
+      null), each written by the
       reference in float64, float32, float16, bfloat16 and as float64 shards: xgrad's
       logits, loss and every gradient against the reference's on the weights as read back;
   xgrad -> reference  model_parity init writes a directory (float32, the config's fields,
@@ -123,6 +124,20 @@ def llama_cases(rng):
         yield "llama-%d (C %d, %d heads / %d kv of head_dim %d, T %d)" % (i, hidden, heads, kv, hd, T), config, T
 
 
+def mistral_cases(rng):
+    """Mistral's sliding window shorter than the sequence (3 of 9; 1: each position sees
+    itself alone), as long as it (no effect), and null (none), with GQA and a head_dim of
+    its own."""
+    windows = [(3, 9, 4, 2, 6, None), (1, 6, 2, 1, 8, None), (7, 7, 3, 3, 4, None), (None, 8, 4, 2, 8, 20)]
+    for i, (window, T, heads, kv, hd, hidden) in enumerate(windows):
+        config = hf_models.mistral_config(window, vocab_size=rng.choice([37, 31, 43]),
+                                          hidden_size=hidden or heads * hd, intermediate_size=rng.choice([40, 37]),
+                                          num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=kv,
+                                          max_position_embeddings=64, tie_word_embeddings=(i % 2 == 1),
+                                          head_dim=hd if hidden else None)
+        yield "mistral-%d (sliding window %s, T %d, %d heads / %d kv of %d)" % (i, window, T, heads, kv, hd), config, T
+
+
 # ---- running xgrad and comparing --------------------------------------------------------
 
 
@@ -198,6 +213,7 @@ MODEL_FIELDS = {
               "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act", "rms_norm_eps", "rope_theta",
               "rope_scaling", "max_position_embeddings", "tie_word_embeddings"],
 }
+MODEL_FIELDS["mistral"] = MODEL_FIELDS["llama"] + ["sliding_window"]
 
 
 def effective(config, key):
@@ -208,7 +224,7 @@ def effective(config, key):
     value = config.get(key)
     if value is not None:
         return value
-    llama = config.get("model_type") == "llama"
+    llama = config.get("model_type") in ("llama", "mistral")
     return {"tie_word_embeddings": not llama,
             "n_inner": 4 * config.get("n_embd", 0),
             "num_key_value_heads": config.get("num_attention_heads"),
@@ -368,6 +384,8 @@ def bad_input_cases():
         ("llama index naming a missing shard", "llama-shards", first_shard_but_one, []),
         ('model_type "bert"', "gpt2", c(set_field("model_type", "bert")), ["config.json", "model_type", "bert"]),
         ('model_type "llama3"', "llama", c(set_field("model_type", "llama3")), ["config.json", "model_type", "llama3"]),
+        ('mistral "sliding_window": 0', "llama", c(lambda config: config.update(model_type="mistral", sliding_window=0)),
+         ["config.json", "sliding_window"]),
         ("6 heads on 4 kv heads", "llama", c(set_field("num_key_value_heads", 4)),
          ["config.json", "num_key_value_heads"]),
         ("4 heads on 3 kv heads", "llama-4", c(set_field("num_key_value_heads", 3)),
@@ -421,7 +439,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="run-", dir=sys.argv[2])  # kept when a case fails, to look at
     torch.set_num_threads(1)
     rng, numbers = random.Random(38), np.random.default_rng(38)
-    cases = list(gpt2_cases(rng)) + list(llama_cases(rng))
+    cases = list(gpt2_cases(rng)) + list(llama_cases(rng)) + list(mistral_cases(rng))
     for seed, (label, config, T) in enumerate(cases):
         reference_to_xgrad(program, tmp, label, config, T, seed, numbers)
         xgrad_to_reference(program, tmp, label, config, T, 100 + seed, numbers)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ONNX export against the real runtimes: random small GPT-2 and Llama models (tied and
 # untied heads; GQA groups of 1, 2 and 4; GPT-2's three activations; odd sizes; RoPE scaled as
-# Llama 3.1 and linearly; a head_dim other than hidden_size / heads) exported by
+# Llama 3.1 and linearly; a head_dim other than hidden_size / heads; a Mistral whose sliding
+# window of 5 is shorter than lengths 7 and 20) exported by
 # export_probe pass onnx.checker's full check (Debian's python3-onnx) and run in
 # onnxruntime (onnxruntime-node) with xgrad's logits, one file at batches 1, 2 and 3 and
 # lengths 1, 7 and the model's longest (export_reference/onnx_check.cjs holds the bound).
@@ -41,6 +42,9 @@ configs=(
   'llama-linear-scaled|{"model_type": "llama", "vocab_size": 70, "hidden_size": 32, "intermediate_size": 40,
     "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 20,
     "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 300.0}}'
+  'mistral-window|{"model_type": "mistral", "vocab_size": 97, "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 20,
+    "sliding_window": 5}'
 )
 
 # tokens VOCAB BATCH LENGTH SEED: [[ids...], ...] drawn with bash's generator.

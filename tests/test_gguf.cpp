@@ -371,6 +371,23 @@ BOOST_AUTO_TEST_CASE(scaled_rope_and_head_dim_as_llama_cpp_reads_them) {
   BOOST_CHECK(!unscaled.tensors.contains("rope_freqs.weight") && !unscaled.meta.contains("llama.rope.scaling.type"));
 }
 
+BOOST_AUTO_TEST_CASE(mistral_as_llama_with_its_window_for_context) {
+  // llama.cpp's llama architecture has no sliding window: the file's context is the window
+  // when it is shorter than the positions, and otherwise Llama's file.
+  models::LlamaConfig c = small_llama();
+  c.model_type = "mistral", c.sliding_window = 5;
+  manual_seed(5);
+  const std::string windowed = path_in("mistral");
+  models::save_gguf(*models::make_model(c), small_tokenizer(), windowed);
+  const Parsed mistral = parse(windowed);
+  BOOST_CHECK(std::get<std::string>(mistral.meta.at("general.architecture")) == "llama");
+  BOOST_CHECK_EQUAL(std::get<double>(mistral.meta.at("llama.context_length")), 5);
+  c.sliding_window = 40;  // past the 12 positions
+  const std::string wide = path_in("mistral-wide");
+  models::save_gguf(*models::make_model(c), small_tokenizer(), wide);
+  BOOST_CHECK_EQUAL(std::get<double>(parse(wide).meta.at("llama.context_length")), 12);
+}
+
 BOOST_AUTO_TEST_CASE(gpt2_names_layouts_and_tied_head) {
   manual_seed(4);
   models::GPT2Config c = small_gpt2();

@@ -375,6 +375,74 @@ BOOST_AUTO_TEST_CASE(a_llama_with_a_head_dim_of_its_own) {
       {"cfg", "num_attention_heads", "does not divide hidden_size 18", "no head_dim"});
 }
 
+BOOST_AUTO_TEST_CASE(mistral_is_llama_with_a_sliding_window) {
+  const auto parse_mistral = [](const std::string& fields) {
+    return std::get<models::LlamaConfig>(models::parse_model_config(
+        R"({"model_type": "mistral", "vocab_size": 8, "hidden_size": 16, "intermediate_size": 8,
+            "num_hidden_layers": 1, "num_attention_heads": 2)" +
+            fields + "}",
+        "cfg"));
+  };
+  // transformers' MistralConfig defaults: a window of 4096 when the field is absent, none
+  // when null; 131072 positions.
+  BOOST_CHECK_EQUAL(parse_mistral("").sliding_window, 4096u);
+  BOOST_CHECK_EQUAL(parse_mistral("").max_position_embeddings, 131072u);
+  BOOST_CHECK_EQUAL(parse_mistral(R"(, "sliding_window": null)").sliding_window, 0u);
+  BOOST_CHECK_EQUAL(parse_mistral(R"(, "sliding_window": 3)").sliding_window, 3u);
+  check_error([&] { parse_mistral(R"(, "sliding_window": 0)"); }, {"cfg", "sliding_window", "positive"});
+  check_error([&] { parse_mistral(R"(, "sliding_window": "4k")"); }, {"cfg", "sliding_window", "integer"});
+  // A Llama file's sliding_window is not Llama's (transformers reads none), and a window is
+  // Mistral's alone.
+  BOOST_CHECK_EQUAL(parse_llama(R"("sliding_window": 3)").sliding_window, 0u);
+  models::LlamaConfig c = small_llama(2, false);
+  c.sliding_window = 2;
+  check_error([&] { models::LlamaForCausalLM refused(c); }, {"sliding window of 2", "\"mistral\""});
+  c.model_type = "mistral";
+  // config.json as transformers writes Mistral's.
+  const std::string text = models::model_config_json(c);
+  for (const char* field : {R"("model_type": "mistral")", R"("MistralForCausalLM")", R"("sliding_window": 2)"})
+    BOOST_CHECK_MESSAGE(text.find(field) != std::string::npos, field);
+  BOOST_CHECK_EQUAL(models::model_config_json(models::parse_model_config(text, "test")), text);
+  models::LlamaConfig unwindowed = c;
+  unwindowed.sliding_window = 0;
+  BOOST_CHECK(models::model_config_json(unwindowed).find(R"("sliding_window": null)") != std::string::npos);
+
+  // A window of 2 over 7 positions and 2 layers: position t reads tokens t - 2 .. t alone.
+  manual_seed(9);
+  models::LlamaForCausalLM model(c);
+  check_gradients(model);
+  check_cache(model);  // pieces of 3, 1 and 3 positions: the window over cached keys
+  model.eval();
+  NoGradGuard no_grad;
+  const std::vector<double> logits = model.forward(kTokens).to_vector();
+  std::vector<std::int64_t> changed = kTokens.values;
+  changed[0] = (changed[0] + 1) % 13, changed[7] = (changed[7] + 5) % 13;  // position 0 of each row
+  const std::vector<double> moved = model.forward(Indices(changed, kTokens.shape)).to_vector();
+  const std::size_t V = 13;
+  for (std::size_t row = 0; row < 2; ++row)
+    for (std::size_t t = 0; t < 7; ++t) {
+      const auto at = logits.begin() + static_cast<std::ptrdiff_t>((row * 7 + t) * V);
+      const auto moved_at = moved.begin() + static_cast<std::ptrdiff_t>((row * 7 + t) * V);
+      BOOST_CHECK_MESSAGE(std::equal(at, at + V, moved_at) == (t >= 3), "row " << row << ", position " << t);
+    }
+  // Without the window the same weights give other logits; with one as long as the
+  // sequence, Llama's.
+  c.sliding_window = 7;
+  models::LlamaForCausalLM plain(small_llama(2, false)), seven(c);
+  for (models::LlamaForCausalLM* other : {&plain, &seven}) {
+    other->to(DType::float64);
+    other->load_state_dict(model.state_dict());
+    other->eval();
+  }
+  BOOST_CHECK(plain.forward(kTokens).to_vector() != logits);
+  const std::vector<double> plain_logits = plain.forward(kTokens).to_vector(),
+                            seven_logits = seven.forward(kTokens).to_vector();
+  double worst = 0;
+  for (std::size_t i = 0; i < plain_logits.size(); ++i)
+    worst = std::max(worst, std::abs(plain_logits[i] - seven_logits[i]));
+  BOOST_CHECK_LT(worst, 1e-12);
+}
+
 BOOST_AUTO_TEST_CASE(save_pretrained_refuses_to_replace_a_model) {
   manual_seed(7);
   models::LlamaForCausalLM model(small_llama(2, false));

@@ -19,6 +19,8 @@ Llama  x = embed_tokens[tokens]; per layer
        with RMSNorm (x / sqrt(mean(x^2) + eps) * weight), no biases, RoPE in the rotate-half
        convention, num_key_value_heads K/V heads each read by heads / kv_heads query heads;
        then model.norm and lm_head (tied to embed_tokens only if tie_word_embeddings).
+Mistral  Llama's model (MistralForCausalLM) with a sliding window: query i sees keys
+       i - sliding_window < j <= i.
 
 Dropout is not modelled (the configs' *_pdrop fields are written 0 and never read): the
 reference is the deterministic model that parity needs. Everything runs in the dtype the
@@ -75,6 +77,16 @@ def llama_config(vocab_size, hidden_size, intermediate_size, num_hidden_layers, 
     if transformers5:  # 5.x: rope_parameters, theta and scaling in one object
         scaling = config.pop("rope_scaling") or {"rope_type": "default"}
         config["rope_parameters"] = dict(scaling, rope_theta=config.pop("rope_theta"))
+    return config
+
+
+def mistral_config(sliding_window, **llama_fields):
+    """MistralConfig as transformers writes it: Llama's fields (no biases, no
+    pretraining_tp), model_type "mistral" and a sliding window (None: none)."""
+    config = llama_config(**llama_fields)
+    for name in ("attention_bias", "mlp_bias", "pretraining_tp"):
+        config.pop(name)
+    config.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": sliding_window})
     return config
 
 
@@ -138,12 +150,16 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
-def causal_attention(q, k, v):
-    """q, k, v [N, heads, T, head_dim]: softmax(q k^T / sqrt(head_dim), causal) v."""
+def causal_attention(q, k, v, window=None):
+    """q, k, v [N, heads, T, head_dim]: softmax(q k^T / sqrt(head_dim), causal) v. With a
+    window, query i sees keys j with i - window < j <= i (transformers' sliding_window_overlay
+    beside its causal mask)."""
     T = q.size(-2)
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
-    future = torch.ones(T, T, dtype=torch.bool).triu(1)
-    return scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v
+    hidden = torch.ones(T, T, dtype=torch.bool).triu(1)
+    if window is not None:
+        hidden |= torch.ones(T, T, dtype=torch.bool).tril(-window)
+    return scores.masked_fill(hidden, float("-inf")).softmax(dim=-1) @ v
 
 
 def split_heads(x, heads):  # [N, T, heads * d] -> [N, heads, T, d]
@@ -270,6 +286,8 @@ class LlamaAttention(nn.Module):
         self.k_proj = nn.Linear(C, self.kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(C, self.kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.heads * self.head_dim, C, bias=bias)
+        # Mistral's window; absent from a mistral config.json, transformers' default 4096
+        self.window = config.get("sliding_window", 4096) if config["model_type"] == "mistral" else None
 
     def forward(self, x):
         cos, sin = rope_cos_sin(x.size(1), rope_inv_freq(self.config, self.head_dim, x.dtype))
@@ -277,7 +295,7 @@ class LlamaAttention(nn.Module):
         k = apply_rope(split_heads(self.k_proj(x), self.kv_heads), cos, sin)
         v = split_heads(self.v_proj(x), self.kv_heads)
         group = self.heads // self.kv_heads
-        return self.o_proj(merge_heads(causal_attention(q, repeat_kv(k, group), repeat_kv(v, group))))
+        return self.o_proj(merge_heads(causal_attention(q, repeat_kv(k, group), repeat_kv(v, group), self.window)))
 
 
 class LlamaMLP(nn.Module):
@@ -335,7 +353,7 @@ class LlamaForCausalLM(nn.Module):
 
 # ---- building, saving and loading --------------------------------------------------------
 
-ARCHITECTURES = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM}
+ARCHITECTURES = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM, "mistral": LlamaForCausalLM}
 
 
 def empty_model(config, dtype=torch.float64):

@@ -4,7 +4,8 @@ apart from it, so that parity with it means parity with GPT-2 and Llama:
 
 - logits against the models written out in numpy, loop by loop: GPT-2 from its Conv1D
   tensors as stored, Llama with RoPE as a complex rotation (z_i = x_i + i x_{i+d/2} times
-  e^{i p theta^(-2i/d)}) and query head h reading K/V head h // (heads / kv_heads);
+  e^{i p theta^(-2i/d)}) and query head h reading K/V head h // (heads / kv_heads), Mistral
+  as Llama whose row t reads only its window's keys;
 - gradients against central differences of the loss along a random direction (the tied
   weight included);
 - directories: every dtype written and read back to exactly the values numpy and torch
@@ -45,13 +46,15 @@ def rms_norm(x, weight, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * weight
 
 
-def causal_softmax_rows(q, k, v):
-    """One head, row by row: row t attends to keys 0..t."""
+def causal_softmax_rows(q, k, v, window=None):
+    """One head, row by row: row t attends to keys 0..t (with a window, the last `window`
+    of them)."""
     out = np.zeros((q.shape[0], v.shape[1]))
     for t in range(q.shape[0]):
-        scores = k[:t + 1] @ q[t] / math.sqrt(q.shape[1])
+        first = 0 if window is None else max(0, t + 1 - window)
+        scores = k[first:t + 1] @ q[t] / math.sqrt(q.shape[1])
         weights = np.exp(scores - scores.max())
-        out[t] = (weights / weights.sum()) @ v[:t + 1]
+        out[t] = (weights / weights.sum()) @ v[first:t + 1]
     return out
 
 
@@ -91,6 +94,7 @@ def rotate_complex(rows, theta):
 def llama_numpy(sd, config, tokens):
     H, KV = config["num_attention_heads"], config["num_key_value_heads"]
     hd, eps, theta = config.get("head_dim") or config["hidden_size"] // H, config["rms_norm_eps"], config["rope_theta"]
+    window = config.get("sliding_window") if config["model_type"] == "mistral" else None
     N, T = tokens.shape
     x = sd["model.embed_tokens.weight"][tokens]
     for i in range(config["num_hidden_layers"]):
@@ -103,7 +107,7 @@ def llama_numpy(sd, config, tokens):
                 j = h // (H // KV)  # the K/V head this query head reads
                 qh = rotate_complex(q[n, :, h * hd:(h + 1) * hd], theta)
                 kh = rotate_complex(k[n, :, j * hd:(j + 1) * hd], theta)
-                heads[n, :, h * hd:(h + 1) * hd] = causal_softmax_rows(qh, kh, v[n, :, j * hd:(j + 1) * hd])
+                heads[n, :, h * hd:(h + 1) * hd] = causal_softmax_rows(qh, kh, v[n, :, j * hd:(j + 1) * hd], window)
         x = x + heads @ sd[p + "self_attn.o_proj.weight"].T
         m = rms_norm(x, sd[p + "post_attention_layernorm.weight"], eps)
         gate, up = m @ sd[p + "mlp.gate_proj.weight"].T, m @ sd[p + "mlp.up_proj.weight"].T
@@ -119,8 +123,11 @@ CONFIGS = {
     "llama gqa 4 tied": hf_models.llama_config(29, 24, 37, 1, 4, 1, rope_theta=500000.0, tie_word_embeddings=True),
     "llama gqa 1": hf_models.llama_config(43, 24, 40, 1, 3, 3, write_head_dim=False),
     "llama head_dim 8 over 18": hf_models.llama_config(41, 18, 40, 2, 4, 2, head_dim=8),
+    "mistral sliding window 3": hf_models.mistral_config(3, vocab_size=37, hidden_size=24, intermediate_size=40,
+                                                         num_hidden_layers=2, num_attention_heads=4,
+                                                         num_key_value_heads=2),
 }
-NUMPY_MODELS = {"gpt2": gpt2_numpy, "llama": llama_numpy}
+NUMPY_MODELS = {"gpt2": gpt2_numpy, "llama": llama_numpy, "mistral": llama_numpy}
 
 
 def state_dict(model):
@@ -136,6 +143,10 @@ def check_logits_and_gradients(label, config, rng):
     check(np.abs(logits - by_hand).max() <= 1e-12 * max(1.0, np.abs(by_hand).max()),
           "%s: logits equal the model written out in numpy (max |diff| %.1e)" % (label, np.abs(logits - by_hand).max()))
     check(logits.std() > 0.5, "%s: the weights give logits that vary (std %.2f)" % (label, logits.std()))
+    if config.get("sliding_window"):  # shorter than the 9 positions: it hides keys
+        unwindowed = NUMPY_MODELS["llama"](state_dict(model), dict(config, model_type="llama"), tokens)
+        check(np.abs(logits - unwindowed).max() > 1e-3,
+              "%s: the window changes the logits (max |diff| %.2f without it)" % (label, np.abs(logits - unwindowed).max()))
 
     direction = {name: rng.standard_normal(g.shape) for name, g in grads.items()}
     along = sum(float((grads[name] * direction[name]).sum()) for name in grads)

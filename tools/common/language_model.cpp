@@ -48,9 +48,9 @@ bool is_hf_directory(const std::string& path) {
          std::filesystem::exists(std::filesystem::path(path) / "config.json");
 }
 
-std::string hf_model_type(const std::string& dir) {
+std::string hf_model_family(const std::string& dir) {
   try {
-    return models::model_type(models::read_model_config((std::filesystem::path(dir) / "config.json").string()));
+    return models::model_family(models::read_model_config((std::filesystem::path(dir) / "config.json").string()));
   } catch (const Error& e) {
     throw UsageError(str(flag(&Config::init_from), ": ", e.what()));
   }
@@ -91,7 +91,7 @@ std::optional<models::ModelConfig> language_model_config(const Config& c, std::s
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  if (models::model_type(config) != c.model)
+  if (models::model_family(config) != c.model)
     throw UsageError(str(source, " describes a ", models::model_type(config), " model, but ", flag(&Config::model),
                          " is ", c.model));
   if (config_vocab(config) < vocab)

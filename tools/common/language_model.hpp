@@ -19,9 +19,9 @@ inline constexpr const char* kModelConfigKey = "lm.model_config";
 
 // True when --init-from names a Hugging Face directory rather than a checkpoint.
 bool is_hf_directory(const std::string& path);
-// The model_type of a Hugging Face directory's config.json ("gpt2", "llama"); a
-// UsageError naming --init-from when it is not one xgrad builds.
-std::string hf_model_type(const std::string& dir);
+// The family of a Hugging Face directory's config.json ("gpt2", or "llama" for Llama's and
+// Mistral's); a UsageError naming --init-from when it is not one xgrad builds.
+std::string hf_model_family(const std::string& dir);
 
 // Where a published model's config comes from, as messages name it ("--model-config
 // big.json", "the checkpoint's lm.model_config"); empty when the flags size it.

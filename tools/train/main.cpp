@@ -39,7 +39,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
   if (is_hf_directory(c.init_from)) {
     Given kept = given;
     if (!given.count(flag(&Config::model).name())) {
-      c.model = hf_model_type(c.init_from);
+      c.model = hf_model_family(c.init_from);
       kept.insert(flag(&Config::model).name());
     }
     if (!given.count(flag(&Config::task).name())) {
