@@ -93,6 +93,18 @@ code=$(run "$train" --task lm --model llama --model-config llama-config.json --d
 check "--model-config with 2 K/V heads exits 0 (got $code: $(cat err))" test "$code" -eq 0
 check "its directory keeps num_key_value_heads 2" grep -q '"num_key_value_heads": 2' gqa-hf/config.json
 
+# evaluate_alike CHECKPOINT FOLDER: the run's checkpoint and its --save-hf folder give one
+# validation loss.
+evaluate_alike() {
+  local from
+  for from in "$1" "$2"; do
+    "$train" --init-from "$from" --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --eval-only \
+      2>&1 | grep -o 'val loss [0-9.]*' >"$from.loss"
+  done
+  check "... the checkpoint and the folder evaluate alike ($(cat "$1.loss") / $(cat "$2.loss"))" \
+    test -s "$1.loss" -a "$(cat "$1.loss")" = "$(cat "$2.loss")"
+}
+
 # A config.json as transformers 5 writes RoPE (rope_parameters), scaled as Llama 3.1's: the
 # run keeps the scaling through its checkpoint and its folder, and generates from both.
 cat >llama3-config.json <<'JSON'
@@ -108,12 +120,7 @@ check "... its folder says rope_theta 50000 and the llama3 scaling" /usr/bin/pyt
 import json; c = json.load(open('llama3-hf/config.json'))
 assert c['rope_theta'] == 50000.0 and c['rope_scaling'] == {'rope_type': 'llama3', 'factor': 8.0,
     'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 32}, c"
-"$train" --init-from llama3.st --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --eval-only \
-  2>&1 | grep -o 'val loss [0-9.]*' >from-checkpoint.txt
-"$train" --init-from llama3-hf --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --eval-only \
-  2>&1 | grep -o 'val loss [0-9.]*' >from-folder.txt
-check "... the checkpoint and the folder evaluate alike ($(cat from-checkpoint.txt) / $(cat from-folder.txt))" \
-  test -s from-checkpoint.txt -a "$(cat from-checkpoint.txt)" = "$(cat from-folder.txt)"
+evaluate_alike llama3.st llama3-hf
 sed 's/"llama3"/"yarn"/' llama3-config.json >yarn-config.json
 refused "a rope_scaling xgrad does not implement" '"yarn", a RoPE scaling xgrad does not implement' "$train" --task lm --model llama \
   --model-config yarn-config.json --data shards --seq-len 16 --batch 4 --steps 1 --save nothing.st
@@ -131,12 +138,7 @@ check "--model-config of a Mistral exits 0 (got $code: $(cat err))" test "$code"
 check "... its folder is Mistral's, window 4" /usr/bin/python3 -c "
 import json; c = json.load(open('mistral-hf/config.json'))
 assert c['model_type'] == 'mistral' and c['architectures'] == ['MistralForCausalLM'] and c['sliding_window'] == 4, c"
-"$train" --init-from mistral.st --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --eval-only \
-  2>&1 | grep -o 'val loss [0-9.]*' >from-checkpoint.txt
-"$train" --init-from mistral-hf --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --eval-only \
-  2>&1 | grep -o 'val loss [0-9.]*' >from-folder.txt
-check "... the checkpoint and the folder evaluate alike ($(cat from-checkpoint.txt) / $(cat from-folder.txt))" \
-  test -s from-checkpoint.txt -a "$(cat from-checkpoint.txt)" = "$(cat from-folder.txt)"
+evaluate_alike mistral.st mistral-hf
 code=$(run "$generate" --checkpoint mistral.st --tokens 24 --seed 3)
 check "... xgrad-generate continues it past its window (got $code: $(cat err))" test "$code" -eq 0 -a -s out
 refused "a Mistral config for --model gpt2" "describes a mistral model, but --model is gpt2" "$train" --task lm \
