@@ -377,7 +377,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   json object;
   try {
     object = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double (1e400)
     fail(source, "not JSON (", e.what(), ")");
   }
   XGRAD_CHECK(object.is_object(), source, "must hold a JSON object");

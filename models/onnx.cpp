@@ -409,12 +409,13 @@ void set_tensor_type(onnx::ValueInfoProto& value, const std::string& name, onnx:
 }
 
 // The bytes of the weights as float32 (plus RoPE's tables): refused before anything is
-// built when they alone pass protobuf's limit.
-std::size_t weight_bytes(const PretrainedModel& model) {
-  std::size_t elements = model.num_parameters();
+// built when they alone pass protobuf's limit. In double: a config's positions may be
+// any size (2^61 overflowed a size_t).
+double weight_bytes(const PretrainedModel& model) {
+  double elements = static_cast<double>(model.num_parameters());
   const ModelConfig config = model.config();
-  if (const auto* llama = std::get_if<LlamaConfig>(&config))
-    elements += llama->max_position_embeddings * llama->head_width();  // cos and sin, D / 2 each
+  if (const auto* llama = std::get_if<LlamaConfig>(&config))  // cos and sin, D / 2 each
+    elements += static_cast<double>(llama->max_position_embeddings) * static_cast<double>(llama->head_width());
   return elements * sizeof(float);
 }
 
@@ -449,7 +450,9 @@ void save_onnx(const PretrainedModel& model, const std::string& path, const Onnx
                 "): merge them first (nn::merge_lora)");
   constexpr std::size_t kLimit = INT_MAX;  // protobuf serializes no message of 2 GiB or more
   XGRAD_CHECK(weight_bytes(model) < kLimit, kOp, "the weights take ", weight_bytes(model),
-              " bytes in float32, past protobuf's 2 GiB limit on one ONNX file: ", path);
+              " bytes in float32 (RoPE's tables for max_position_embeddings included), past protobuf's 2 GiB limit "
+              "on one ONNX file: ",
+              path);
   std::error_code ec;
   XGRAD_CHECK(options.overwrite || !std::filesystem::exists(std::filesystem::symlink_status(path, ec)), kOp, "'", path,
               "' exists: set overwrite to replace it");

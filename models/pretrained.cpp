@@ -32,7 +32,7 @@ StateDict read_sharded(const fs::path& dir, const fs::path& index_path) {
   json index;
   try {
     index = json::parse(read_regular_file(index_path.string(), source));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double (1e400)
     fail(source, "not JSON (", e.what(), ")");
   }
   XGRAD_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), source,
@@ -65,22 +65,27 @@ StateDict read_sharded(const fs::path& dir, const fs::path& index_path) {
 }
 
 // The directory's tensors, and what errors about them name: the one file, or the index.
+// With both, the one file, as transformers' from_pretrained looks for it first.
 std::pair<StateDict, std::string> read_tensors(const std::string& dir) {
   const fs::path index = fs::path(dir) / kIndexFile, single = fs::path(dir) / kSingleFile;
-  if (fs::exists(index)) return {read_sharded(dir, index), "model index '" + index.string() + "'"};
-  XGRAD_CHECK(fs::exists(single), in_dir(dir), "holds neither ", kSingleFile, " nor ", kIndexFile);
-  return {nn::read_safetensors(single.string()).tensors, "model file '" + single.string() + "'"};
+  if (fs::exists(single))
+    return {nn::read_safetensors(single.string()).tensors, "model file '" + single.string() + "'"};
+  XGRAD_CHECK(fs::exists(index), in_dir(dir), "holds neither ", kSingleFile, " nor ", kIndexFile);
+  return {read_sharded(dir, index), "model index '" + index.string() + "'"};
 }
 
 // The file's tensors under the model's names, checked against what the model expects.
 StateDict match_tensors(const PretrainedModel& model, StateDict file, const std::string& source) {
   const std::map<std::string, Shape> expected = model.hf_shapes();
   StateDict matched;
+  std::map<std::string, std::string> named_as;  // the model's name -> the file's
   std::vector<std::string> extra, missing, mismatched;
   for (auto& [file_name, tensor] : file) {
     std::string name = file_name;
     if (!expected.count(name) && expected.count(model.base_prefix() + name)) name = model.base_prefix() + name;
     if (model.ignored_on_load(name)) continue;
+    const auto [earlier, first] = named_as.emplace(name, file_name);
+    XGRAD_CHECK(first, source, "holds ", name, " twice, as \"", earlier->second, "\" and as \"", file_name, "\"");
     const auto want = expected.find(name);
     if (want == expected.end()) {
       extra.push_back(file_name);

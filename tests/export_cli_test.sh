@@ -174,19 +174,33 @@ refused "GPT-2 with relu to GGUF" "gelu_new" "$export_" --from relu-hf --out m.g
 # An architecture xgrad does not know.
 cp -r gpt2-hf bert-hf && sed -i 's/"model_type": "gpt2"/"model_type": "bert"/' bert-hf/config.json
 refused "an unknown architecture" "bert" "$export_" --from bert-hf --out m.gguf
+# A folder's weights are numbers, as a checkpoint's.
+cp -r gpt2-hf nan-hf
+/usr/bin/python3 - "$references" nan-hf/model.safetensors <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import safetensors_numpy
+arrays, metadata = safetensors_numpy.read(sys.argv[2])
+arrays = {name: np.array(a) for name, a in arrays.items()}
+arrays["transformer.h.0.mlp.c_fc.weight"][0, 1] = np.inf
+safetensors_numpy.write(sys.argv[2], arrays, metadata=metadata)
+PY
+refused "a folder holding an infinity" "--from nan-hf: the tensor transformer.h.0.mlp.c_fc.weight holds NaN" \
+  "$export_" --from nan-hf --out m.gguf
 check "no refused run wrote its --out" test ! -e m.gguf -a ! -e m.onnx -a ! -e m-hf -a ! -e m.bin
 check "no refused run left a temporary behind" only_expected
 
-# A disk that fills mid-write: a limit on the file size (the process told EFBIG, as by
+# A disk that fills mid-write: a limit on the file size (SIGXFSZ ignored: the process told EFBIG, as by
 # ENOSPC, rather than killed) cuts the write short; the target stays as it was.
 cp gpt2-f32.gguf before.gguf
-code=$( (trap '' XFSZ; ulimit -f 50; run "$export_" --from gpt2.st --out gpt2-f32.gguf --overwrite) )
+code=$( (ulimit -f 50; run "$export_" --from gpt2.st --out gpt2-f32.gguf --overwrite) )
 check "a write cut short exits 2 (got $code)" test "$code" -eq 2
 check "... says so in one line ($(cat err))" test "$(wc -l <err)" -eq 1
 check "... naming --out" grep -q -- "--out gpt2-f32.gguf" err
 check "... leaving the old file whole" cmp -s before.gguf gpt2-f32.gguf
 check "... and no temporary" only_expected
-code=$( (trap '' XFSZ; ulimit -f 50; run "$export_" --from gpt2.st --out new-hf) )
+code=$( (ulimit -f 50; run "$export_" --from gpt2.st --out new-hf) )
 check "a Hugging Face folder cut short exits 2 (got $code)" test "$code" -eq 2
 check "... with no config.json (the folder is no model)" test ! -e new-hf/config.json
 check "... and no temporary" only_expected

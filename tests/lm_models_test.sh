@@ -232,6 +232,45 @@ refused "--recompute with --eval-only" "--recompute is not used by --eval-only (
   --resume llama.st --eval-only --recompute
 refused "--sample-every with --eval-only" "--sample-every is not used by --eval-only" "$train" \
   --resume gpt2.st --eval-only --sample-every 5
+# A checkpoint of a model sized by a config.json records the flags' defaults beside its
+# lm.model_config: the size flags do nothing there (they were checked against those
+# defaults); one sized by the flags checks them as before.
+refused "--d-model on --resume of a config.json's model" \
+  "--d-model does nothing here: the model's sizes come from --resume mistral.st's lm.model_config" "$train" \
+  --resume mistral.st --steps 50 --d-model 32
+refused "--layers on --init-from a config.json's model" "--layers does nothing here" "$train" "${common[@]}" \
+  --init-from llama3.st --layers 1
+refused "--d-model other than a flags-sized checkpoint's" "--d-model 64 here, 32 in the checkpoint" "$train" \
+  --resume llama.st --steps 50 --d-model 64
+# LoRA and the checkpoint: fresh adapters evaluate as the model without them; a checkpoint
+# of adapters goes on with --lora (and --resume or xgrad-export otherwise).
+refused "--lora with --eval-only on a folder" "--lora does nothing here: --init-from gpt2-hf holds no adapters" \
+  "$train" --init-from gpt2-hf --data shards --seq-len 16 --batch 4 --threads 1 --eval-only --lora 2
+refused "--init-from a checkpoint of adapters without --lora" "holds LoRA adapters of rank 4: give --lora" \
+  "$train" "${common[@]}" --init-from llama-lora.st
+code=$(run "$train" --init-from llama-lora.st --lora 4 --data other --seq-len 16 --batch 4 --threads 1 \
+  --eval-batches 2 --eval-only)
+check "--init-from a checkpoint of adapters with --lora evaluates them (got $code: $(cat err))" test "$code" -eq 0
+# A folder's weights are numbers, as a checkpoint's.
+cp -r gpt2-hf nan-hf
+/usr/bin/python3 - "$references" nan-hf/model.safetensors <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import safetensors_numpy
+arrays, metadata = safetensors_numpy.read(sys.argv[2])
+arrays = {name: np.array(a) for name, a in arrays.items()}
+arrays["transformer.ln_f.weight"][3] = np.nan
+safetensors_numpy.write(sys.argv[2], arrays, metadata=metadata)
+PY
+refused "a folder holding NaN" "--init-from nan-hf: the tensor transformer.ln_f.weight holds NaN" "$train" \
+  "${common[@]}" --init-from nan-hf
+# --save-hf is an output as the others: checked before any work.
+refused "--save-hf and --save naming one path" "are the same file" "$train" "${common[@]/nothing.st/same}" \
+  --model gpt2 --save-hf same
+refused "--save-hf where nothing can be made" "--save-hf /proc/xgrad-hf: cannot make a folder in /proc" "$train" \
+  "${common[@]}" --model gpt2 --save-hf /proc/xgrad-hf
+check "... no run made either" test ! -e same -a ! -e nothing.st
 refused "--ff for xgrad's own GPT" "--ff 48 is not the width" "$train" "${common[@]}" --ff 48
 refused "Llama's heads of an odd width" "--heads 2 makes Llama's heads --d-model 14 / 2 = 7 wide" "$train" \
   "${common[@]}" --model llama --d-model 14 --heads 2

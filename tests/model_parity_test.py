@@ -328,6 +328,18 @@ def drop_field(key):
     return lambda config: config.pop(key)
 
 
+def raw_config(old, new):
+    """An edit of config.json's text (for what json.dump cannot write)."""
+    def edit(directory):
+        path = os.path.join(directory, "config.json")
+        with open(path) as f:
+            text = f.read()
+        assert old in text, old
+        with open(path, "w") as f:
+            f.write(text.replace(old, new, 1))
+    return edit
+
+
 def first_shard_but_one(directory):
     with open(os.path.join(directory, "model.safetensors.index.json")) as f:
         files = sorted(set(json.load(f)["weight_map"].values()))
@@ -380,6 +392,11 @@ def bad_input_cases():
         ("llama gate_proj transposed", "llama", t(transpose(l2 + "1.mlp.gate_proj.weight")),
          ["model.safetensors", re.escape(l2 + "1.mlp.gate_proj.weight"), shape_pattern((24, 48)),
           shape_pattern((48, 24))]),
+        ("llama tensor under two names", "llama",
+         t(lambda arrays: arrays.__setitem__("layers.0.mlp.up_proj.weight", arrays[l2 + "0.mlp.up_proj.weight"] * 0)),
+         ["model.safetensors", re.escape(l2 + "0.mlp.up_proj.weight"), "twice"]),
+        ("llama rope_theta 1e400 (past double)", "llama", raw_config("10000.0", "1e400"),
+         ["config.json", "not JSON", "1e400"]),
         ("gpt2 index naming a missing shard", "gpt2-shards", first_shard_but_one, []),
         ("llama index naming a missing shard", "llama-shards", first_shard_but_one, []),
         ('model_type "bert"', "gpt2", c(set_field("model_type", "bert")), ["config.json", "model_type", "bert"]),

@@ -457,6 +457,13 @@ BOOST_AUTO_TEST_CASE(save_pretrained_refuses_to_replace_a_model) {
   BOOST_CHECK(std::filesystem::exists(dir + "/model.safetensors.index.json"));
   const auto loaded = models::load_pretrained(dir);
   BOOST_CHECK(loaded->forward(kTokens).to_vector() == model.forward(kTokens).to_vector());
+  // Both the one file and shards (written by hand): the one file, as transformers reads it.
+  manual_seed(8);
+  models::LlamaForCausalLM other(small_llama(2, false));
+  models::save_pretrained(other, dir + "-one");
+  std::filesystem::copy_file(dir + "-one/model.safetensors", dir + "/model.safetensors");
+  BOOST_CHECK(models::load_pretrained(dir)->forward(kTokens).to_vector() == other.forward(kTokens).to_vector());
+  std::filesystem::remove_all(dir + "-one");
   std::filesystem::remove_all(dir);
   // A folder where one of its files goes: refused before any file is written.
   std::filesystem::create_directories(dir + "/config.json");

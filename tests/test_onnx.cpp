@@ -177,9 +177,13 @@ BOOST_AUTO_TEST_CASE(a_model_past_protobufs_2_gib_is_refused_before_it_is_built)
   // RoPE's tables alone, [max positions, head_dim / 2] twice, pass 2 GiB here: cheap to
   // make (Llama has no position weights), refused before anything is allocated.
   models::LlamaConfig c = small_llama(2, true);
-  c.max_position_embeddings = std::size_t{1} << 27;  // * 4 head_dim * 4 bytes = 2 GiB
-  const auto model = models::make_model(c);
   const std::string path = folder("too-large") + "/model.onnx";
-  check_error([&] { models::save_onnx(*model, path); }, {"save_onnx", "2 GiB", path});
-  BOOST_TEST(!std::filesystem::exists(path));
+  // 2^27 positions * 4 head_dim * 4 bytes = 2 GiB; 2^61 and 2^64 - 1 overflowed a count
+  // of bytes in size_t.
+  for (const std::size_t positions : {std::size_t{1} << 27, std::size_t{1} << 61, ~std::size_t{0}}) {
+    c.max_position_embeddings = positions;
+    const auto model = models::make_model(c);
+    check_error([&] { models::save_onnx(*model, path); }, {"save_onnx", "2 GiB", path});
+    BOOST_TEST(!std::filesystem::exists(path));
+  }
 }

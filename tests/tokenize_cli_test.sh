@@ -241,6 +241,12 @@ check "stdout to a full disk exits 2 (got $code)" test "$code" -eq 2
 check "and says so in one line" test "$(wc -l <err)" -eq 1 -a -n "$(grep 'standard output' err)"
 check "and removes the shards, the pair and the folders it made" test ! -e full
 check "no temporary file is left anywhere" test -z "$(find . -name '.xgrad-*')"
+# Files past the size limit (ulimit -f; SIGXFSZ ignored, each write told EFBIG): the same.
+code=$( (ulimit -f 1; "$tokenize" --text $texts --tokenizer one --out limited/sub >/dev/null 2>err; echo $?) )
+check "a shard past ulimit -f exits 2 (got $code)" test "$code" -eq 2
+check "... says so in one line, naming the file ($(cat err))" test "$(wc -l <err)" -eq 1 -a -n "$(grep 'limited/sub/' err)"
+check "... and removes what it made" test ! -e limited
+check "... no temporary file left" test -z "$(find . -name '.xgrad-*')"
 # Ctrl-C or SIGTERM part-way: the run stops at its next stretch, removes what it wrote and
 # exits with 128 + the signal (the text is long enough to be still running when it comes).
 for _ in $(seq 16); do cat "$kjv"; done >long.txt

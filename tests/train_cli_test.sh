@@ -194,6 +194,13 @@ done
 bad "another config, in short numbers" "--lr 0.1 here, 0.003 in the checkpoint" --resume "$work/base.st" --lr 0.1
 code=$("$train" "${tiny[@]}" --steps 2 >/dev/full 2>"$work/err"; echo $?)
 check "stdout to a full disk exits 2 (got $code) with one line" test "$code" -eq 2 -a "$(wc -l <"$work/err")" -eq 1
+# A checkpoint past the file-size limit (ulimit -f; SIGXFSZ ignored, the write told EFBIG):
+# one line, exit 2, no checkpoint and no temporary left.
+mkdir -p "$work/limited"
+code=$( (ulimit -f 1; "$train" "${tiny[@]}" --steps 2 --save "$work/limited/run.st" >/dev/null 2>"$work/err"; echo $?) )
+check "a checkpoint past ulimit -f exits 2 (got $code) with one line" test "$code" -eq 2 -a "$(wc -l <"$work/err")" -eq 1
+check "... naming the file" grep -q -- "limited/run.st" "$work/err"
+check "... leaving nothing in its folder" test -z "$(ls -A "$work/limited")"
 
 # xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
 if [ -n "$bench" ]; then

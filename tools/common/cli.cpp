@@ -52,9 +52,10 @@ void check_stdout() {
 }
 
 int run_tool(const char* tool, const std::function<int()>& body, const ErrorReport& report) {
-  // A closed pipe fails the write (check_stdout says so) instead of killing the process
-  // with no word.
+  // A closed pipe, and a file past the size limit (ulimit -f), fail the write (which says
+  // so, and removes what the run made) instead of killing the process with no word.
   std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     const int status = body();
     check_stdout();

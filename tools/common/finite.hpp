@@ -1,7 +1,7 @@
 #pragma once
-// Weights read from a checkpoint must be numbers: one NaN or infinity makes every later
-// loss, score and sample nonsense, so xgrad-train and xgrad-generate refuse them at once,
-// naming the tensor.
+// Weights read from a checkpoint or a Hugging Face folder must be numbers: one NaN or
+// infinity makes every later loss, score and sample nonsense, so xgrad-train,
+// xgrad-generate and xgrad-export refuse them at once, naming the tensor.
 
 #include <algorithm>
 #include <cmath>

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "finite.hpp"
 #include "gpt.hpp"
 #include "xgrad/models/pretrained.hpp"
 
@@ -138,6 +139,10 @@ std::unique_ptr<models::CausalLM> make_language_model(const Config& c, std::size
     } catch (const Error& e) {
       throw UsageError(str(flag(&Config::init_from), ": ", e.what()));
     }
+    if (const std::optional<std::string> bad = first_nonfinite(*model); bad && !c.allow_nonfinite)
+      throw UsageError(str(flag(&Config::init_from), " ", c.init_from, ": the tensor ", *bad,
+                           " holds NaN or infinite values (refusing it; ", flag(&Config::allow_nonfinite),
+                           " goes on)"));
   } else {
     model = models::make_model(*config);
   }

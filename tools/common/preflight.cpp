@@ -56,7 +56,8 @@ std::string folder_of(const std::string& path) {
 struct Output {
   Flag flag;
   const std::string& path;
-  bool replaced;  // written as a new file renamed over the old one (else opened and appended to)
+  bool replaced;        // written as a new file renamed over the old one (else opened and appended to)
+  bool folder = false;  // --save-hf's (check_hf_target checks it)
 };
 
 // A file the run reads, which no output may name.
@@ -163,6 +164,13 @@ void check_hf_target(const Config& c) {
   while (!existing.empty() && !fs::exists(existing, error)) existing = existing.parent_path();
   if (!fs::is_directory(existing, error) || ::access(existing.c_str(), W_OK | X_OK) != 0)
     throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": cannot write in ", existing.string()));
+  // A folder made there and removed, as check_writable's file: access() says yes to root
+  // in /proc and on read-only mounts.
+  const fs::path probe = existing / xgrad::temporary_name((existing / "hf").string(), ::getpid(), 0);
+  if (::mkdir(probe.c_str(), 0700) != 0)
+    throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": cannot make a folder in ", existing.string(), " (",
+                                std::strerror(errno), ")"));
+  ::rmdir(probe.c_str());
 }
 
 // Whether the file at `path` begins with one of `openings`.
@@ -195,10 +203,14 @@ void check_outputs(const Config& c) {
                     timeline = c.profile.empty() ? "" : profile_timeline_path(c.profile);
   const Flag save = flag(&Config::save), metrics = flag(&Config::metrics), plot = flag(&Config::plot),
              attention_png = flag(&Config::attention_png), profile = flag(&Config::profile),
-             resume = flag(&Config::resume);
-  const std::vector<Output> outputs = {{save, c.save, true},   {metrics, c.metrics, false},
-                                       {plot, c.plot, true},   {attention_png, c.attention_png, true},
-                                       {profile, trace, true}, {profile, timeline, true}};
+             resume = flag(&Config::resume), save_hf = flag(&Config::save_hf);
+  const std::vector<Output> outputs = {{save, c.save, true},
+                                       {metrics, c.metrics, false},
+                                       {plot, c.plot, true},
+                                       {attention_png, c.attention_png, true},
+                                       {profile, trace, true},
+                                       {profile, timeline, true},
+                                       {save_hf, c.save_hf, true, true}};
   const std::string no_text;
   const std::vector<Input> inputs = {
       {resume, c.resume, "the checkpoint being resumed", "the checkpoint"},
@@ -207,7 +219,7 @@ void check_outputs(const Config& c) {
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Output& out = outputs[i];
     if (out.path.empty()) continue;
-    check_writable(out);
+    if (!out.folder) check_writable(out);
     const FileIdentity id = identify(out.path);
     for (const Input& in : inputs) {
       if (in.path.empty() || !(identify(in.path) == id)) continue;

@@ -65,8 +65,9 @@ NamedTokenizer read_tokenizer(const std::string& spec, const std::string& what) 
       return {read_pair(pair->first, pair->second, what), pair->first + "," + pair->second};
     }
     return {read_ranks(spec, what), spec};
-  } catch (const xgrad::Error& e) {
-    throw UsageError(str(what, ": ", e.what()));
+  } catch (const xgrad::Error& e) {  // the file readers' errors start with `what` already
+    const std::string message = e.what();
+    throw UsageError(message.starts_with(what + ": ") ? message : str(what, ": ", message));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli.hpp"
+#include "finite.hpp"
 #include "flags.hpp"
 #include "language_model.hpp"
 #include "tokenizer_files.hpp"
@@ -95,6 +96,8 @@ Source read_source(const ExportOptions& o) {
     } catch (const Error& e) {
       throw tools::UsageError(str(from, " ", o.from, ": ", e.what()));
     }
+    if (const std::optional<std::string> bad = tools::first_nonfinite(*source.model))
+      throw tools::UsageError(str(from, " ", o.from, ": the tensor ", *bad, " holds NaN or infinite values"));
     if (tools::holds_tokenizer_files(o.from)) source.tokenizer = tools::read_tokenizer(o.from, from.dashed());
     return source;
   }

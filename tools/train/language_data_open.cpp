@@ -89,7 +89,8 @@ NamedTokenizer open_tokenizer(const Config& c, const Start& start) {
     throw UsageError(str(flag(&Config::data), " ", c.data, ": holds no encoder.json and vocab.bpe: name the shards' ",
                          "tokenizer with ", flag(&Config::tokenizer)));
   }
-  NamedTokenizer named = read_tokenizer(c.tokenizer, flag(&Config::tokenizer).dashed());
+  NamedTokenizer named =
+      read_tokenizer(c.tokenizer, (named_by_folder ? flag(&Config::data) : flag(&Config::tokenizer)).dashed());
   if (!named_by_folder && folder_has_pair) {
     const NamedTokenizer folders = read_tokenizer(c.data, flag(&Config::data).dashed());
     if (folders.tokenizer.identity() != named.tokenizer.identity())

@@ -49,6 +49,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
     settings_of<Config>().apply_defaults(c, kept);
   }
   const Start start = read_start(c);
+  check_size_flags(given, start);
   try {
     if (start.flag && start.resume) {
       apply_metadata(start.contents.metadata, c, given);
@@ -64,6 +65,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
     throw UsageError(str(start.source(), ": ", e.what()));
   }
   check_task_flags(c, given);
+  check_adapters(c, start);
   if (start.flag)
     validate_read(c, start.contents.metadata, given, start.source());
   else

@@ -31,6 +31,9 @@ using namespace xgrad;
 
 namespace {
 
+// A LoRA adapter's tensor (PEFT's names: "...q_proj.lora_A.weight").
+bool is_adapter(const std::string& name) { return name.find(".lora_") != std::string::npos; }
+
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const nn::Module& model) {
@@ -101,6 +104,47 @@ Start read_start(const Config& c) {
   return start;
 }
 
+void check_size_flags(const Given& given, const Start& start) {
+  if (!start.flag || !start.contents.metadata.count(kModelConfigKey)) return;  // a published model's checkpoint
+  const models::ModelConfig config = recorded_model_config(start.contents.metadata, start.source());
+  const auto* gpt2 = std::get_if<models::GPT2Config>(&config);
+  const auto* llama = std::get_if<models::LlamaConfig>(&config);
+  const auto& settings = settings_of<Config>();
+  const std::vector<std::pair<std::string, std::size_t>> sizes = {
+      {settings.key(&Config::d_model), gpt2 ? gpt2->n_embd : llama->hidden_size},
+      {settings.key(&Config::layers), gpt2 ? gpt2->n_layer : llama->num_hidden_layers},
+      {settings.key(&Config::heads), gpt2 ? gpt2->n_head : llama->num_attention_heads}};
+  // Sized by a config.json, the run recorded the flags' defaults beside it.
+  const bool recorded_by_flags = std::all_of(sizes.begin(), sizes.end(), [&](const auto& size) {
+    const auto found = start.contents.metadata.find(size.first);
+    return found != start.contents.metadata.end() && found->second == std::to_string(size.second);
+  });
+  if (recorded_by_flags) return;  // the flags are checked against the checkpoint as any
+  for (const Flag& size : {flag(&Config::layers), flag(&Config::heads), flag(&Config::d_model), flag(&Config::ff)})
+    if (given.count(size.name()))
+      throw SettingError(size, str(" does nothing here: the model's sizes come from ", start.source(), "'s ",
+                                   kModelConfigKey, " (a config.json's)"));
+}
+
+void check_adapters(const Config& c, const Start& start) {
+  const bool adapters = start.flag && std::any_of(start.contents.tensors.begin(), start.contents.tensors.end(),
+                                                  [](const auto& named) { return is_adapter(named.first); });
+  if (c.eval_only && c.lora > 0 && !adapters)
+    throw SettingError(
+        flag(&Config::lora),
+        str(" does nothing here: ", start.flag ? start.source() : str(flag(&Config::init_from), " ", c.init_from),
+            " holds no adapters, and new ones (B = 0) leave the model as it is (", flag(&Config::eval_only),
+            " trains none)"));
+  if (adapters && c.lora == 0) {
+    const auto rank = start.contents.metadata.find(settings_of<Config>().key(&Config::lora));
+    throw UsageError(str(start.source(), ": the checkpoint holds LoRA adapters",
+                         rank != start.contents.metadata.end() ? str(" of rank ", rank->second) : std::string(),
+                         ": give ", flag(&Config::lora),
+                         " to start from them, or xgrad-export it (which merges them) "
+                         "and start from the export"));
+  }
+}
+
 // --profile: rank 0 records --profile-steps steps from the step after the warm-up (or
 // sooner, in a short run), ended early by an evaluation or the run's end; then prints the
 // table and writes the trace and the timeline.
@@ -162,12 +206,11 @@ void Trainer::load(const Start& start) {
   // --init-from a checkpoint of the base model with --lora: its adapters start as
   // apply_lora made them (B = 0: the base's function), the rest comes from the file.
   nn::SafetensorsContents contents = start.contents;
-  const auto adapter = [](const std::string& name) { return name.find(".lora_") != std::string::npos; };
   if (!start.resume && c_.lora > 0 &&
       std::none_of(contents.tensors.begin(), contents.tensors.end(),
-                   [&](const auto& named) { return adapter(named.first); }))
+                   [](const auto& named) { return is_adapter(named.first); }))
     for (const auto& [name, tensor] : model_.state_dict())
-      if (adapter(name)) contents.tensors.emplace(name, tensor.clone());
+      if (is_adapter(name)) contents.tensors.emplace(name, tensor.clone());
   try {
     nn::load(contents, model_, start.resume ? opt_.get() : nullptr, start.path);
   } catch (const Error& e) {

@@ -44,6 +44,16 @@ struct Start {
 // fresh run).
 Start read_start(const Config& c);
 
+// A published model's checkpoint sized by a config.json records the flags' defaults beside
+// its lm.model_config: --layers, --heads, --d-model and --ff then do nothing, and are
+// refused (they were checked against those defaults).
+void check_size_flags(const Given& given, const Start& start);
+
+// LoRA against the checkpoint a run starts from: under --eval-only, --lora only where the
+// checkpoint holds adapters (new ones, B = 0, change nothing); a checkpoint holding
+// adapters goes on only with --lora.
+void check_adapters(const Config& c, const Start& start);
+
 // --task lm's data (language_data_open.cpp): the text or the shards, checked against the
 // checkpoint `start` names; sets c.vocab.
 std::shared_ptr<const LanguageData> open_language_data(Config& c, const Start& start);
