@@ -36,13 +36,21 @@ Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& 
   if (earlier == 0 && !windowed) {
     options.is_causal = true;
   } else if (T > 1 || windowed) {  // query i (position earlier + i) sees keys j <= earlier + i, and within the window
-    std::vector<double> allowed(T * S);
-    for (std::size_t i = 0; i < T; ++i) {
-      const std::size_t position = earlier + i;
-      const std::size_t first = windowed && position >= window ? position - window + 1 : 0;
-      for (std::size_t j = first; j <= position; ++j) allowed[i * S + j] = 1;
+    // Every layer asks for the same mask in one forward: made once, kept for the next.
+    thread_local struct {
+      std::size_t T = 0, S = 0, earlier = 0, window = 0;
+      Tensor mask;
+    } last;
+    if (!last.mask.defined() || last.T != T || last.S != S || last.earlier != earlier || last.window != window) {
+      std::vector<double> allowed(T * S);
+      for (std::size_t i = 0; i < T; ++i) {
+        const std::size_t position = earlier + i;
+        const std::size_t first = windowed && position >= window ? position - window + 1 : 0;
+        for (std::size_t j = first; j <= position; ++j) allowed[i * S + j] = 1;
+      }
+      last = {T, S, earlier, window, Tensor::from_vector(allowed, {T, S})};
     }
-    options.mask = Tensor::from_vector(allowed, {T, S});
+    options.mask = last.mask;
   }
   if (!cache) return multi_head_attention(q, k, v, heads, kv_heads, /*batch_first=*/true, options).output;
   return multi_head_attention(q, {cache->keys}, {cache->values}, heads, kv_heads, /*batch_first=*/true, options).output;

@@ -97,6 +97,7 @@ GPT2Config parse_gpt2(const Fields& f) {
   c.n_layer = f.size("n_layer");
   c.n_head = f.size("n_head");
   c.n_inner = f.size_or("n_inner", 0);
+  XGRAD_CHECK(!f.has("n_inner") || c.n_inner > 0, f.source(), "field \"n_inner\" must be positive (null: 4 x n_embd)");
   c.layer_norm_epsilon = f.number_or("layer_norm_epsilon", c.layer_norm_epsilon);
   c.activation_function = f.text_or("activation_function", c.activation_function);
   c.embd_pdrop = f.number_or("embd_pdrop", c.embd_pdrop);
@@ -186,8 +187,8 @@ void parse_rope(const Fields& f, LlamaConfig& c) {
 }
 
 // Llama's fields, and for "mistral" its sliding window. transformers' MistralConfig differs
-// from LlamaConfig in its defaults: a window of 4096 when the field is absent (null: none)
-// and 131072 positions.
+// from LlamaConfig in its defaults: a window of 4096 when the field is absent (null: none),
+// 8 K/V heads when absent (null: num_attention_heads) and 131072 positions.
 LlamaConfig parse_llama(const Fields& f, const std::string& type) {
   LlamaConfig c;
   c.model_type = type;
@@ -202,7 +203,10 @@ LlamaConfig parse_llama(const Fields& f, const std::string& type) {
   c.intermediate_size = f.size("intermediate_size");
   c.num_hidden_layers = f.size("num_hidden_layers");
   c.num_attention_heads = f.size("num_attention_heads");
-  c.num_key_value_heads = f.size_or("num_key_value_heads", 0);
+  c.num_key_value_heads =
+      type == "mistral" && !f.present("num_key_value_heads") ? 8 : f.size_or("num_key_value_heads", 0);
+  XGRAD_CHECK(!f.has("num_key_value_heads") || c.num_key_value_heads > 0, f.source(),
+              "field \"num_key_value_heads\" must be positive (null: num_attention_heads)");
   c.max_position_embeddings = f.size_or("max_position_embeddings", c.max_position_embeddings);
   c.rms_norm_eps = f.number_or("rms_norm_eps", c.rms_norm_eps);
   parse_rope(f, c);

@@ -25,9 +25,17 @@ constexpr const char* kIndexFile = "model.safetensors.index.json";
 
 std::string in_dir(const std::string& dir) { return "model directory '" + dir + "'"; }
 
+// A directory's tensors, each with its dtype in the file, and what errors about them name
+// (the one file, or the index).
+struct DirectoryTensors {
+  StateDict tensors;
+  std::map<std::string, std::string> dtypes;
+  std::string source;
+};
+
 // The tensors of a sharded checkpoint: every shard the index names, each tensor found in
 // the shard the index gives for it.
-StateDict read_sharded(const fs::path& dir, const fs::path& index_path) {
+DirectoryTensors read_sharded(const fs::path& dir, const fs::path& index_path) {
   const std::string source = "model index '" + index_path.string() + "'";
   json index;
   try {
@@ -46,7 +54,7 @@ StateDict read_sharded(const fs::path& dir, const fs::path& index_path) {
                 "field \"weight_map\": \"", name, "\" names \"", shard, "\", which is not a file in the directory");
     names_by_shard[shard].insert(name);
   }
-  StateDict tensors;
+  DirectoryTensors read{.source = source};
   for (const auto& [shard, names] : names_by_shard) {
     const fs::path path = dir / shard;
     XGRAD_CHECK(fs::exists(path), source, "names shard \"", shard, "\", which is not in ", dir.string());
@@ -55,35 +63,45 @@ StateDict read_sharded(const fs::path& dir, const fs::path& index_path) {
       const auto found = contents.tensors.find(name);
       XGRAD_CHECK(found != contents.tensors.end(), source, "puts \"", name, "\" in shard \"", shard,
                   "\", which does not hold it");
-      tensors[name] = found->second;
+      read.tensors[name] = found->second;
+      read.dtypes[name] = contents.dtypes[name];
     }
     for (const auto& named : contents.tensors)
       XGRAD_CHECK(names.count(named.first), source, "shard \"", shard, "\" holds \"", named.first,
                   "\", which the index does not list for it");
   }
-  return tensors;
+  return read;
 }
 
-// The directory's tensors, and what errors about them name: the one file, or the index.
-// With both, the one file, as transformers' from_pretrained looks for it first.
-std::pair<StateDict, std::string> read_tensors(const std::string& dir) {
+// The directory's tensors: with both the one file and an index, the one file, as
+// transformers' from_pretrained looks for it first.
+DirectoryTensors read_tensors(const std::string& dir) {
   const fs::path index = fs::path(dir) / kIndexFile, single = fs::path(dir) / kSingleFile;
-  if (fs::exists(single))
-    return {nn::read_safetensors(single.string()).tensors, "model file '" + single.string() + "'"};
+  if (fs::exists(single)) {
+    nn::SafetensorsContents contents = nn::read_safetensors(single.string());
+    return {std::move(contents.tensors), std::move(contents.dtypes), "model file '" + single.string() + "'"};
+  }
   XGRAD_CHECK(fs::exists(index), in_dir(dir), "holds neither ", kSingleFile, " nor ", kIndexFile);
-  return {read_sharded(dir, index), "model index '" + index.string() + "'"};
+  return read_sharded(dir, index);
 }
 
-// The file's tensors under the model's names, checked against what the model expects.
-StateDict match_tensors(const PretrainedModel& model, StateDict file, const std::string& source) {
+// The file's tensors under the model's names, checked against what the model expects: each
+// a float (F32, F64, F16 or BF16; safetensors readers take integers and booleans for masks
+// and indices, which no weight is), buffers the model ignores aside (GPT-2's attn.bias was
+// saved as U8 or BOOL).
+StateDict match_tensors(const PretrainedModel& model, DirectoryTensors file) {
+  const std::string& source = file.source;
   const std::map<std::string, Shape> expected = model.hf_shapes();
   StateDict matched;
   std::map<std::string, std::string> named_as;  // the model's name -> the file's
   std::vector<std::string> extra, missing, mismatched;
-  for (auto& [file_name, tensor] : file) {
+  for (auto& [file_name, tensor] : file.tensors) {
     std::string name = file_name;
     if (!expected.count(name) && expected.count(model.base_prefix() + name)) name = model.base_prefix() + name;
     if (model.ignored_on_load(name)) continue;
+    const std::string& dtype = file.dtypes[file_name];
+    XGRAD_CHECK(dtype == "F32" || dtype == "F64" || dtype == "F16" || dtype == "BF16", source, "\"", file_name,
+                "\" is ", dtype, ": a model's weights are floats (F32, F64, F16 or BF16)");
     const auto [earlier, first] = named_as.emplace(name, file_name);
     XGRAD_CHECK(first, source, "holds ", name, " twice, as \"", earlier->second, "\" and as \"", file_name, "\"");
     const auto want = expected.find(name);
@@ -148,8 +166,7 @@ std::unique_ptr<PretrainedModel> load_pretrained(const std::string& dir, DType d
     model = make_model(config);
   }
   model->to(dtype);
-  auto [tensors, source] = read_tensors(dir);
-  model->load_hf_state_dict(match_tensors(*model, std::move(tensors), source));
+  model->load_hf_state_dict(match_tensors(*model, read_tensors(dir)));
   return model;
 }
 

@@ -188,6 +188,22 @@ safetensors_numpy.write(sys.argv[2], arrays, metadata=metadata)
 PY
 refused "a folder holding an infinity" "--from nan-hf: the tensor transformer.h.0.mlp.c_fc.weight holds NaN" \
   "$export_" --from nan-hf --out m.gguf
+# transformers before 4.31 saved GPT-2's causal mask, attn.bias, as U8 (later BOOL): a
+# buffer passed over, whatever its dtype; a weight in integers is refused.
+cp -r gpt2-hf mask-hf
+/usr/bin/python3 - "$references" mask-hf/model.safetensors <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import safetensors_numpy
+arrays, metadata = safetensors_numpy.read(sys.argv[2])
+arrays = {name: np.array(a) for name, a in arrays.items()}
+arrays["transformer.h.0.attn.bias"] = np.tril(np.ones((1, 1, 16, 16), dtype=np.uint8))
+arrays["h.1.attn.bias"] = np.tril(np.ones((1, 1, 16, 16), dtype=bool))
+safetensors_numpy.write(sys.argv[2], arrays, metadata=metadata)
+PY
+code=$(run "$export_" --from mask-hf --out mask.onnx)
+check "a folder with GPT-2's old U8 and BOOL attn.bias exports (exit $code: $(cat err))" test "$code" -eq 0
 check "no refused run wrote its --out" test ! -e m.gguf -a ! -e m.onnx -a ! -e m-hf -a ! -e m.bin
 check "no refused run left a temporary behind" only_expected
 

@@ -265,6 +265,9 @@ safetensors_numpy.write(sys.argv[2], arrays, metadata=metadata)
 PY
 refused "a folder holding NaN" "--init-from nan-hf: the tensor transformer.ln_f.weight holds NaN" "$train" \
   "${common[@]}" --init-from nan-hf
+cp -r gpt2-hf half-hf && rm half-hf/merges.txt
+refused "a folder with half a tokenizer" "--init-from half-hf: holds vocab.json without merges.txt" "$train" \
+  "${common[@]}" --init-from half-hf
 # --save-hf is an output as the others: checked before any work.
 refused "--save-hf and --save naming one path" "are the same file" "$train" "${common[@]/nothing.st/same}" \
   --model gpt2 --save-hf same

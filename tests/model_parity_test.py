@@ -328,6 +328,11 @@ def drop_field(key):
     return lambda config: config.pop(key)
 
 
+def shard_holding(directory, name):
+    with open(os.path.join(directory, "model.safetensors.index.json")) as f:
+        return json.load(f)["weight_map"][name]
+
+
 def raw_config(old, new):
     """An edit of config.json's text (for what json.dump cannot write)."""
     def edit(directory):
@@ -395,6 +400,14 @@ def bad_input_cases():
         ("llama tensor under two names", "llama",
          t(lambda arrays: arrays.__setitem__("layers.0.mlp.up_proj.weight", arrays[l2 + "0.mlp.up_proj.weight"] * 0)),
          ["model.safetensors", re.escape(l2 + "0.mlp.up_proj.weight"), "twice"]),
+        ("llama norm weight in I32", "llama",
+         t(lambda arrays: arrays.__setitem__("model.norm.weight", np.ones(24, dtype=np.int32))),
+         ["model.safetensors", re.escape("model.norm.weight"), "I32", "floats"]),
+        ("gpt2 norm weight in BOOL", "gpt2-shards",
+         lambda d: edit_tensors(d, lambda arrays: [arrays.__setitem__(n, np.ones(arrays[n].shape, dtype=bool))
+                                                   for n in list(arrays) if n.endswith("ln_f.weight")],
+                                file=shard_holding(d, "transformer.ln_f.weight")),
+         ["model.safetensors.index.json", "ln_f.weight", "BOOL"]),
         ("llama rope_theta 1e400 (past double)", "llama", raw_config("10000.0", "1e400"),
          ["config.json", "not JSON", "1e400"]),
         ("gpt2 index naming a missing shard", "gpt2-shards", first_shard_but_one, []),

@@ -140,6 +140,15 @@ BOOST_AUTO_TEST_CASE(bad_configs_are_named) {
               {"cfg", "hidden_act", "gelu"});
   check_error([&] { parse("{" + llama + R"(, "num_attention_heads": 2, "attention_bias": true})"); },
               {"cfg", "attention_bias"});
+  // 0 is not "unset" (null is): transformers would build a model of no K/V heads or MLP.
+  check_error([&] { parse("{" + llama + R"(, "num_attention_heads": 2, "num_key_value_heads": 0})"); },
+              {"cfg", "num_key_value_heads", "positive"});
+  check_error(
+      [&] {
+        parse(R"({"model_type": "gpt2", "vocab_size": 8, "n_positions": 4, "n_embd": 8, "n_layer": 1,
+                              "n_head": 2, "n_inner": 0})");
+      },
+      {"cfg", "n_inner", "positive"});
   check_error(
       [&] {
         parse(R"({"model_type": "gpt2", "vocab_size": 8, "n_positions": 4, "n_embd": 8, "n_layer": 1,
@@ -378,15 +387,17 @@ BOOST_AUTO_TEST_CASE(a_llama_with_a_head_dim_of_its_own) {
 BOOST_AUTO_TEST_CASE(mistral_is_llama_with_a_sliding_window) {
   const auto parse_mistral = [](const std::string& fields) {
     return std::get<models::LlamaConfig>(models::parse_model_config(
-        R"({"model_type": "mistral", "vocab_size": 8, "hidden_size": 16, "intermediate_size": 8,
-            "num_hidden_layers": 1, "num_attention_heads": 2)" +
+        R"({"model_type": "mistral", "vocab_size": 8, "hidden_size": 64, "intermediate_size": 8,
+            "num_hidden_layers": 1, "num_attention_heads": 16)" +
             fields + "}",
         "cfg"));
   };
   // transformers' MistralConfig defaults: a window of 4096 when the field is absent, none
-  // when null; 131072 positions.
+  // when null; 8 K/V heads when absent, as many as the heads when null; 131072 positions.
   BOOST_CHECK_EQUAL(parse_mistral("").sliding_window, 4096u);
   BOOST_CHECK_EQUAL(parse_mistral("").max_position_embeddings, 131072u);
+  BOOST_CHECK_EQUAL(parse_mistral("").kv_heads(), 8u);
+  BOOST_CHECK_EQUAL(parse_mistral(R"(, "num_key_value_heads": null)").kv_heads(), 16u);
   BOOST_CHECK_EQUAL(parse_mistral(R"(, "sliding_window": null)").sliding_window, 0u);
   BOOST_CHECK_EQUAL(parse_mistral(R"(, "sliding_window": 3)").sliding_window, 3u);
   check_error([&] { parse_mistral(R"(, "sliding_window": 0)"); }, {"cfg", "sliding_window", "positive"});

@@ -279,7 +279,8 @@ class LlamaAttention(nn.Module):
         super().__init__()
         C, bias = config["hidden_size"], config.get("attention_bias", False)
         self.heads = config["num_attention_heads"]
-        self.kv_heads = config.get("num_key_value_heads") or self.heads
+        mistral = config["model_type"] == "mistral"  # MistralConfig: 8 K/V heads when the field is absent
+        self.kv_heads = config.get("num_key_value_heads", 8 if mistral else None) or self.heads
         self.head_dim = config.get("head_dim") or C // self.heads
         self.config = config
         self.q_proj = nn.Linear(C, self.heads * self.head_dim, bias=bias)
@@ -287,7 +288,7 @@ class LlamaAttention(nn.Module):
         self.v_proj = nn.Linear(C, self.kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.heads * self.head_dim, C, bias=bias)
         # Mistral's window; absent from a mistral config.json, transformers' default 4096
-        self.window = config.get("sliding_window", 4096) if config["model_type"] == "mistral" else None
+        self.window = config.get("sliding_window", 4096) if mistral else None
 
     def forward(self, x):
         cos, sin = rope_cos_sin(x.size(1), rope_inv_freq(self.config, self.head_dim, x.dtype))

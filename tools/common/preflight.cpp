@@ -167,7 +167,7 @@ void check_hf_target(const Config& c) {
   // A folder made there and removed, as check_writable's file: access() says yes to root
   // in /proc and on read-only mounts.
   const fs::path probe = existing / xgrad::temporary_name((existing / "hf").string(), ::getpid(), 0);
-  if (::mkdir(probe.c_str(), 0700) != 0)
+  if (::mkdir(probe.c_str(), 0700) != 0 && errno != EEXIST)  // one left by a run killed here: the folder takes them
     throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": cannot make a folder in ", existing.string(), " (",
                                 std::strerror(errno), ")"));
   ::rmdir(probe.c_str());
@@ -276,9 +276,11 @@ ModelShape model_shape(const Config& c, const xgrad::models::ModelConfig* publis
     m.kv_width = static_cast<double>(l.kv_heads()) * static_cast<double>(l.head_width());
     m.ff_values = 4;                                                        // gate, up, SiLU(gate), their product
     adapted = 7 * m.width + 2 * m.query_width + 2 * m.kv_width + 3 * m.ff;  // q, k, v, o; gate, up, down
+    m.window = static_cast<double>(l.sliding_window);
   }
   m.parameters = models::model_size(*published).parameters;
-  m.trained = c.lora > 0 ? std::min(m.parameters, c.lora * (m.layers * adapted + m.width + m.vocab)) : m.parameters;
+  m.adapters = c.lora * (m.layers * adapted + m.width + m.vocab);
+  m.trained = c.lora > 0 ? std::min(m.parameters, m.adapters) : m.parameters;
   m.sized_by = source.empty()
                    ? xgrad::str(flag(&Config::model), " ", c.model, ", ", flag(&Config::d_model), " ", c.d_model, ", ",
                                 flag(&Config::layers), " ", c.layers, ", ", flag(&Config::ff), " ", count_text(m.ff))
@@ -299,38 +301,52 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   // its own copy of the text; each rank on this machine needs all of it. In bf16 the
   // products also keep their operands rounded (2 bytes a value) for backward: every
   // weight, and per token the inputs of the layers' linears, attention's q, k and v, and
-  // the head's input (d).
+  // the head's input (d). A sliding window shorter than the sequence keeps a T x T mask of
+  // bytes per layer (and the one the layers share, in double). Under --eval-only nothing
+  // is trained: the weights and one batch's evaluation. Weights read from a file are held
+  // twice while they load (the model, and the file's tensors in float32).
   const double d = m.width, ff = m.ff, L = c.seq_len, micro_batches = static_cast<double>(c.micro_batches());
   const bool bf16 = c.precision == "bf16";
-  const double state = m.parameters * 4 + m.trained * 3 * 4 + (bf16 ? m.parameters * 2 : 0);
-  const double reducer = micro_batches > 1 ? (micro_batches + 1) * m.trained * 4 : 0;
+  const double trained = c.eval_only ? 0 : m.trained;
+  const double adapters = c.lora > 0 ? m.adapters * 4 : 0;  // their own values, besides the base's
+  const double state = m.parameters * 4 + adapters + trained * 3 * 4 + (bf16 ? m.parameters * 2 : 0);
+  const double loading = c.resume.empty() && c.init_from.empty() ? 0 : m.parameters * 4 * 2;
+  const double reducer = micro_batches > 1 && !c.eval_only ? (micro_batches + 1) * trained * 4 : 0;
   const double block = 6 * d + 3 * m.query_width + 3 * m.kv_width + m.ff_values * ff;
   const double rounded = 2 * d + 2 * m.query_width + 2 * m.kv_width + ff;
   const double blocks_kept = (c.recompute ? m.layers * d + block : m.layers * block) + 2 * block;
   const double per_token = blocks_kept + 4 * m.vocab + 4 * d;
   const double rounded_per_token = bf16 ? (c.recompute ? 1 : m.layers) * rounded + d : 0;
-  const double training = c.batch / micro_batches * L * (per_token * 4 + rounded_per_token * 2);
-  const double evaluation = std::min(500.0, static_cast<double>(c.eval_size)) * L * (3 * d + ff + 2 * m.vocab) * 4;
+  const double masks = m.window > 0 && L > m.window ? (m.layers + 8) * L * L : 0;
+  const double training =
+      c.eval_only ? 0 : c.batch / micro_batches * L * (per_token * 4 + rounded_per_token * 2) + masks;
+  const double evaluation = (c.language_model() ? c.batch : std::min(500.0, static_cast<double>(c.eval_size))) * L *
+                                (3 * d + ff + 2 * m.vocab) * 4 +
+                            masks;
   // --task lm keeps its evaluation windows for the run: --eval-batches batches of each
   // split, each token an input and a target id of 8 bytes, each batch about 512 bytes of
   // its own (its two arrays and shapes).
   const double windows = c.language_model() ? 2.0 * c.eval_batches * (c.batch * L * 2 * 8 + 512) : 0;
-  const double per_rank = state + reducer + static_cast<double>(text_bytes) + windows + std::max(training, evaluation);
+  const double per_rank =
+      static_cast<double>(text_bytes) + windows + std::max(state + reducer + std::max(training, evaluation), loading);
   const double needed = per_rank * std::max(ranks_here, 1);
   const auto available = static_cast<double>(xgrad::usable_memory_bytes());
   if (needed <= available) return;
-  const bool adapters = m.trained < m.parameters;
+  const std::string what_is_trained =
+      c.eval_only                ? xgrad::str(" (", flag(&Config::eval_only), ": none trained)")
+      : m.trained < m.parameters ? xgrad::str(" and the optimizer state of the at most ", count_text(m.trained), " in ",
+                                              flag(&Config::lora), " ", c.lora, "'s adapters")
+                                 : std::string(" and their optimizer state");
   throw UsageError(xgrad::str(
       "the run needs about ", gib(needed), " of memory, more than the ", gib(available), " this ",
       ranks_here > 1 ? xgrad::str("machine's ", ranks_here, " ranks") : std::string("process"),
-      " may use: ", gib(state), " for ", count_text(m.parameters), " parameters (", m.sized_by, ") and ",
-      adapters ? xgrad::str("the optimizer state of the at most ", count_text(m.trained), " in ", flag(&Config::lora),
-                            " ", c.lora, "'s adapters")
-               : std::string("their optimizer state"),
-      bf16 ? " and bf16 copies" : "", ", ", gib(training), " for the activations",
-      bf16 ? " (and their bf16 copies)" : "", " of a micro-batch (", flag(&Config::batch), " ", c.batch, " / ",
-      c.micro_batches(), " x ", flag(&Config::seq_len), " ", c.seq_len,
-      c.recompute ? xgrad::str(", ", flag(&Config::recompute)) : "", ")",
+      " may use: ", gib(state), " for ", count_text(m.parameters), " parameters (", m.sized_by, ")", what_is_trained,
+      bf16 ? " and bf16 copies" : "",
+      loading > state ? xgrad::str(" (", gib(loading), " while they are read: the model and the file's copy)") : "",
+      ", ", gib(c.eval_only ? evaluation : training), c.eval_only ? " to evaluate a batch" : " for the activations",
+      bf16 && !c.eval_only ? " (and their bf16 copies)" : "", c.eval_only ? " (" : " of a micro-batch (",
+      flag(&Config::batch), " ", c.batch, c.eval_only ? "" : xgrad::str(" / ", c.micro_batches()), " x ",
+      flag(&Config::seq_len), " ", c.seq_len, c.recompute ? xgrad::str(", ", flag(&Config::recompute)) : "", ")",
       reducer > 0 ? xgrad::str(", ", gib(reducer), " for the gradients of ", c.micro_batches(), " micro-batches") : "",
       windows > 0 ? xgrad::str(", ", gib(windows), " for the evaluation windows (", flag(&Config::eval_batches), " ",
                                c.eval_batches, " of each split)")

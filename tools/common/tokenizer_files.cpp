@@ -79,6 +79,18 @@ void write_tokenizer_files(const text::Tokenizer& tokenizer, const std::string& 
 
 bool holds_tokenizer_files(const std::string& folder) { return pair_in(folder).has_value(); }
 
+void refuse_half_pair(const std::string& folder, const std::string& what) {
+  if (pair_in(folder)) return;
+  for (const auto& [encoder, merges] : {std::pair{kEncoderFile, kMergesFile}, std::pair{"vocab.json", "merges.txt"}}) {
+    std::error_code error;
+    const bool has_encoder = fs::exists(fs::path(folder) / encoder, error),
+               has_merges = fs::exists(fs::path(folder) / merges, error);
+    if (has_encoder != has_merges)
+      throw UsageError(str(what, " ", folder, ": holds ", has_encoder ? encoder : merges, " without ",
+                           has_encoder ? merges : encoder, " (a tokenizer is the two files)"));
+  }
+}
+
 void check_trainable(const NamedTokenizer& named, const std::string& what) {
   const text::Tokenizer& t = named.tokenizer;
   if (t.rank_count() + t.special_tokens().size() != t.vocabulary_size())

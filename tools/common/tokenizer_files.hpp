@@ -35,6 +35,9 @@ inline constexpr const char* kMergesFile = "vocab.bpe";
 void write_tokenizer_files(const xgrad::text::Tokenizer& tokenizer, const std::string& folder, const std::string& what);
 // Whether `folder` holds a pair (either naming), for defaults and mixing checks.
 bool holds_tokenizer_files(const std::string& folder);
+// A UsageError naming `what` when `folder` holds one file of a pair alone, where its pair
+// would be read: half a tokenizer is one lost, not none.
+void refuse_half_pair(const std::string& folder, const std::string& what);
 
 // Throws a UsageError naming `what` unless a model can be trained with the tokenizer: ids
 // without gaps (a model would draw an id that is no token) and special tokens of valid

@@ -79,10 +79,14 @@ NamedTokenizer open_tokenizer(const Config& c, const Start& start) {
   if (start.flag) {
     trained = tokenizer_from_metadata(start.contents.metadata, start.source());
     if (!trained) throw UsageError(str(start.source(), ": the checkpoint records no tokenizer (lm.tokenizer)"));
-  } else if (hf_folder_with_tokenizer(c)) {
-    trained = read_tokenizer(c.init_from, flag(&Config::init_from).dashed());
-    learnt_by = str(flag(&Config::init_from), " ", c.init_from, "'s model");
+  } else if (is_hf_directory(c.init_from)) {
+    refuse_half_pair(c.init_from, flag(&Config::init_from).dashed());
+    if (holds_tokenizer_files(c.init_from)) {
+      trained = read_tokenizer(c.init_from, flag(&Config::init_from).dashed());
+      learnt_by = str(flag(&Config::init_from), " ", c.init_from, "'s model");
+    }
   }
+  if (named_by_folder) refuse_half_pair(c.data, flag(&Config::data).dashed());
   const bool folder_has_pair = holds_tokenizer_files(c.data);
   if (named_by_folder && !folder_has_pair) {
     if (trained) return *trained;

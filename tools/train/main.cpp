@@ -79,7 +79,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
                communicator.local_size(), data ? data->resident_bytes() : 0);
   communicator.set_timeout(std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)));
   if (!communicator.is_root()) {  // rank 0 alone prints and writes
-    c.save.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
+    c.save.clear(), c.save_hf.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
     c.quiet = true;
   }
   check_outputs(c);
