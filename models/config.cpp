@@ -42,8 +42,8 @@ class Fields {
   std::size_t size_or(const char* name, std::size_t fallback) const {
     if (!has(name)) return fallback;
     const json& value = object_.at(name);
-    XGRAD_CHECK(value.is_number_integer() && value.get<std::int64_t>() >= 0, source_, "field \"", prefix_, name,
-                "\" must be a non-negative integer, not ", value.dump());
+    XGRAD_CHECK(value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0), source_,
+                "field \"", prefix_, name, "\" must be a non-negative integer, not ", value.dump());
     return value.get<std::size_t>();
   }
   double number(const char* name) const {

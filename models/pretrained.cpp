@@ -191,8 +191,13 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
     files.push_back(fs::path(dir) / "merges.txt");
   }
   files.push_back(fs::path(dir) / "config.json");
-  // Refused before anything is written: a model there (or this save's tokenizer files)
-  // unless overwriting, and a folder where a file goes.
+  // Refused before anything is written: a link to nothing or a file where the folder goes
+  // (a failed save would remove the link, taken for a folder it made), a model there (or
+  // this save's tokenizer files) unless overwriting, and a folder where a file goes.
+  std::error_code ec;
+  XGRAD_CHECK(!fs::is_symlink(fs::symlink_status(dir, ec)) || fs::exists(dir, ec), source,
+              "is a link to nothing: name the folder itself");
+  XGRAD_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec), source, "is a file, not a folder");
   std::vector<fs::path> old_files = model_files(dir);
   for (const fs::path& file : files) {
     XGRAD_CHECK(!fs::is_directory(file), source, file.filename().string(), " is a folder; a file goes there");
@@ -204,7 +209,8 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   const bool made_dir = !fs::exists(dir);
   std::vector<fs::path> created;  // removed again if the save fails half way
   try {
-    fs::create_directories(dir);
+    fs::create_directories(dir, ec);
+    XGRAD_CHECK(!ec, source, "cannot make the folder (", ec.message(), ")");
     for (const fs::path& file : files)
       if (!fs::exists(file)) created.push_back(file);
     const nn::Metadata metadata{{"format", "pt"}};

@@ -204,6 +204,15 @@ safetensors_numpy.write(sys.argv[2], arrays, metadata=metadata)
 PY
 code=$(run "$export_" --from mask-hf --out mask.onnx)
 check "a folder with GPT-2's old U8 and BOOL attn.bias exports (exit $code: $(cat err))" test "$code" -eq 0
+# Tokenizers lost or doubled in a folder, and a link to nothing where a folder goes.
+cp -r gpt2-hf half-hf && rm half-hf/merges.txt
+refused "a folder with half a tokenizer" "--from half-hf: holds vocab.json without merges.txt" "$export_" \
+  --from half-hf --out half-out
+cp -r gpt2-hf two-hf && cp other/encoder.json other/vocab.bpe two-hf/
+refused "a folder with two tokenizers" "holds two tokenizers" "$export_" --from two-hf --out m.gguf
+ln -s nowhere-at-all dangling
+refused "--out a link to nothing" "is a link to nothing" "$export_" --from gpt2.st --out dangling --format hf
+check "... and the link is kept" test -L dangling
 check "no refused run wrote its --out" test ! -e m.gguf -a ! -e m.onnx -a ! -e m-hf -a ! -e m.bin
 check "no refused run left a temporary behind" only_expected
 

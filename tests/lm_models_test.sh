@@ -274,6 +274,18 @@ refused "--save-hf and --save naming one path" "are the same file" "$train" "${c
 refused "--save-hf where nothing can be made" "--save-hf /proc/xgrad-hf: cannot make a folder in /proc" "$train" \
   "${common[@]}" --model gpt2 --save-hf /proc/xgrad-hf
 check "... no run made either" test ! -e same -a ! -e nothing.st
+refused "--save-hf naming --save's path with a slash" "are the same file" "$train" "${common[@]/nothing.st/slash}" \
+  --model gpt2 --save-hf slash/
+mkdir -p holder
+refused "--save inside --save-hf's folder" "--save holder/model.safetensors is inside --save-hf holder" "$train" \
+  "${common[@]/nothing.st/holder/model.safetensors}" --model gpt2 --save-hf holder
+ln -s nowhere-at-all dangling
+refused "--save-hf a link to nothing" "--save-hf dangling: is a link to nothing" "$train" "${common[@]}" \
+  --model gpt2 --save-hf dangling
+check "... and the link is kept" test -L dangling
+check "... no run made" test ! -e slash -a -z "$(ls -A holder)" -a ! -e nothing.st
+refused "--init-from a checkpoint of adapters with another --lora" "--lora 8: --init-from llama-lora.st holds adapters of rank 4" \
+  "$train" "${common[@]}" --init-from llama-lora.st --lora 8
 refused "--ff for xgrad's own GPT" "--ff 48 is not the width" "$train" "${common[@]}" --ff 48
 refused "Llama's heads of an odd width" "--heads 2 makes Llama's heads --d-model 14 / 2 = 7 wide" "$train" \
   "${common[@]}" --model llama --d-model 14 --heads 2

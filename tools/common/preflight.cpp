@@ -43,8 +43,10 @@ FileIdentity identify(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0) return {true, info.st_dev, info.st_ino, ""};
   std::error_code error;
-  const auto absolute =
-      std::filesystem::weakly_canonical(std::filesystem::absolute(xgrad::resolve_symlinks(path)), error);
+  std::filesystem::path absolute =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(xgrad::resolve_symlinks(path)), error)
+          .lexically_normal();
+  if (!absolute.has_filename()) absolute = absolute.parent_path();  // "dir/" and "dir/." name dir
   return {false, 0, 0, error ? path : absolute.string()};
 }
 
@@ -151,6 +153,8 @@ void check_hf_target(const Config& c) {
   const Flag save_hf = flag(&Config::save_hf);
   namespace fs = std::filesystem;
   std::error_code error;
+  if (fs::is_symlink(fs::symlink_status(c.save_hf, error)) && !fs::exists(c.save_hf, error))
+    throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": is a link to nothing (name the folder itself)"));
   if (fs::exists(c.save_hf, error)) {
     if (!fs::is_directory(c.save_hf, error))
       throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": is a file, not a folder"));
@@ -227,6 +231,10 @@ void check_outputs(const Config& c) {
       throw UsageError(xgrad::str(out.flag, " ", out.path, " is ", in.what, " (", in.flag, " ", in.path,
                                   "); writing it would destroy ", in.kind));
     }
+    for (const Output& other : outputs)  // the model's folder is its own
+      if (out.folder && &other != &out && !other.path.empty() && identify(folder_of(other.path)) == id)
+        throw UsageError(xgrad::str(other.flag, " ", other.path, " is inside ", out.flag, " ", out.path,
+                                    ": that folder is the model's alone"));
     for (std::size_t j = 0; j < i; ++j)
       if (!outputs[j].path.empty() && identify(outputs[j].path) == id)
         throw UsageError(xgrad::str(out.flag, " ", out.path, " and ", outputs[j].flag, " ", outputs[j].path,
@@ -327,8 +335,11 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   // split, each token an input and a target id of 8 bytes, each batch about 512 bytes of
   // its own (its two arrays and shapes).
   const double windows = c.language_model() ? 2.0 * c.eval_batches * (c.batch * L * 2 * 8 + 512) : 0;
-  const double per_rank =
-      static_cast<double>(text_bytes) + windows + std::max(state + reducer + std::max(training, evaluation), loading);
+  // The libraries and OpenBLAS's buffers (address space an `ulimit -v` counts): about
+  // 0.25 GiB on 2 threads.
+  constexpr double kRuntime = 256.0 * 1024 * 1024;
+  const double per_rank = kRuntime + static_cast<double>(text_bytes) + windows +
+                          std::max(state + reducer + std::max(training, evaluation), loading);
   const double needed = per_rank * std::max(ranks_here, 1);
   const auto available = static_cast<double>(xgrad::usable_memory_bytes());
   if (needed <= available) return;

@@ -62,7 +62,14 @@ NamedTokenizer read_tokenizer(const std::string& spec, const std::string& what) 
       if (!pair)
         throw UsageError(
             str(where, ": the folder holds neither encoder.json and vocab.bpe nor vocab.json and merges.txt"));
-      return {read_pair(pair->first, pair->second, what), pair->first + "," + pair->second};
+      NamedTokenizer named{read_pair(pair->first, pair->second, what), pair->first + "," + pair->second};
+      // Both namings in one folder must be one tokenizer: which one a reader takes differs.
+      const fs::path vocab = fs::path(spec) / "vocab.json", merges = fs::path(spec) / "merges.txt";
+      if (pair->first != vocab.string() && fs::exists(vocab, error) && fs::exists(merges, error) &&
+          read_pair(vocab.string(), merges.string(), what).identity() != named.tokenizer.identity())
+        throw UsageError(str(where, ": the folder holds two tokenizers, ", kEncoderFile, " and ", kMergesFile,
+                             " and another in vocab.json and merges.txt"));
+      return named;
     }
     return {read_ranks(spec, what), spec};
   } catch (const xgrad::Error& e) {  // the file readers' errors start with `what` already

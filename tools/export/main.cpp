@@ -98,6 +98,7 @@ Source read_source(const ExportOptions& o) {
     }
     if (const std::optional<std::string> bad = tools::first_nonfinite(*source.model))
       throw tools::UsageError(str(from, " ", o.from, ": the tensor ", *bad, " holds NaN or infinite values"));
+    tools::refuse_half_pair(o.from, from.dashed());
     if (tools::holds_tokenizer_files(o.from)) source.tokenizer = tools::read_tokenizer(o.from, from.dashed());
     return source;
   }

@@ -135,14 +135,15 @@ void check_adapters(const Config& c, const Start& start) {
         str(" does nothing here: ", start.flag ? start.source() : str(flag(&Config::init_from), " ", c.init_from),
             " holds no adapters, and new ones (B = 0) leave the model as it is (", flag(&Config::eval_only),
             " trains none)"));
-  if (adapters && c.lora == 0) {
-    const auto rank = start.contents.metadata.find(settings_of<Config>().key(&Config::lora));
+  const auto rank = start.contents.metadata.find(settings_of<Config>().key(&Config::lora));
+  const bool known = rank != start.contents.metadata.end();
+  if (adapters && c.lora == 0)
     throw UsageError(str(start.source(), ": the checkpoint holds LoRA adapters",
-                         rank != start.contents.metadata.end() ? str(" of rank ", rank->second) : std::string(),
-                         ": give ", flag(&Config::lora),
-                         " to start from them, or xgrad-export it (which merges them) "
-                         "and start from the export"));
-  }
+                         known ? str(" of rank ", rank->second) : std::string(), ": give ", flag(&Config::lora),
+                         " to start from them, or xgrad-export it (which merges them) and start from the export"));
+  if (adapters && !start.resume && known && rank->second != std::to_string(c.lora))
+    throw SettingError(flag(&Config::lora), str(" ", c.lora, ": ", start.source(), " holds adapters of rank ",
+                                                rank->second, " (give that rank to start from them)"));
 }
 
 // --profile: rank 0 records --profile-steps steps from the step after the warm-up (or
