@@ -106,6 +106,19 @@ Tensor Tensor::randn(Shape shape, Generator& gen, DType dtype) {
   return generated("Tensor::randn", shape, dtype, [&gen] { return gen.normal(); });
 }
 
+Tensor Tensor::normal(Shape shape, double mean, double std, Generator& gen, DType dtype) {
+  XGRAD_CHECK(std::isfinite(mean) && std::isfinite(std) && std >= 0, "Tensor::normal",
+              "needs a finite mean and a finite std >= 0, got mean ", mean, " and std ", std, " for ", shape);
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T scale = static_cast<T>(std), shift = static_cast<T>(mean);
+    xt::xarray<T> a = new_array<T>("Tensor::normal", shape);
+    // Two roundings, as mul and add make them (the build contracts no products into FMAs).
+    for (T& element : a) element = static_cast<T>(gen.normal()) * scale + shift;
+    return make_leaf(std::move(a));
+  });
+}
+
 Tensor Tensor::uniform(Shape shape, double low, double high, Generator& gen, DType dtype) {
   XGRAD_CHECK(std::isfinite(low) && std::isfinite(high) && low <= high, "Tensor::uniform",
               "needs finite bounds low <= high, got [", low, ", ", high, ") for ", shape);

@@ -62,6 +62,9 @@ class Tensor {
   static Tensor full(Shape shape, double value, DType dtype = DType::float32);
   static Tensor arange(std::size_t n, DType dtype = DType::float32);
   static Tensor randn(Shape shape, Generator& gen, DType dtype = DType::float32);
+  // randn(shape) * std + mean, rounded as those two ops round, made in one array (a model's
+  // initialisation peaks at twice a table's size, not four times).
+  static Tensor normal(Shape shape, double mean, double std, Generator& gen, DType dtype = DType::float32);
   static Tensor uniform(Shape shape, double low, double high, Generator& gen, DType dtype = DType::float32);
 
   bool defined() const { return node_ != nullptr; }

@@ -56,7 +56,7 @@ void uniform_(Tensor& t, double low, double high, Generator& gen) {
 void normal_(Tensor& t, double mean, double std, Generator& gen) {
   if (skipping) return;
   NoGradGuard no_grad;
-  t.set_data(Tensor::randn(t.shape(), gen, t.dtype()) * std + mean);
+  t.set_data(Tensor::normal(t.shape(), mean, std, gen, t.dtype()));
 }
 
 void constant_(Tensor& t, double value) {

@@ -92,6 +92,12 @@ code=$(run "$train" --task lm --model llama --model-config llama-config.json --d
   --threads 1 --eval-batches 2 --quiet --steps 5 --eval-every 5 --save-hf gqa-hf)
 check "--model-config with 2 K/V heads exits 0 (got $code: $(cat err))" test "$code" -eq 0
 check "its directory keeps num_key_value_heads 2" grep -q '"num_key_value_heads": 2' gqa-hf/config.json
+# The run says the model's sizes (the config's, not the flags' defaults) in its first line,
+# as in its learning curve's title.
+code=$(run "$train" --task lm --model llama --model-config llama-config.json --data shards --seq-len 16 --batch 4 \
+  --threads 1 --eval-batches 1 --steps 1 --plot gqa.png)
+check "a config.json run exits 0 (got $code: $(cat err))" test "$code" -eq 0
+check "it says the config's sizes" grep -q "^xgrad-train: lm, 1 layer, d-model 32, 4 heads (2 for keys and values), " out
 
 # evaluate_alike CHECKPOINT FOLDER: the run's checkpoint and its --save-hf folder give one
 # validation loss.
@@ -316,6 +322,16 @@ refused "a config.json model whose optimizer state does not fit" \
 refused "its LoRA fine-tune fits, and goes on to the next check" "--save a-folder: is a folder" "$train" \
   --task lm --data shards --seq-len 16 --batch 4 --threads 1 --steps 2 --save a-folder --model llama \
   --model-config wide.json --lora 2
+# Its making counts too: a table of 0.55 of memory (tied, so the weights are about that)
+# has its new values drawn beside its zeros. Adapters train little; making it does not fit.
+cat >big-table.json <<JSON
+{"model_type": "llama", "vocab_size": $((usable_mib * 256 * 55 / 100)), "hidden_size": 1024,
+ "intermediate_size": 2048, "num_hidden_layers": 1, "num_attention_heads": 8, "max_position_embeddings": 64,
+ "tie_word_embeddings": true}
+JSON
+refused "a LoRA fine-tune of a model that does not fit while it is made" "while the model is made" "$train" \
+  --task lm --data shards --seq-len 16 --batch 4 --threads 1 --steps 2 --save a-folder --model llama \
+  --model-config big-table.json --lora 2
 cat >deep.json <<'JSON'
 {"model_type": "llama", "vocab_size": 320, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1000,
  "num_attention_heads": 4, "max_position_embeddings": 64}

@@ -235,6 +235,10 @@ std::vector<Case> cases() {
        {"Embedding", "[1099511627776, 1024]", "memory this process can have"}},
       {"uniform low > high", [](World&) { Generator g(1); Tensor::uniform({3}, 5.0, 1.0, g); },
        {"Tensor::uniform", "low <= high", "[3]"}},
+      {"normal std < 0", [](World&) { Generator g(1); Tensor::normal({2, 3}, 0.0, -1.0, g); },
+       {"Tensor::normal", "std >= 0", "-1", "[2, 3]"}},
+      {"normal_ with a NaN mean", [](World& w) { nn::init::normal_(w.v, std::nan(""), 1.0); },
+       {"Tensor::normal", "finite mean", "nan", "[3]"}},
       // ---- optim ----
       {"negative lr", [](World& w) { optim::SGD(w.model.named_parameters(), {.lr = -0.1}); }, {"SGD", "learning rate", "-0.1"}},
       {"betas", [](World& w) { optim::Adam(w.model.named_parameters(), {.beta2 = 1.5}); }, {"Adam", "beta2 1.5"}},

@@ -203,6 +203,26 @@ BOOST_AUTO_TEST_CASE(initialization_follows_pytorch_and_the_seed) {
       {"fans", "[3]"});
 }
 
+// normal_ makes its values in one array; they are the bits randn * std + mean makes from
+// the same generator, in either dtype (the product and the sum each rounded).
+BOOST_AUTO_TEST_CASE(normal_is_randn_times_std_plus_mean_bit_for_bit) {
+  for (const DType dtype : {DType::float32, DType::float64})
+    for (const auto& [mean, std] : {std::pair{0.0, 0.02}, std::pair{1.0, 0.5}, std::pair{-3.25, 1.0 / 3.0}}) {
+      Generator one(11), other(11);
+      const Tensor made = Tensor::normal({37, 5}, mean, std, one, dtype);
+      const Tensor reference = Tensor::randn({37, 5}, other, dtype) * std + mean;
+      BOOST_CHECK(made.dtype() == dtype);
+      BOOST_CHECK(made.to_vector() == reference.to_vector());
+      BOOST_CHECK(one.normal() == other.normal());  // as many draws
+      Tensor weight = Tensor::zeros({37, 5}, dtype);
+      Generator third(11);
+      nn::init::normal_(weight, mean, std, third);
+      BOOST_CHECK(weight.to_vector() == reference.to_vector());
+    }
+  Generator g(3);
+  BOOST_CHECK(Tensor::normal({4}, 2.5, 0.0, g).to_vector() == std::vector<double>(4, 2.5));
+}
+
 BOOST_AUTO_TEST_CASE(gradcheck_of_every_layer_through_the_module_api) {
   const Tensor x = randn64({2, 3, 4}, 10);
   nn::Linear linear(4, 5), linear_plain(4, 5, false);

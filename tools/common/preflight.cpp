@@ -319,6 +319,9 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   const double adapters = c.lora > 0 ? m.adapters * 4 : 0;  // their own values, besides the base's
   const double state = m.parameters * 4 + adapters + trained * 3 * 4 + (bf16 ? m.parameters * 2 : 0);
   const double loading = c.resume.empty() && c.init_from.empty() ? 0 : m.parameters * 4 * 2;
+  // While the model is made, each weight's new values are drawn beside its zeros: the
+  // weights and the largest table (the embedding, an MLP's or attention's projection).
+  const double making = (m.parameters + m.width * std::max({m.vocab, m.ff, 3 * m.query_width})) * 4;
   const double reducer = micro_batches > 1 && !c.eval_only ? (micro_batches + 1) * trained * 4 : 0;
   const double block = 6 * d + 3 * m.query_width + 3 * m.kv_width + m.ff_values * ff;
   const double rounded = 2 * d + 2 * m.query_width + 2 * m.kv_width + ff;
@@ -339,7 +342,7 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   // 0.25 GiB on 2 threads.
   constexpr double kRuntime = 256.0 * 1024 * 1024;
   const double per_rank = kRuntime + static_cast<double>(text_bytes) + windows +
-                          std::max(state + reducer + std::max(training, evaluation), loading);
+                          std::max({state + reducer + std::max(training, evaluation), loading, making});
   const double needed = per_rank * std::max(ranks_here, 1);
   const auto available = static_cast<double>(xgrad::usable_memory_bytes());
   if (needed <= available) return;
@@ -353,7 +356,10 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
       ranks_here > 1 ? xgrad::str("machine's ", ranks_here, " ranks") : std::string("process"),
       " may use: ", gib(state), " for ", count_text(m.parameters), " parameters (", m.sized_by, ")", what_is_trained,
       bf16 ? " and bf16 copies" : "",
-      loading > state ? xgrad::str(" (", gib(loading), " while they are read: the model and the file's copy)") : "",
+      loading > state ? xgrad::str(" (", gib(loading), " while they are read: the model and the file's copy)")
+      : making > state
+          ? xgrad::str(" (", gib(making), " while the model is made: its weights and a table's new values)")
+          : "",
       ", ", gib(c.eval_only ? evaluation : training), c.eval_only ? " to evaluate a batch" : " for the activations",
       bf16 && !c.eval_only ? " (and their bf16 copies)" : "", c.eval_only ? " (" : " of a micro-batch (",
       flag(&Config::batch), " ", c.batch, c.eval_only ? "" : xgrad::str(" / ", c.micro_batches()), " x ",

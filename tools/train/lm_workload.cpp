@@ -8,6 +8,7 @@
 #include "display.hpp"
 #include "gpt.hpp"
 #include "language_model.hpp"
+#include "report.hpp"
 #include "tasks.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/ops.hpp"
@@ -32,6 +33,18 @@ class LanguageWorkload : public Workload {
         model_(*model_ptr_) {}
 
   nn::Module& model() override { return model_; }
+
+  std::string sizes() const override {
+    if (!model_config_) return flag_sizes(config_);
+    if (const auto* gpt2 = std::get_if<models::GPT2Config>(&*model_config_))
+      return model_sizes(gpt2->n_layer, gpt2->n_embd, gpt2->n_head);
+    const auto& llama = std::get<models::LlamaConfig>(*model_config_);
+    std::string words = model_sizes(llama.num_hidden_layers, llama.hidden_size, llama.num_attention_heads);
+    if (llama.attention_width() != llama.hidden_size) words += str(" ", llama.head_width(), " wide");
+    if (llama.kv_heads() != llama.num_attention_heads) words += str(" (", llama.kv_heads(), " for keys and values)");
+    if (llama.sliding_window) words += str(", window ", llama.sliding_window);
+    return words;
+  }
 
   Tensor training_loss(std::int64_t step, std::size_t micro, std::size_t micro_batches) override {
     const Batch batch =

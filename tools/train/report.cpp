@@ -74,10 +74,19 @@ std::string metrics_line(std::int64_t step, const Evaluation& e, double lr, doub
   return json_text(line);
 }
 
-std::string run_title(const Config& c, std::size_t parameters) {
-  std::string title = str("xgrad-train ", flag(&Config::task), " ", c.task, ": ", c.layers, " layers, d-model ",
-                          c.d_model, ", ", c.heads, " heads, ", parameters, " parameters; batch ", c.batch, " x ",
-                          c.seq_len, ", ", c.optimizer, " lr ", c.lr);
+std::string model_sizes(std::size_t layers, std::size_t width, std::size_t heads) {
+  return str(layers, layers == 1 ? " layer" : " layers", ", d-model ", width, ", ", heads,
+             heads == 1 ? " head" : " heads");
+}
+
+std::string flag_sizes(const Config& c) {
+  const auto size = [](int v) { return static_cast<std::size_t>(v); };
+  return model_sizes(size(c.layers), size(c.d_model), size(c.heads));
+}
+
+std::string run_title(const Config& c, const std::string& sizes, std::size_t parameters) {
+  std::string title = str("xgrad-train ", flag(&Config::task), " ", c.task, ": ", sizes, ", ", parameters,
+                          " parameters; batch ", c.batch, " x ", c.seq_len, ", ", c.optimizer, " lr ", c.lr);
   if (c.schedule != "constant") title += str(" (", c.schedule, ")");
   return title;
 }

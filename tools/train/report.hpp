@@ -31,7 +31,13 @@ void write_line(std::ofstream& out, const Config& c, const std::string& line);
 // again; a finished run's summary line is written again at the end.
 void keep_metrics_up_to(const Config& c, std::int64_t step);
 
-// The run's settings in a line: the learning curve's title.
-std::string run_title(const Config& c, std::size_t parameters);
+// A model's sizes in words: "2 layers, d-model 64, 4 heads".
+std::string model_sizes(std::size_t layers, std::size_t width, std::size_t heads);
+// Those the flags give it.
+std::string flag_sizes(const Config& c);
+
+// The run's settings in a line: the learning curve's title. `sizes`: the model's, in words
+// (Workload::sizes).
+std::string run_title(const Config& c, const std::string& sizes, std::size_t parameters);
 
 }  // namespace tools

@@ -6,6 +6,7 @@
 
 #include "display.hpp"
 #include "model.hpp"
+#include "report.hpp"
 #include "tasks.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/ops.hpp"
@@ -47,6 +48,7 @@ class ToyWorkload : public Workload {
                 .learned_positions = c.positions == "learned"}) {}
 
   nn::Module& model() override { return model_; }
+  std::string sizes() const override { return flag_sizes(config_); }
 
   Tensor training_loss(std::int64_t step, std::size_t micro, std::size_t micro_batches) override {
     Generator data = stream_generator(config_.seed, 1, static_cast<std::uint64_t>(step));

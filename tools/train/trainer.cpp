@@ -254,8 +254,8 @@ void Trainer::open_metrics() {
 
 void Trainer::announce() const {
   if (c_.quiet) return;
-  std::cout << "xgrad-train: " << c_.task << ", seq-len " << c_.seq_len << ", vocab " << c_.vocab << ", "
-            << model_.num_parameters() << " parameters, " << num_threads() << " threads"
+  std::cout << "xgrad-train: " << c_.task << ", " << workload_->sizes() << ", seq-len " << c_.seq_len << ", vocab "
+            << c_.vocab << ", " << model_.num_parameters() << " parameters, " << num_threads() << " threads"
             << (start_step_ ? ", resuming at step " + std::to_string(start_step_) : std::string()) << std::endl;
 }
 
@@ -319,7 +319,8 @@ void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr
     std::printf("step %lld/%d  %s  (%.1f s)\n", static_cast<long long>(step), c_.steps, describe(e).c_str(), wall_s);
   if (metrics_.is_open()) write_line(metrics_, c_, metrics_line(step, e, lr, train_s, wall_s));
   if (!c_.plot.empty())
-    write_learning_curve_png(c_.plot, flag(&Config::plot), progress_.curve, run_title(c_, model_.num_parameters()));
+    write_learning_curve_png(c_.plot, flag(&Config::plot), progress_.curve,
+                             run_title(c_, workload_->sizes(), model_.num_parameters()));
   progress_.reached_target = meets_target(e, c_);
   if (progress_.reached_target && !reached_step_) {
     reached_step_ = step;

@@ -43,6 +43,9 @@ class Workload {
   virtual void export_model(std::ostream& os) { (void)os; }
   // Checkpoint entries beyond the settings (lm: the vocabulary).
   virtual void add_metadata(Metadata& metadata) const { (void)metadata; }
+  // The model's sizes in words ("2 layers, d-model 64, 4 heads"): the flags' (flag_sizes),
+  // or those of the config.json or checkpoint that sized it.
+  virtual std::string sizes() const = 0;
 };
 
 // The workloads, their models initialised from the process-wide generator.
