@@ -248,6 +248,18 @@ refused "--layers on --init-from a config.json's model" "--layers does nothing h
   --init-from llama3.st --layers 1
 refused "--d-model other than a flags-sized checkpoint's" "--d-model 64 here, 32 in the checkpoint" "$train" \
   --resume llama.st --steps 50 --d-model 64
+# A flag the checkpoint's settings leave unused is refused as unused, not compared with the
+# default it recorded: LoRA's flags on a run without adapters, --positions on any lm.
+refused "--lora-alpha on --resume of a run without adapters" "--lora-alpha is not used by --lora 0" "$train" \
+  --resume llama.st --steps 50 --lora-alpha 8
+refused "--lora-targets on --resume of a run without adapters" "--lora-targets is not used by --lora 0" "$train" \
+  --resume gpt2.st --steps 50 --lora-targets c_proj
+refused "--clip on --resume --eval-only" "--clip is not used by --eval-only" "$train" --resume gpt2.st --eval-only \
+  --clip 0.5
+refused "--positions on a Llama" "--positions is not used by --task lm" "$train" "${common[@]}" --model llama \
+  --positions learned
+refused "--positions on --resume of an lm" "--positions is not used by --task lm" "$train" --resume gpt2.st \
+  --steps 50 --positions sinusoidal
 # LoRA and the checkpoint: fresh adapters evaluate as the model without them; a checkpoint
 # of adapters goes on with --lora (and --resume or xgrad-export otherwise).
 refused "--lora with --eval-only on a folder" "--lora does nothing here: --init-from gpt2-hf holds no adapters" \

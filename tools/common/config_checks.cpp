@@ -58,10 +58,9 @@ void one_starting_checkpoint(const Config& c) {
                                                      " or ", flag(&Config::init_from)));
 }
 
-// --task lm's models have GPT-2's layout, learned positions (Llama's RoPE has none to
-// choose); xgrad's own (--model gpt, nanoGPT's) has an MLP 4 x --d-model wide and no
-// dropout, while GPT-2 and Llama sized by the flags take --ff and --dropout. It learns a
-// text or token shards.
+// --task lm's models place their positions themselves (--positions is unused). xgrad's
+// own (--model gpt, nanoGPT's) has an MLP 4 x --d-model wide and no dropout, while GPT-2
+// and Llama sized by the flags take --ff and --dropout. It learns a text or token shards.
 void language_model_layout(const Config& c) {
   if (!c.language_model()) return;
   const std::string lm = str(flag(&Config::task), " lm");
@@ -74,8 +73,6 @@ void language_model_layout(const Config& c) {
       throw SettingError(flag(&Config::dropout), str(" must be 0: ", gpt, " trains without dropout (nanoGPT's recipe; ",
                                                      flag(&Config::model), " gpt2 and llama take it)"));
   }
-  if (c.positions != "learned")
-    throw SettingError(flag(&Config::positions), str(" must be learned: ", lm, " learns them (GPT-2's layout)"));
   if (!c.text.empty() && !c.data.empty())
     throw SettingError(flag(&Config::text), str(" and ", flag(&Config::data), ": ", lm,
                                                 " learns a text's bytes or token shards, give one of them"));

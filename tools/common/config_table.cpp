@@ -71,7 +71,12 @@ Rows model_rows() {
           .fallback(0)
           .recorded_as<std::int64_t>(
               "", [](const Config& c) { return c.ff_width(); }, read_width),
-      choice(&Config::positions, "positions", {"learned", "sinusoidal"}).model().fallback("learned"),
+      choice(&Config::positions, "positions", {"learned", "sinusoidal"})
+          .help("the toy tasks' position encoding: a learned table or the fixed sinusoids")
+          .model()
+          .fallback("learned")
+          .unused_when(&Config::task, {"lm"},
+                       "its models place positions themselves: gpt and gpt2 learn them, llama turns by RoPE"),
       choice(&Config::model, "model", {"gpt", "gpt2", "llama"})
           .help("lm: gpt is xgrad's character-level GPT (nanoGPT's layout); gpt2 and llama are the published "
                 "families under Hugging Face's names, sized by ",

@@ -271,19 +271,28 @@ void SettingsCore::check(const void* settings) const {
   }
 }
 
+const RowData::Unused* SettingsCore::unused_by(const RowData& row,
+                                               const std::function<std::string(const RowData&)>& held) const {
+  for (const RowData::Unused& unused : row.unused) {
+    const std::string value = held(this->row(unused.target));
+    const bool listed = std::find(unused.values.begin(), unused.values.end(), value) != unused.values.end();
+    if (listed == unused.when_one_of) return &unused;
+  }
+  return nullptr;
+}
+
 void SettingsCore::refuse_unused(const void* settings, const Given& given) const {
+  const auto held = [&](const RowData& target) { return value(target, settings); };
   for (const auto& row : rows_) {
     if (!given.count(row->flag.name())) continue;
-    for (const RowData::Unused& unused : row->unused) {
-      const RowData& target = this->row(unused.target);
-      const std::string held = value(target, settings);
-      const bool listed = std::find(unused.values.begin(), unused.values.end(), held) != unused.values.end();
-      if (listed != unused.when_one_of) continue;
-      const std::string which = target.shape == Shape::toggle ? target.flag.dashed()
-                                : held.empty()                ? "a run without " + target.flag.dashed()
-                                                              : target.flag.dashed() + " " + held;
-      throw SettingError(row->flag, " is not used by " + which + " (" + unused.reason.shown() + ")");
-    }
+    const RowData::Unused* unused = unused_by(*row, held);
+    if (!unused) continue;
+    const RowData& target = this->row(unused->target);
+    const std::string value = held(target);
+    const std::string which = target.shape == Shape::toggle ? target.flag.dashed()
+                              : value.empty()               ? "a run without " + target.flag.dashed()
+                                                            : target.flag.dashed() + " " + value;
+    throw SettingError(row->flag, " is not used by " + which + " (" + unused->reason.shown() + ")");
   }
 }
 

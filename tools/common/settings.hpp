@@ -440,6 +440,8 @@ class SettingsCore {
   const RowData* find(const FieldId& field) const;
   const RowData* find(const std::string& name) const;
   std::string value(const RowData& row, const void* settings) const;
+  // The first of `row`'s unused conditions that holds, the rows it names valued by `held`.
+  const RowData::Unused* unused_by(const RowData& row, const std::function<std::string(const RowData&)>& held) const;
 
   std::string program_;
   Text about_;

@@ -36,6 +36,12 @@ Metadata SettingsCore::record(const void* settings) const {
 
 void SettingsCore::agree(const Metadata& checkpoint, const void* settings, const Given& given,
                          const std::set<Kind>& kinds) const {
+  // The value a row will have once the checkpoint's are taken: the checkpoint's, for the
+  // kinds it carries (kept as the field's own text), else the one here.
+  const auto taken = [&](const RowData& target) {
+    const auto it = checkpoint.find(key(target));
+    return kinds.count(target.kind) && !target.record && it != checkpoint.end() ? it->second : value(target, settings);
+  };
   for (const auto& row : rows_) {
     if (!kinds.count(row->kind)) continue;
     const auto it = checkpoint.find(key(*row));
@@ -44,7 +50,9 @@ void SettingsCore::agree(const Metadata& checkpoint, const void* settings, const
           xgrad::str("the checkpoint has no setting for ", row->flag, " (not written by this ", program_, "?)"));
     const std::string& held = it != checkpoint.end() ? it->second : *row->absent;
     const std::string here = record_of(*row, settings);
-    if (given.count(row->flag.name()) && held != here) {
+    // A flag the checkpoint's settings leave unused is refused as such (refuse_unused),
+    // not as a difference from a value that did nothing.
+    if (given.count(row->flag.name()) && held != here && !unused_by(*row, taken)) {
       const ValueType& type = record_type(*row);
       throw UsageError(xgrad::str("the checkpoint is from another config: ", row->flag, " ", type.readable(here),
                                   " here, ", type.readable(held), " in the checkpoint"));
