@@ -183,6 +183,10 @@ struct AttentionOptions {
   // Query i sees keys j <= i, counting both from the first position (top-left aligned
   // when Lq != Lk, as PyTorch's is_causal).
   bool is_causal = false;
+  // With is_causal, a sliding window: query i sees only keys i - window < j <= i
+  // (Mistral's sliding_window); 0: every earlier key. Key blocks wholly outside it are
+  // skipped, so the work grows with Lq x window rather than Lq x Lk.
+  std::size_t window = 0;
   std::optional<double> scale;  // default 1 / sqrt(dk)
   // Dropout on the probabilities, with inverted scaling; the op applies it whenever it
   // is positive, so pass 0 outside training. Draws one seed from `generator` (the

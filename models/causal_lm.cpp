@@ -33,8 +33,9 @@ Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& 
   }
   const std::size_t T = q.tensor.shape()[1], S = earlier + T;
   const bool windowed = window > 0 && S > window;
-  if (earlier == 0 && !windowed) {
+  if (earlier == 0) {  // the kernel's causal mask, and its sliding window where the sequence is longer
     options.is_causal = true;
+    options.window = windowed ? window : 0;
   } else if (T > 1 || windowed) {  // query i (position earlier + i) sees keys j <= earlier + i, and within the window
     // Every layer asks for the same mask in one forward: made once, kept for the next.
     thread_local struct {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "xgrad/autograd/denormals.hpp"
+#include "xgrad/autograd/precision.hpp"
 #include "xgrad/nn/nn.hpp"
 
 using namespace xgrad;
@@ -26,7 +27,7 @@ Tensor reference(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   if (o.is_causal) {
     std::vector<double> future(lq * lk);
     for (std::size_t i = 0; i < lq; ++i)
-      for (std::size_t j = 0; j < lk; ++j) future[i * lk + j] = j > i;
+      for (std::size_t j = 0; j < lk; ++j) future[i * lk + j] = j > i || (o.window > 0 && j + o.window <= i);
     scores = masked_fill(scores, Tensor::from_vector(future, {lq, lk}, q.dtype()), -inf);
   }
   return matmul(softmax(scores, -1), v);
@@ -68,6 +69,14 @@ std::vector<Case> cases() {
   // (their gradients must still be written as zeros).
   c.push_back({"causal, several query and key blocks", {1, 140, 1}, {1, 140, 1}, {1, 140, 1}, o});
   c.push_back({"causal, key blocks no query sees", {1, 3, 1}, {1, 270, 1}, {1, 270, 1}, o});
+  // A sliding window: within a block, one, several key blocks skipped before it.
+  o.window = 3;
+  c.push_back({"window 3", {2, 9, 4}, {2, 9, 4}, {2, 9, 3}, o});
+  c.push_back({"window 3, Lq < Lk", {1, 5, 3}, {1, 9, 3}, {1, 9, 2}, o});
+  o.window = 1;
+  c.push_back({"window 1: itself alone", {2, 6, 4}, {2, 6, 4}, {2, 6, 3}, o});
+  o.window = 130;
+  c.push_back({"window across blocks", {1, 300, 1}, {1, 300, 1}, {1, 300, 1}, o});
   o = {};
   o.scale = 0.3;
   c.push_back({"explicit scale", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, o});
@@ -97,6 +106,52 @@ BOOST_AUTO_TEST_CASE(gradients_of_every_option) {
           {randn64(c.q, 4), randn64(c.k, 5), randn64(c.v, 6)});
     }
   }
+}
+
+// The kernel's sliding window against the same band given as a mask, in every path
+// (float64, float32, bf16 autocast in bundles and by blocks), with dropout and grouped
+// heads: the key blocks it skips held only hidden keys, whose exact zeros add nothing,
+// so the outputs and gradients are the same bits. Windows around the block sizes (128;
+// 256 in bf16), none at all, and queries past every key's window (Lq > Lk + window).
+BOOST_AUTO_TEST_CASE(a_sliding_window_is_its_band_mask_bit_for_bit) {
+  struct Sizes {
+    std::size_t lq, lk, window;
+  };
+  const std::vector<Sizes> sizes = {{300, 300, 1},   {300, 300, 5},   {300, 300, 127}, {300, 300, 128}, {300, 300, 129},
+                                    {300, 300, 256}, {300, 300, 257}, {300, 300, 299}, {300, 300, 300}, {300, 300, 900},
+                                    {40, 40, 7},     {300, 128, 5},   {100, 300, 30},  {600, 256, 10}};
+  for (const Precision precision : {Precision::float32, Precision::bfloat16})
+    for (const DType dtype : {DType::float64, DType::float32}) {
+      if (dtype == DType::float64 && precision == Precision::bfloat16) continue;
+      const AutocastGuard autocast(precision);
+      for (const Sizes& n : sizes) {
+        BOOST_TEST_CONTEXT(dtype_name(dtype) << (precision == Precision::bfloat16 ? " bf16" : "") << " Lq " << n.lq
+                                             << " Lk " << n.lk << " window " << n.window) {
+          std::vector<double> band(n.lq * n.lk);
+          for (std::size_t i = 0; i < n.lq; ++i)
+            for (std::size_t j = 0; j <= std::min(i, n.lk - 1); ++j) band[i * n.lk + j] = j + n.window > i;
+          const auto run = [&](bool as_window) {
+            Tensor q = randn64({2, 4, n.lq, 8}, 21).to(dtype).detach().requires_grad_();
+            Tensor k = randn64({2, 2, n.lk, 8}, 22).to(dtype).detach().requires_grad_();
+            Tensor v = randn64({2, 2, n.lk, 8}, 23).to(dtype).detach().requires_grad_();
+            Generator generator(5);
+            AttentionOptions o;
+            o.is_causal = true, o.enable_gqa = true, o.dropout_p = 0.1, o.generator = &generator;
+            o.need_weights = true;
+            if (as_window)
+              o.window = n.window;
+            else
+              o.mask = Tensor::from_vector(band, {n.lq, n.lk});
+            const AttentionOutput r = scaled_dot_product_attention(q, k, v, o);
+            sum(r.output * randn64({2, 4, n.lq, 8}, 24, false).to(dtype)).backward();
+            return std::vector<std::vector<double>>{r.output.to_vector(), r.weights.to_vector(), q.grad().to_vector(),
+                                                    k.grad().to_vector(), v.grad().to_vector()};
+          };
+          const auto windowed = run(true), masked = run(false);
+          for (std::size_t t = 0; t < windowed.size(); ++t) BOOST_CHECK(windowed[t] == masked[t]);
+        }
+      }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(fully_masked_rows_give_zeros_and_zero_gradient) {
@@ -298,6 +353,10 @@ BOOST_AUTO_TEST_CASE(bad_input_names_the_op_and_shapes) {
   o = {};
   o.dropout_p = 1.0;
   check_error([&] { scaled_dot_product_attention(q, k, v, o); }, {"dropout_p"});
+  o = {};
+  o.window = 4;  // a causal window: without is_causal it would say nothing of the future
+  check_error([&] { scaled_dot_product_attention(q, k, v, o); },
+              {"scaled_dot_product_attention", "window = 4", "is_causal"});
   check_error([&] { scaled_dot_product_attention(q, k.to(DType::float32), v); }, {"dtype", "float32"});
   check_error([&] { scaled_dot_product_attention(randn64({4}, 36), k, v); }, {"at least 2 axes"});
 }
@@ -457,6 +516,9 @@ BOOST_AUTO_TEST_CASE(readme_heads_in_place_example) {
 // need_weights: a loss through the returned map backpropagates into q and k.
 BOOST_AUTO_TEST_CASE(weights_carry_a_gradient) {
   for (const Case& c : cases()) {
+    // A map's Jacobian is checked a row at a time: up to 140 x 140 (the window's skipped
+    // blocks give the band mask's map bit for bit, a_sliding_window_is_its_band_mask_...).
+    if (c.q[c.q.size() - 2] * c.k[c.k.size() - 2] > 140 * 140) continue;
     BOOST_TEST_CONTEXT(c.name) {
       AttentionOptions options = c.options;
       options.need_weights = true;

@@ -173,7 +173,7 @@ void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
     const std::size_t bq = std::min(kBlockQ, p.lq - i0);
     rows.reset();
     std::fill(acc.begin(), acc.end(), T(0));
-    for (std::size_t j0 = 0; j0 < key_end(p, i0, bq); j0 += key_block(p)) {
+    for (std::size_t j0 = first_key_block(p, i0); j0 < key_end(p, i0, bq); j0 += key_block(p)) {
       const std::size_t bk = std::min(key_block(p), key_end(p, i0, bq) - j0);
       compute_scores(p, b, i0, bq, j0, bk, q, keys, block);
       softmax_block(p, b, i0, bq, j0, bk, block.scores.data(), rows, acc.data());
@@ -291,7 +291,9 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
   // rows no product reaches (no keys at all, or keys no query sees) are zeroed. dK and
   // dV of a later query head of the group are only added to.
   dq_rows.open(0, p.lq, false);
-  if (p.lk == 0) dq_rows.zero(0, p.lq);
+  for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ)  // no keys, or past every key's window (lq > lk + window)
+    if (first_key_block(p, i0) >= key_end(p, i0, std::min(kBlockQ, p.lq - i0)))
+      dq_rows.zero(i0, std::min(kBlockQ, p.lq - i0));
   std::vector<T> delta(p.lq);
   row_deltas(p, b, out, dout, delta.data());
 
@@ -302,8 +304,9 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
     dv_rows.open(j0, key_block_size, add_to_kv);
     for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
       const std::size_t bq = std::min(kBlockQ, p.lq - i0);
-      if (p.causal && j0 >= i0 + bq) continue;     // the whole block is in the future
-      const T query_beta = j0 == 0 ? T(0) : T(1);  // for dQ: key block 0 is never in the future
+      if (p.causal && j0 >= i0 + bq) continue;                          // the whole block is in the future
+      if (j0 < first_key_block(p, i0)) continue;                        // or before the window of every query in it
+      const T query_beta = j0 == first_key_block(p, i0) ? T(0) : T(1);  // for dQ: the first block it visits
       // The keys of the block some query of this block sees (all but causal's future).
       const std::size_t bk = std::min(key_block_size, key_end(p, i0, bq) - j0);
       if (key_beta == T(0) && bk < key_block_size) {  // rows this first product leaves: later ones add to them
@@ -362,7 +365,7 @@ void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* w
   std::fill(w, w + p.lq * p.lk, T(0));
   for (std::size_t i0 = 0; i0 < p.lq; i0 += kBlockQ) {
     const std::size_t bq = std::min(kBlockQ, p.lq - i0);
-    for (std::size_t j0 = 0; j0 < key_end(p, i0, bq); j0 += key_block(p)) {
+    for (std::size_t j0 = first_key_block(p, i0); j0 < key_end(p, i0, bq); j0 += key_block(p)) {
       const std::size_t bk = std::min(key_block(p), key_end(p, i0, bq) - j0);
       compute_scores(p, b, i0, bq, j0, bk, q, keys, block);
       for (std::size_t r = 0; r < bq; ++r) {

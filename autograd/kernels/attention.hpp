@@ -48,6 +48,7 @@ struct AttentionProblem {
   BroadcastMask<std::uint8_t> keep;     // nonzero = may attend
   BroadcastMask<T> bias;                // added to the scores
   bool causal = false;                  // query i sees keys j <= i
+  std::size_t window = 0;               // with causal: only keys j > i - window (0: all)
   T scale = 1;
   double dropout_p = 0;            // on the probabilities, inverted scaling
   std::uint64_t dropout_seed = 0;  // the mask is a hash of (seed, b, i, j)

@@ -61,6 +61,20 @@ std::size_t key_end(const AttentionProblem<T>& p, std::size_t i0, std::size_t bq
   return p.causal ? std::min(p.lk, i0 + bq) : p.lk;
 }
 
+// The first key a query block [i0, ...) can see: under a sliding window its first query's
+// first, i0 - window + 1; else 0.
+template <class T>
+std::size_t key_begin(const AttentionProblem<T>& p, std::size_t i0) {
+  return p.causal && p.window > 0 && i0 >= p.window ? std::min(p.lk, i0 - p.window + 1) : 0;
+}
+
+// The first key block a query block [i0, ...) visits: the one holding key_begin. Blocks
+// before it hold only keys every query of the block hides.
+template <class T>
+std::size_t first_key_block(const AttentionProblem<T>& p, std::size_t i0) {
+  return key_begin(p, i0) / key_block(p) * key_block(p);
+}
+
 // rows x cols float32 from rows_begin (row stride ld) rounded to a dense bfloat16 [rows, cols].
 inline void round_rows(const float* rows_begin, std::size_t ld, std::size_t rows, std::size_t cols, bfloat16* out) {
   for (std::size_t r = 0; r < rows; ++r) {
@@ -70,16 +84,23 @@ inline void round_rows(const float* rows_begin, std::size_t ld, std::size_t rows
 }
 
 // Masks block (i0, j0) of entry b's scores s [bq, bk] (scale q k^T): -inf where the keep
-// mask or causality hides a key, the bias added to the rest (an additive -inf hides too).
+// mask, causality or the sliding window hides a key, the bias added to the rest (an
+// additive -inf hides too).
 template <class T>
 void mask_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq, std::size_t j0,
                  std::size_t bk, T* s) {
   const T minus_inf = -std::numeric_limits<T>::infinity();
-  if (!p.keep.data && !p.bias.data) {  // at most causal: hide each row's future keys in one fill
+  const auto before_window = [&](std::size_t i, std::size_t j) { return p.window > 0 && j + p.window <= i; };
+  if (!p.keep.data && !p.bias.data) {  // at most causal: hide each row's past and future keys in two fills
     if (p.causal)
       for (std::size_t r = 0; r < bq; ++r) {
-        const std::size_t first_hidden = std::clamp(i0 + r + 1, j0, j0 + bk) - j0;  // key j0 + c > query i0 + r
+        const std::size_t i = i0 + r;
+        const std::size_t first_hidden = std::clamp(i + 1, j0, j0 + bk) - j0;  // key j0 + c > query i
         std::fill(s + r * bk + first_hidden, s + (r + 1) * bk, minus_inf);
+        if (p.window > 0 && i >= p.window) {  // keys j0 + c <= i - window
+          const std::size_t first_seen = std::clamp(i - p.window + 1, j0, j0 + bk) - j0;
+          std::fill(s + r * bk, s + r * bk + first_seen, minus_inf);
+        }
       }
     return;
   }
@@ -87,7 +108,7 @@ void mask_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, st
     const std::size_t i = i0 + r;
     for (std::size_t c = 0; c < bk; ++c) {
       const std::size_t j = j0 + c;
-      if ((p.causal && j > i) || (p.keep.data && !p.keep.at(b, i, j)))
+      if ((p.causal && (j > i || before_window(i, j))) || (p.keep.data && !p.keep.at(b, i, j)))
         s[r * bk + c] = minus_inf;
       else if (p.bias.data)
         s[r * bk + c] += p.bias.at(b, i, j);

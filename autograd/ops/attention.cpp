@@ -222,6 +222,8 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
   check_same_dtype(kOp, q, v);
   XGRAD_CHECK(options.dropout_p >= 0.0 && options.dropout_p < 1.0, kOp, "dropout_p = ", options.dropout_p,
               " is outside [0, 1)");
+  XGRAD_CHECK(options.window == 0 || options.is_causal, kOp, "window = ", options.window,
+              " is a causal sliding window: it needs is_causal");
   XGRAD_CHECK(!options.scale || std::isfinite(*options.scale), kOp, "scale = ", options.scale.value_or(0.0),
               " is not a finite number");
   const std::size_t lq = layout.lq, lk = layout.lk;
@@ -259,6 +261,7 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     if (keep) p.keep = mask_view(keep->data(), keep_layout, batch);
     if (bias) p.bias = mask_view(bias->data(), bias_layout, batch);
     p.causal = options.is_causal;
+    p.window = options.window;
     p.scale = static_cast<T>(options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(p.dk)));
     p.dropout_p = options.dropout_p;
     p.dropout_seed = dropout_seed;

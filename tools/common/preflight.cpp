@@ -284,7 +284,6 @@ ModelShape model_shape(const Config& c, const xgrad::models::ModelConfig* publis
     m.kv_width = static_cast<double>(l.kv_heads()) * static_cast<double>(l.head_width());
     m.ff_values = 4;                                                        // gate, up, SiLU(gate), their product
     adapted = 7 * m.width + 2 * m.query_width + 2 * m.kv_width + 3 * m.ff;  // q, k, v, o; gate, up, down
-    m.window = static_cast<double>(l.sliding_window);
   }
   m.parameters = models::model_size(*published).parameters;
   m.adapters = c.lora * (m.layers * adapted + m.width + m.vocab);
@@ -309,10 +308,8 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   // its own copy of the text; each rank on this machine needs all of it. In bf16 the
   // products also keep their operands rounded (2 bytes a value) for backward: every
   // weight, and per token the inputs of the layers' linears, attention's q, k and v, and
-  // the head's input (d). A sliding window shorter than the sequence keeps a T x T mask of
-  // bytes per layer (and the one the layers share, in double). Under --eval-only nothing
-  // is trained: the weights and one batch's evaluation. Weights read from a file are held
-  // twice while they load (the model, and the file's tensors in float32).
+  // the head's input (d). Under --eval-only nothing is trained: the weights and one batch's evaluation. Weights read
+  // from a file are held twice while they load (the model, and the file's tensors in float32).
   const double d = m.width, ff = m.ff, L = c.seq_len, micro_batches = static_cast<double>(c.micro_batches());
   const bool bf16 = c.precision == "bf16";
   const double trained = c.eval_only ? 0 : m.trained;
@@ -328,12 +325,9 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   const double blocks_kept = (c.recompute ? m.layers * d + block : m.layers * block) + 2 * block;
   const double per_token = blocks_kept + 4 * m.vocab + 4 * d;
   const double rounded_per_token = bf16 ? (c.recompute ? 1 : m.layers) * rounded + d : 0;
-  const double masks = m.window > 0 && L > m.window ? (m.layers + 8) * L * L : 0;
-  const double training =
-      c.eval_only ? 0 : c.batch / micro_batches * L * (per_token * 4 + rounded_per_token * 2) + masks;
+  const double training = c.eval_only ? 0 : c.batch / micro_batches * L * (per_token * 4 + rounded_per_token * 2);
   const double evaluation = (c.language_model() ? c.batch : std::min(500.0, static_cast<double>(c.eval_size))) * L *
-                                (3 * d + ff + 2 * m.vocab) * 4 +
-                            masks;
+                            (3 * d + ff + 2 * m.vocab) * 4;
   // --task lm keeps its evaluation windows for the run: --eval-batches batches of each
   // split, each token an input and a target id of 8 bytes, each batch about 512 bytes of
   // its own (its two arrays and shapes).

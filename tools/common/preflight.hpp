@@ -34,7 +34,6 @@ struct ModelShape {
   double width = 0, ff = 0, layers = 0, vocab = 0;
   double query_width = 0, kv_width = 0;  // attention's q, and each of k and v
   double ff_values = 3;                  // values a block keeps per MLP column: GELU's 3, SwiGLU's 4
-  double window = 0;                     // Mistral's sliding window (0: none)
   double adapters = 0;                   // LoRA's parameters, were every linear a target
   std::string sized_by;                  // the flags or the file its sizes come from
 };
