@@ -119,8 +119,11 @@ void check_rope_scaling(const RopeScaling& s, const std::string& source, const s
               "\", a RoPE scaling xgrad does not implement: it has \"default\", \"linear\" and \"llama3\" "
               "(\"dynamic\" depends on each call's length; \"yarn\" and \"longrope\" scale attention too)");
   if (type == "default") return;
-  XGRAD_CHECK(std::isfinite(s.factor) && s.factor > 0, source, "field \"", where, ".factor\" is ", s.factor,
-              ": it must be finite and > 0");
+  // The frequencies are divided by it: the first, 1, must stay a float32.
+  constexpr double kSmallestFactor = 1.0 / std::numeric_limits<float>::max();
+  XGRAD_CHECK(std::isfinite(s.factor) && s.factor >= kSmallestFactor, source, "field \"", where, ".factor\" is ",
+              s.factor, ": it must be finite and at least ", kSmallestFactor,
+              " (the frequencies are divided by it, in float32)");
   if (type != "llama3") return;
   XGRAD_CHECK(std::isfinite(s.low_freq_factor) && s.low_freq_factor > 0, source, "field \"", where,
               ".low_freq_factor\" is ", s.low_freq_factor, ": it must be finite and > 0");

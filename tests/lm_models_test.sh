@@ -269,6 +269,37 @@ refused "--init-from a checkpoint of adapters without --lora" "holds LoRA adapte
 code=$(run "$train" --init-from llama-lora.st --lora 4 --data other --seq-len 16 --batch 4 --threads 1 \
   --eval-batches 2 --eval-only)
 check "--init-from a checkpoint of adapters with --lora evaluates them (got $code: $(cat err))" test "$code" -eq 0
+# The adapters' alpha and targets are part of the model they make: --init-from takes them
+# from the checkpoint (a flag given must agree), and evaluates what --resume does.
+code=$(run "$train" --init-from llama.st --data shards --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --quiet \
+  --steps 4 --lora 2 --lora-alpha 16 --lora-targets q_proj,o_proj,down_proj --lr 1e-2 --save odd-lora.st)
+check "adapters with their own alpha and targets train (got $code: $(cat err))" test "$code" -eq 0
+run "$train" --resume odd-lora.st --eval-only --threads 1 >/dev/null && sed -n 1p out >resumed.txt
+code=$(run "$train" --init-from odd-lora.st --lora 2 --data shards --seq-len 16 --batch 4 --threads 1 \
+  --eval-batches 2 --eval-only)
+check "--init-from them evaluates as --resume does (got $code: $(cat err))" \
+  test "$code" -eq 0 -a "$(sed -n 1p out | sed 's/at step 0/at step 4/')" = "$(cat resumed.txt)"
+refused "--init-from them with another --lora-alpha" "--lora-alpha 1000 here, 16 in the checkpoint" "$train" \
+  "${common[@]}" --init-from odd-lora.st --lora 2 --lora-alpha 1000
+# A Hugging Face folder starts its own family's model only (another would start afresh).
+refused "--init-from a folder with --model gpt" "--model gpt cannot start from --init-from gpt2-hf, a Hugging Face gpt2 model" \
+  "$train" "${common[@]}" --init-from gpt2-hf --model gpt
+refused "--init-from a folder with a toy task" "--task sort cannot start from --init-from gpt2-hf" "$train" \
+  --task sort --init-from gpt2-hf --steps 2 --save nothing.st
+# A resume carries on where the weights came from: PEFT's base model, the checkpoint's
+# init_from. A finished run resumed with --save-hf writes it (a signal at the end of a run
+# names --save-hf to give again).
+code=$(run "$train" --init-from gpt2-hf --data other --seq-len 16 --batch 4 --threads 1 --eval-batches 2 --quiet \
+  --steps 2 --lora 2 --save based.st)
+check "adapters on a folder for 2 steps (got $code: $(cat err))" test "$code" -eq 0
+code=$(run "$train" --resume based.st --steps 4 --save based.st --quiet)
+check "... resumed to 4 (got $code: $(cat err))" test "$code" -eq 0
+code=$(run "$train" --resume based.st --save-hf based-adapter --quiet)
+check "... its finished run resumed with --save-hf writes it (got $code: $(cat err))" \
+  test "$code" -eq 0 -a -s based-adapter/adapter_model.safetensors
+check "... naming the folder it started from as the base model" \
+  grep -q '"base_model_name_or_path": "gpt2-hf"' based-adapter/adapter_config.json
+check "... and the resumed checkpoint keeps its init_from" grep -aq '"init_from":"gpt2-hf"' based.st
 # A folder's weights are numbers, as a checkpoint's.
 cp -r gpt2-hf nan-hf
 /usr/bin/python3 - "$references" nan-hf/model.safetensors <<'PY'

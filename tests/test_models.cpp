@@ -297,7 +297,11 @@ BOOST_AUTO_TEST_CASE(rope_scaling_xgrad_does_not_implement_is_named) {
   refused(R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
               "high_freq_factor": 4.0, "original_max_position_embeddings": 64})",
           {"high_freq_factor", "above low_freq_factor"});
-  refused(R"("rope_scaling": {"rope_type": "linear", "factor": 0})", {"rope_scaling.factor", "> 0"});
+  refused(R"("rope_scaling": {"rope_type": "linear", "factor": 0})", {"rope_scaling.factor", "at least"});
+  // A factor whose reciprocal is no float32 (the first frequency divided by it).
+  refused(R"("rope_scaling": {"rope_type": "linear", "factor": 1e-320})", {"rope_scaling.factor", "1e-320", "float32"});
+  refused(R"("rope_scaling": {"rope_type": "linear", "factor": 1e-39})", {"rope_scaling.factor", "at least"});
+  BOOST_CHECK_NO_THROW(parse_llama(R"("rope_scaling": {"rope_type": "linear", "factor": 1e-38})"));
   refused(R"("rope_scaling": {"rope_type": "linear", "factor": "2"})", {"rope_scaling.factor", "number"});
   // Both generations in one file, saying different things.
   refused(R"("rope_theta": 10000.0, "rope_parameters": {"rope_theta": 500000.0})",

@@ -231,6 +231,13 @@ for precision in float32 bf16; do
   check "no NaN checkpoint was written ($precision)" test ! -e div.st
   check "no NaN in the metrics ($precision)" test -z "$(grep -i nan div.jsonl || true)"
 done
+# A validation loss that is not finite is divergence too: those weights are written
+# nowhere; a run failing before its first evaluation leaves no metrics file either.
+code=$(run "${small[@]}" --steps 50 --eval-every 1 --lr 1e300 --save nan-eval.st --metrics nan-eval.jsonl \
+  --plot nan-eval.png)
+check "a non-finite validation loss stops the run (got $code)" test "$code" -eq 2
+check "... naming it" grep -q "step 1: the validation loss is" err
+check "... writing no checkpoint, metrics or plot" test ! -e nan-eval.st -a ! -e nan-eval.jsonl -a ! -e nan-eval.png
 code=$(run "${small[@]}" --steps 30 --eval-every 10 --lr 1e300 --allow-nonfinite --metrics nan.jsonl)
 check "--allow-nonfinite goes on" test "$code" -eq 0
 check "its metrics are valid JSON" /usr/bin/python3 -c '
@@ -241,6 +248,15 @@ code=$(run "${small[@]}" --steps 30 --eval-every 10 --lr 1e300 --clip 1 --allow-
 check "--allow-nonfinite goes on with --clip too (got $code)" test "$code" -eq 0
 code=$(run "${small[@]}" --steps 50 --eval-every 10 --lr 1e300 --clip 1)
 check "with --clip a diverging run names the loss, not the clipping" grep -q "step [0-9]*: the loss is" err
+# Flags given to a resume are compared as the run will have them: --ff 0 is 4 x the
+# checkpoint's --d-model (32), not the default's.
+code=$(run --resume run.st --ff 0 --steps 20)
+check "--ff 0 agrees with a checkpoint of --d-model 32 (got $code: $(cat err))" test "$code" -eq 0
+refused "--ff other than the checkpoint's" "--ff 64 here, 128 in the checkpoint" --resume run.st --ff 64 --steps 20
+# --eval-only trains nothing: the learning flags are refused, not taken and ignored.
+for flag in "--lr 0.1" "--optimizer sgd" "--schedule noam" "--weight-decay 0.5" "--steps 30"; do
+  refused "$flag with --eval-only" "${flag%% *} is not used by --eval-only" --resume run.st --eval-only $flag
+done
 # A finished run resumed: reported, nothing written.
 "$train" --task reverse --seq-len 6 --vocab 8 --steps 2000 --eval-every 50 --eval-size 200 --quiet --threads 1 \
   --save done.st --metrics done.jsonl >/dev/null

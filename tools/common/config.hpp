@@ -59,6 +59,10 @@ struct Config {
   bool quiet = false;
   bool verbose = false;
   bool allow_nonfinite = false;  // keep going after a NaN or infinite loss
+  // Not flags: where the weights started (--init-from, carried on by a resume: the
+  // checkpoint's init_from), and the Hugging Face folder they came from, if any (PEFT's
+  // base_model_name_or_path; the checkpoint's base_model).
+  std::string started_from, base_model;
 
   bool language_model() const { return task == "lm"; }
   bool published_model() const { return model == "gpt2" || model == "llama"; }
@@ -89,11 +93,12 @@ void validate(const Config& config);
 // The settings as checkpoint metadata, and back. On --resume, model and learning
 // settings come from the checkpoint (a flag given that disagrees is an error) and run
 // settings come from it unless given again. On --init-from only the model's settings come
-// from it (and xgrad-generate reads them so). Settings the checkpoint does not set take
-// their defaults again (its task's recipe's).
+// from it (and xgrad-generate reads them so), with the LoRA adapters' alpha and targets
+// where it holds `adapters` (they are part of the model they make). Settings the
+// checkpoint does not set take their defaults again (its task's recipe's).
 Metadata to_metadata(const Config& config);
 void apply_metadata(const Metadata& metadata, Config& config, const Given& given);
-void apply_model_metadata(const Metadata& metadata, Config& config, const Given& given);
+void apply_model_metadata(const Metadata& metadata, Config& config, const Given& given, bool adapters);
 // validate(), with a bad setting that was read from the checkpoint (not given) said as
 // the checkpoint's: "<source>: the checkpoint's config.seq-len = '-5' cannot be used: must
 // be at least 1, got -5". `source` names the file as the user gave it ("--resume x.st").

@@ -94,7 +94,11 @@ Rows model_rows() {
 Rows learning_rows() {
   using namespace setting;
   return {
-      bind(&Config::steps, flags::steps()).run().fallback(3000).with(lm, 2000),
+      bind(&Config::steps, flags::steps())
+          .run()
+          .fallback(3000)
+          .with(lm, 2000)
+          .unused_with(&Config::eval_only, "it trains no steps"),
       bind(&Config::dropout, flags::dropout()).learning().fallback(0.0),
       bind(&Config::batch, flags::batch()).learning().fallback(64).with(lm, 12),
       real(&Config::lr, "lr")
@@ -102,30 +106,35 @@ Rows learning_rows() {
           .above(0)
           .learning()
           .fallback(3e-3)
-          .with(lm, 1e-3),
+          .with(lm, 1e-3)
+          .unused_with(&Config::eval_only, "it trains no steps"),
       choice(&Config::optimizer, "optimizer", {"adam", "adamw", "sgd"})
           .help("sgd with momentum 0.9")
           .learning()
           .fallback("adam")
-          .with(lm, "adamw"),
+          .with(lm, "adamw")
+          .unused_with(&Config::eval_only, "it trains no steps"),
       choice(&Config::schedule, "schedule", {"constant", "cosine", "noam", "step"})
           .help("the rate over the steps: cosine warms up linearly, then falls to ", &Config::min_lr, " at ",
                 &Config::steps, "; noam warms up, peaking at ", &Config::lr, ", then decays; step halves it every ",
                 &Config::steps, "/4")
           .learning()
           .fallback("constant")
-          .with(lm, "cosine"),
+          .with(lm, "cosine")
+          .unused_with(&Config::eval_only, "it trains no steps"),
       real(&Config::min_lr, "min-lr")
           .help("cosine: the rate reached at ", &Config::steps)
           .learning()
           .fallback(0.0)
-          .with(lm, lm_min_lr, "min(1e-4, ", &Config::lr, "/10) with cosine"),
+          .with(lm, lm_min_lr, "min(1e-4, ", &Config::lr, "/10) with cosine")
+          .unused_with(&Config::eval_only, "it trains no steps"),
       real(&Config::weight_decay, "weight-decay")
           .help("on 2-D weights only, not biases or norms (adamw: decoupled)")
           .at_least(0)
           .learning()
           .fallback([](const Config& c) { return c.optimizer == "adamw" ? 0.01 : 0.0; }, "0, adamw 0.01")
-          .with(lm, 0.1),
+          .with(lm, 0.1)
+          .unused_with(&Config::eval_only, "it trains no steps"),
       real(&Config::beta2, "beta2")
           .help("adam, adamw: the second moment's decay")
           .at_least(0)
@@ -133,12 +142,14 @@ Rows learning_rows() {
           .learning()
           .fallback(0.999)
           .with(lm, 0.99)
-          .unused_when(&Config::optimizer, {"sgd"}, "only adam and adamw keep a second moment"),
+          .unused_when(&Config::optimizer, {"sgd"}, "only adam and adamw keep a second moment")
+          .unused_with(&Config::eval_only, "it trains no steps"),
       bind(&Config::warmup, flags::warmup())
           .learning()
           .fallback(0)
           .with(lm, lm_warmup, "min(100, ", &Config::steps, "/10) with cosine or noam (noam: at least 1)")
-          .unused_unless(&Config::schedule, {"cosine", "noam"}, "only cosine and noam warm up"),
+          .unused_unless(&Config::schedule, {"cosine", "noam"}, "only cosine and noam warm up")
+          .unused_with(&Config::eval_only, "it trains no steps"),
       real(&Config::clip, "clip")
           .help("clip the gradient norm to this (0: off)")
           .at_least(0)
@@ -351,6 +362,16 @@ bool parse_command_line(int argc, char** argv, Config& config, Given& given) {
 
 void check_task_flags(const Config& config, const Given& given) {
   settings_of<Config>().refuse_unused(config, given);
+  // A Hugging Face folder holds a published family's model, which only --task lm with its
+  // family starts from (another model would start afresh, the folder unread).
+  if (is_hf_directory(config.init_from) && !(config.language_model() && config.published_model())) {
+    const std::string family = hf_model_family(config.init_from);
+    const Flag blamed = config.language_model() ? flag(&Config::model) : flag(&Config::task);
+    throw SettingError(
+        blamed, xgrad::str(" ", config.language_model() ? config.model : config.task, " cannot start from ",
+                           flag(&Config::init_from), " ", config.init_from, ", a Hugging Face ", family,
+                           " model: it starts ", flag(&Config::task), " lm ", flag(&Config::model), " ", family));
+  }
   if (!config.published_model()) return;
   // A published model started from a checkpoint's weights has its dropout in the
   // checkpoint's model config (a resumed run checks --dropout against the checkpoint).

@@ -119,7 +119,7 @@ nn::LoRAConfig lora_config(const Config& c) {
   for (std::string name; std::getline(targets, name, ',');)
     if (!name.empty()) lora.target_modules.push_back(name);
   lora.fan_in_fan_out = c.model == "gpt2";  // GPT-2's files hold its projections as Conv1D
-  if (is_hf_directory(c.init_from)) lora.base_model_name_or_path = c.init_from;
+  lora.base_model_name_or_path = c.base_model;
   return lora;
 }
 

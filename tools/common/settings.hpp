@@ -422,13 +422,17 @@ class SettingsCore {
   SettingsCore(std::string program, Text about, std::type_index owner, std::vector<std::shared_ptr<const RowData>> rows,
                std::vector<RecipeRule> recipes);
 
+  // The rows a checkpoint's settings are agreed with or read for.
+  using Selection = std::function<bool(const RowData&)>;
+  static Selection of_kinds(std::set<Kind> kinds);
+
   std::optional<int> parse(int argc, char** argv, void* settings, Given& given) const;
   void apply_defaults(void* settings, const Given& kept) const;
   void check(const void* settings) const;
   void refuse_unused(const void* settings, const Given& given) const;
   Metadata record(const void* settings) const;
-  void agree(const Metadata& checkpoint, const void* settings, const Given& given, const std::set<Kind>& kinds) const;
-  Given read(const Metadata& checkpoint, void* settings, const Given& given, const std::set<Kind>& kinds) const;
+  void agree(const Metadata& checkpoint, const void* settings, const Given& given, const Selection& selected) const;
+  Given read(const Metadata& checkpoint, void* settings, const Given& given, const Selection& selected) const;
   [[noreturn]] void explain(const SettingError& error, const Metadata& checkpoint, const Given& given,
                             const std::string& source) const;
   std::string help(const CLI::App& app) const;  // --help (settings_help.cpp)
@@ -484,14 +488,23 @@ class Settings {
 
   // The kept settings as checkpoint entries.
   Metadata record(const S& settings) const { return core_.record(&settings); }
-  // Every setting of `kinds` must be in the checkpoint, and agree with it when given.
-  void agree(const Metadata& checkpoint, const S& settings, const Given& given, const std::set<Kind>& kinds) const {
-    core_.agree(checkpoint, &settings, given, kinds);
+  // Every setting selected (of some kinds, SettingsCore::of_kinds) must be in the
+  // checkpoint, and agree with it when given.
+  void agree(const Metadata& checkpoint, const S& settings, const Given& given,
+             const SettingsCore::Selection& selected) const {
+    core_.agree(checkpoint, &settings, given, selected);
   }
-  // Reads the checkpoint's settings of `kinds` (run settings only where not given);
-  // returns the flags read.
+  // Reads the checkpoint's settings selected (run settings only where not given); returns
+  // the flags read.
+  Given read(const Metadata& checkpoint, S& settings, const Given& given,
+             const SettingsCore::Selection& selected) const {
+    return core_.read(checkpoint, &settings, given, selected);
+  }
+  void agree(const Metadata& checkpoint, const S& settings, const Given& given, const std::set<Kind>& kinds) const {
+    agree(checkpoint, settings, given, SettingsCore::of_kinds(kinds));
+  }
   Given read(const Metadata& checkpoint, S& settings, const Given& given, const std::set<Kind>& kinds) const {
-    return core_.read(checkpoint, &settings, given, kinds);
+    return read(checkpoint, settings, given, SettingsCore::of_kinds(kinds));
   }
   // `error`, when its flag was not given but read from the checkpoint, said as the
   // checkpoint's: "<source>: the checkpoint's config.seq-len = '-5' cannot be used: must be
@@ -510,6 +523,7 @@ class Settings {
   std::string key(T S::*field) const {
     return core_.key(core_.row(field_id(field)));
   }
+  std::string key(const RowData& row) const { return core_.key(row); }
   template <class T>
   bool was_given(const Given& given, T S::*field) const {
     return given.count(flag(field).name()) > 0;

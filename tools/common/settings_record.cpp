@@ -34,16 +34,20 @@ Metadata SettingsCore::record(const void* settings) const {
   return metadata;
 }
 
+SettingsCore::Selection SettingsCore::of_kinds(std::set<Kind> kinds) {
+  return [kinds = std::move(kinds)](const RowData& row) { return kinds.count(row.kind) > 0; };
+}
+
 void SettingsCore::agree(const Metadata& checkpoint, const void* settings, const Given& given,
-                         const std::set<Kind>& kinds) const {
+                         const Selection& selected) const {
   // The value a row will have once the checkpoint's are taken: the checkpoint's, for the
-  // kinds it carries (kept as the field's own text), else the one here.
+  // rows it carries (kept as the field's own text), else the one here.
   const auto taken = [&](const RowData& target) {
     const auto it = checkpoint.find(key(target));
-    return kinds.count(target.kind) && !target.record && it != checkpoint.end() ? it->second : value(target, settings);
+    return selected(target) && !target.record && it != checkpoint.end() ? it->second : value(target, settings);
   };
   for (const auto& row : rows_) {
-    if (!kinds.count(row->kind)) continue;
+    if (!selected(*row)) continue;
     const auto it = checkpoint.find(key(*row));
     if (it == checkpoint.end() && !row->absent)
       throw UsageError(
@@ -61,10 +65,10 @@ void SettingsCore::agree(const Metadata& checkpoint, const void* settings, const
 }
 
 Given SettingsCore::read(const Metadata& checkpoint, void* settings, const Given& given,
-                         const std::set<Kind>& kinds) const {
+                         const Selection& selected) const {
   Given read;
   for (const auto& row : rows_) {
-    if (!kinds.count(row->kind) || (row->kind == Kind::run && given.count(row->flag.name()))) continue;
+    if (!selected(*row) || (row->kind == Kind::run && given.count(row->flag.name()))) continue;
     const std::string name = key(*row);
     const auto it = checkpoint.find(name);
     if (it == checkpoint.end() && !row->absent) {

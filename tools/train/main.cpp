@@ -50,6 +50,12 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
   }
   const Start start = read_start(c);
   check_size_flags(given, start);
+  const auto recorded = [&](const char* key) {
+    const auto found = start.contents.metadata.find(key);
+    return found != start.contents.metadata.end() ? found->second : std::string();
+  };
+  c.started_from = start.resume ? recorded("init_from") : c.init_from;
+  c.base_model = is_hf_directory(c.init_from) ? c.init_from : recorded("base_model");
   try {
     if (start.flag && start.resume) {
       apply_metadata(start.contents.metadata, c, given);
@@ -60,7 +66,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
         c.tokenizer = c.data;
       if (given.count(flag(&Config::text).name()) && !given.count(flag(&Config::data).name())) c.data.clear();
     }
-    if (start.flag && !start.resume) apply_model_metadata(start.contents.metadata, c, given);
+    if (start.flag && !start.resume) apply_model_metadata(start.contents.metadata, c, given, holds_adapters(start));
   } catch (const UsageError& e) {
     throw UsageError(str(start.source(), ": ", e.what()));
   }

@@ -126,9 +126,13 @@ void check_size_flags(const Given& given, const Start& start) {
                                    kModelConfigKey, " (a config.json's)"));
 }
 
+bool holds_adapters(const Start& start) {
+  return start.flag && std::any_of(start.contents.tensors.begin(), start.contents.tensors.end(),
+                                   [](const auto& named) { return is_adapter(named.first); });
+}
+
 void check_adapters(const Config& c, const Start& start) {
-  const bool adapters = start.flag && std::any_of(start.contents.tensors.begin(), start.contents.tensors.end(),
-                                                  [](const auto& named) { return is_adapter(named.first); });
+  const bool adapters = holds_adapters(start);
   if (c.eval_only && c.lora > 0 && !adapters)
     throw SettingError(
         flag(&Config::lora),
@@ -234,8 +238,13 @@ void Trainer::save(const Progress& progress) const {
   add_progress(meta, progress);
   workload_->add_metadata(meta);
   meta["written_by"] = "xgrad-train";
-  if (!c_.init_from.empty()) meta["init_from"] = c_.init_from;
-  nn::save(c_.save, model_, opt_.get(), meta);
+  if (!c_.started_from.empty()) meta["init_from"] = c_.started_from;
+  if (!c_.base_model.empty()) meta["base_model"] = c_.base_model;
+  try {
+    nn::save(c_.save, model_, opt_.get(), meta);
+  } catch (const Error& e) {
+    throw UsageError(str(flag(&Config::save), " ", c_.save, ": ", e.what()));
+  }
 }
 
 void Trainer::save_at(std::int64_t step) const {
@@ -246,10 +255,14 @@ void Trainer::save_at(std::int64_t step) const {
   save(now);
 }
 
-void Trainer::open_metrics() {
+// Opened at the first line: a run that fails before any evaluation leaves no file.
+void Trainer::write_metrics(const std::string& line) {
   if (c_.metrics.empty()) return;
-  metrics_.open(c_.metrics, c_.resume.empty() ? std::ios::trunc : std::ios::app);
-  if (!metrics_) throw UsageError(str(flag(&Config::metrics), " ", c_.metrics, ": cannot open for writing"));
+  if (!metrics_.is_open()) {
+    metrics_.open(c_.metrics, c_.resume.empty() ? std::ios::trunc : std::ios::app);
+    if (!metrics_) throw UsageError(str(flag(&Config::metrics), " ", c_.metrics, ": cannot open for writing"));
+  }
+  write_line(metrics_, c_, line);
 }
 
 void Trainer::announce() const {
@@ -266,14 +279,17 @@ int Trainer::evaluate_only() {
   if (!e) return 128 + interrupt_signal();
   std::printf("%s at step %lld: %s\n", c_.task.c_str(), static_cast<long long>(progress_.step),
               describe(*e, measures_train_loss()).c_str());
-  const std::string line = metrics_line(progress_.step, *e, opt_->lr(), progress_.train_s, progress_.wall_s);
+  // The rate as the run's own line at this step gave it (the one its last update used).
+  const double lr = progress_.step > 0 ? schedule_->rate(progress_.step - 1) : opt_->lr();
+  const std::string line = metrics_line(progress_.step, *e, lr, progress_.train_s, progress_.wall_s);
   std::printf("%s\n", line.c_str());
-  if (metrics_.is_open()) write_line(metrics_, c_, line);
+  write_metrics(line);
   return 0;
 }
 
 // A finished run (all its steps, or the target reached) is reported, and nothing is
-// written: its checkpoint, metrics and pictures stay as they are.
+// written but the exports given (--save-hf): its checkpoint, metrics and pictures stay
+// as they are.
 int Trainer::report_finished() {
   std::optional<Evaluation> e = progress_.evaluation;
   const bool with_train_loss = e || measures_train_loss();
@@ -284,6 +300,7 @@ int Trainer::report_finished() {
               describe(*e, with_train_loss).c_str(), static_cast<long long>(progress_.step),
               target_met ? "the target was reached" : "its last step", flag(&Config::steps).dashed().c_str(),
               target_met ? " or the target" : "");
+  if (communicator_.is_root()) workload_->export_model(std::cout);
   return 0;
 }
 
@@ -298,6 +315,11 @@ std::optional<Evaluation> Trainer::evaluate(std::int64_t step, double recent_tra
 bool Trainer::evaluate_and_go_on(std::int64_t step) {
   const std::optional<Evaluation> e = evaluate(step, recent_train_loss());
   if (!e) return false;
+  // Weights whose validation loss is not finite diverged at the last update: stopped
+  // before they are written anywhere, as a non-finite training loss is.
+  if (!std::isfinite(e->val_loss) && !c_.allow_nonfinite)
+    throw EveryRankError(str("step ", step, ": the validation loss is ", e->val_loss, "; training diverged (lower ",
+                             flag(&Config::lr), ", or pass ", flag(&Config::allow_nonfinite), " to go on)"));
   live_.clear();
   after_evaluation(step, *e, schedule_->rate(step - 1));
   // Under mpirun rank 0's evaluation decides for every rank: ranks on different CPUs may
@@ -317,7 +339,7 @@ void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr
   progress_.recent_loss_sum = 0, progress_.recent_steps = 0;
   if (!c_.quiet)
     std::printf("step %lld/%d  %s  (%.1f s)\n", static_cast<long long>(step), c_.steps, describe(e).c_str(), wall_s);
-  if (metrics_.is_open()) write_line(metrics_, c_, metrics_line(step, e, lr, train_s, wall_s));
+  write_metrics(metrics_line(step, e, lr, train_s, wall_s));
   if (!c_.plot.empty())
     write_learning_curve_png(c_.plot, flag(&Config::plot), progress_.curve,
                              run_title(c_, workload_->sizes(), model_.num_parameters()));
@@ -338,10 +360,7 @@ void Trainer::after_evaluation(std::int64_t step, const Evaluation& e, double lr
 int Trainer::run() {
   start_step_ = step_ = completed_ = progress_.step;
   train_s_before_ = progress_.train_s, wall_s_before_ = progress_.wall_s;
-  if (c_.eval_only) {
-    open_metrics();
-    return evaluate_only();
-  }
+  if (c_.eval_only) return evaluate_only();
   // An evaluation due at the step the run resumes from that did not happen (a signal came
   // during it) runs first; a run with nothing left to do is reported.
   const bool evaluated_here = !progress_.curve.empty() && progress_.curve.back().step == start_step_;
@@ -350,7 +369,6 @@ int Trainer::run() {
   const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*progress_.evaluation, c_);
   if (!c_.resume.empty() && !evaluation_due && (start_step_ >= c_.steps || target_met)) return report_finished();
   if (!c_.resume.empty() && !c_.metrics.empty()) keep_metrics_up_to(c_, start_step_);
-  open_metrics();
   catch_interrupts();
   live_ = ProgressLine(::isatty(::fileno(stdout)) && !c_.quiet);
   profile_ = std::make_unique<ProfileWindow>(c_, start_step_, communicator_.rank() == 0);
@@ -458,8 +476,9 @@ int Trainer::stop_on_signal() {
               << std::endl;
   } else {
     save_at(step_);
+    // The exports are written at a run's end: a resume gives them again.
     std::cout << "interrupted at step " << step_ << "; checkpoint saved: continue with " << flag(&Config::resume) << " "
-              << c_.save << std::endl;
+              << c_.save << (c_.save_hf.empty() ? "" : str(" ", flag(&Config::save_hf), " ", c_.save_hf)) << std::endl;
   }
   return 128 + interrupt_signal();
 }
@@ -485,7 +504,7 @@ void Trainer::stop_on_broken_communication(const distributed::CommunicationError
 int Trainer::finish(std::int64_t step) {
   const double wall_s = wall_s_before_ + seconds_since(started_), train_s = progress_.train_s;
   const Evaluation last = progress_.evaluation.value_or(Evaluation{});
-  if (metrics_.is_open()) {
+  if (!c_.metrics.empty()) {
     const bool reached = reached_step_.has_value();
     JsonLine line{
         {"final", true},
@@ -502,7 +521,7 @@ int Trainer::finish(std::int64_t step) {
         {"seconds_to_target", reached ? JsonLine(decimals(reached_seconds_, 2)) : JsonLine()},
         {"impl", str("xgrad-", version())}};
     if (last.bits_per_byte) line["val_bits_per_byte"] = decimals(*last.bits_per_byte, 4);
-    write_line(metrics_, c_, json_text(line));
+    write_metrics(json_text(line));
   }
   const std::string outcome = describe(last);
   if (reached_step_)

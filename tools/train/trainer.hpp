@@ -49,6 +49,9 @@ Start read_start(const Config& c);
 // refused (they were checked against those defaults).
 void check_size_flags(const Given& given, const Start& start);
 
+// Whether the checkpoint a run starts from holds LoRA adapters.
+bool holds_adapters(const Start& start);
+
 // LoRA against the checkpoint a run starts from: under --eval-only, --lora only where the
 // checkpoint holds adapters (new ones, B = 0, change nothing); a checkpoint holding
 // adapters goes on only with --lora.
@@ -72,7 +75,7 @@ class Trainer {
 
  private:
   void load(const Start& start);
-  void open_metrics();
+  void write_metrics(const std::string& line);
   void announce() const;
   int evaluate_only();
   int report_finished();
