@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <numbers>
 #include <optional>
@@ -210,6 +211,10 @@ LlamaConfig parse_llama(const Fields& f, const std::string& type) {
       type == "mistral" && !f.present("num_key_value_heads") ? 8 : f.size_or("num_key_value_heads", 0);
   XGRAD_CHECK(!f.has("num_key_value_heads") || c.num_key_value_heads > 0, f.source(),
               "field \"num_key_value_heads\" must be positive (null: num_attention_heads)");
+  XGRAD_CHECK(f.present("num_key_value_heads") || c.num_attention_heads % c.kv_heads() == 0, f.source(),
+              "field \"num_key_value_heads\" is absent: its default, ", c.kv_heads(),
+              " K/V heads (MistralConfig's), does not divide num_attention_heads ", c.num_attention_heads,
+              " (give it)");
   c.max_position_embeddings = f.size_or("max_position_embeddings", c.max_position_embeddings);
   c.rms_norm_eps = f.number_or("rms_norm_eps", c.rms_norm_eps);
   parse_rope(f, c);
@@ -277,7 +282,12 @@ void check_fits(const ModelConfig& config, const std::string& source) {
   const double bytes = size.parameters * 4 + size.tensors * 1024;
   const auto usable = static_cast<double>(usable_memory_bytes());
   // Whole numbers while a double holds them exactly, else in scientific notation.
-  const auto count = [](double x) { return x < 0x1p53 ? std::to_string(static_cast<std::uint64_t>(x)) : str(x); };
+  const auto count = [](double x) {
+    if (x < 0x1p53) return std::to_string(static_cast<std::uint64_t>(x));
+    char about[32];  // past 2^53 a count is not exact anyway: "5.9e+20"
+    std::snprintf(about, sizeof about, "%.2g", x);
+    return std::string(about);
+  };
   XGRAD_CHECK(bytes <= usable, source, "the model's ", count(size.parameters), " parameters in ", count(size.tensors),
               " tensors need about ", count(std::ceil(bytes / (1 << 20))), " MiB, more than the ",
               count(std::floor(usable / (1 << 20))), " MiB of memory this process can have");

@@ -43,7 +43,7 @@ wait $job
 code=$?
 check "a failing rank ends the job (exit $code)" test "$code" -ne 0
 check "within 30 s" test $(($(date +%s) - start)) -le 30
-check "with its message" grep -q "rank 0: save: cannot create a file in 'gone'" err
+check "with its message" grep -q "rank 0: --save gone/x.st: save: cannot create a file in 'gone'" err
 # A rank killed with SIGKILL ends the job (the rank: a process whose command line starts
 # with the trainer, not mpirun's).
 long=(--task sort --steps 1000000 --eval-every 100000 --target-exact 2)

@@ -405,6 +405,14 @@ BOOST_AUTO_TEST_CASE(mistral_is_llama_with_a_sliding_window) {
   BOOST_CHECK_EQUAL(parse_mistral(R"(, "sliding_window": null)").sliding_window, 0u);
   BOOST_CHECK_EQUAL(parse_mistral(R"(, "sliding_window": 3)").sliding_window, 3u);
   check_error([&] { parse_mistral(R"(, "sliding_window": 0)"); }, {"cfg", "sliding_window", "positive"});
+  // An absent field's default named as one: 8 K/V heads do not divide 12 heads.
+  check_error(
+      [] {
+        models::parse_model_config(R"({"model_type": "mistral", "vocab_size": 8, "hidden_size": 48,
+            "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 12})",
+                                   "cfg");
+      },
+      {"cfg", "num_key_value_heads\" is absent", "8 K/V heads (MistralConfig's)", "num_attention_heads 12"});
   check_error([&] { parse_mistral(R"(, "sliding_window": "4k")"); }, {"cfg", "sliding_window", "integer"});
   // A Llama file's sliding_window is not Llama's (transformers reads none), and a window is
   // Mistral's alone.

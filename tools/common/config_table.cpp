@@ -162,6 +162,13 @@ Rows learning_rows() {
           .learning()
           .fallback("float32")
           .absent_means("float32"),  // written before --precision existed
+  };
+}
+
+// LoRA's adapters: learning settings too, kept on resume.
+Rows adapter_rows() {
+  using namespace setting;
+  return {
       whole(&Config::lora, "lora")
           .help("train LoRA adapters of this rank on the frozen model (0: train every weight)")
           .at_least(0)
@@ -343,7 +350,7 @@ Rows local_rows() {
 // made.
 Settings<Config> settings_table(std::type_identity<Config>) {
   Rows rows;
-  for (Rows (*part)() : {model_rows, learning_rows, run_rows, local_rows}) {
+  for (Rows (*part)() : {model_rows, learning_rows, adapter_rows, run_rows, local_rows}) {
     const Rows made = part();
     rows.insert(rows.end(), made.begin(), made.end());
   }
