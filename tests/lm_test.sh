@@ -143,6 +143,34 @@ import struct, sys
 head = open("wide.png", "rb").read(24)
 width, height = struct.unpack(">II", head[16:24])
 sys.exit(not (head[:8] == b"\x89PNG\r\n\x1a\n" and width < 2000 and height < 20000))'
+# A picture narrower than its words (one head of 8 positions) is widened to hold them: the
+# right margin beside the title and the subtitle is white.
+code=$(run "$train" --task lm --text text.txt --seq-len 8 --batch 1 --layers 1 --heads 1 --d-model 8 --threads 1 \
+  --quiet --steps 1 --eval-batches 1 --attention-png narrow.png)
+check "--attention-png of one head x 8 positions exits 0 (got $code)" test "$code" -eq 0
+check "its words fit in it" /usr/bin/python3 -c '
+import struct, sys, zlib
+data = open("narrow.png", "rb").read()
+chunks, at = {}, 8
+while at < len(data):
+    length, kind = struct.unpack(">I4s", data[at:at + 8])
+    chunks[kind] = chunks.get(kind, b"") + data[at + 8:at + 8 + length]
+    at += 12 + length
+width, height, depth, colour = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+assert depth == 8 and colour == 2, (depth, colour)
+raw, stride, rows, previous = zlib.decompress(chunks[b"IDAT"]), 3 * width, [], bytearray(3 * width)
+for y in range(height):
+    kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+    for i in range(stride):
+        a, b = line[i - 3] if i >= 3 else 0, previous[i]
+        c = previous[i - 3] if i >= 3 else 0
+        p = a + b - c
+        paeth = a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c
+        line[i] = (line[i] + [0, a, b, (a + b) // 2, paeth][kind]) % 256
+    rows.append(line)
+    previous = line
+margin = [rows[y][3 * x + k] for y in range(0, 48) for x in range(width - 8, width) for k in range(3)]
+sys.exit(min(margin) != 255)'
 refused "--vocab with lm" "--vocab is not used by --task lm" "$train" "${small[@]}" --vocab 10
 refused "--eval-size with lm" "--eval-size is not used by --task lm" "$train" "${small[@]}" --eval-size 10
 refused "--target-exact with lm" "--target-exact is not used" "$train" "${small[@]}" --target-exact 0.5

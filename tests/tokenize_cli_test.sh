@@ -161,6 +161,8 @@ untouched() {
   refused "$name" "$text" "$@" --out "$out"
   check "$name writes nothing in $out" test "$(listing "$out")" = "$before"
 }
+refused "--out given twice" "^xgrad-tokenize: --out is given 2 times: give it once$" --out a --out b
+check "and makes neither" test ! -e a -a ! -e b
 : >empty.txt
 printf 'x%.0s' {1..5000} >no_space.txt
 printf 'In the beginning %05000d' 0 >early_space.txt

@@ -201,6 +201,12 @@ code=$( (ulimit -f 1; "$train" "${tiny[@]}" --steps 2 --save "$work/limited/run.
 check "a checkpoint past ulimit -f exits 2 (got $code) with one line" test "$code" -eq 2 -a "$(wc -l <"$work/err")" -eq 1
 check "... naming the file" grep -q -- "limited/run.st" "$work/err"
 check "... leaving nothing in its folder" test -z "$(ls -A "$work/limited")"
+# Metrics past it (ulimit -f 0; what is said goes through a pipe, which no limit stops):
+# the run's line names --metrics, and the file it would have begun is not left empty.
+said=$( (ulimit -f 0; "$train" "${tiny[@]}" --steps 2 --metrics "$work/limited/m.jsonl" 2>&1 >/dev/null; echo "exit $?") )
+check "metrics past ulimit -f exit 2 ($said)" grep -q "exit 2" <<<"$said"
+check "... naming the file" grep -q -- "--metrics $work/limited/m.jsonl: writing failed" <<<"$said"
+check "... leaving nothing in its folder" test -z "$(ls -A "$work/limited")"
 
 # xgrad-bench: a bad flag is one line and exit code 2; whole numbers are decimal.
 if [ -n "$bench" ]; then

@@ -118,6 +118,9 @@ TABLE
 while IFS='|' read -r flag value says; do
   refused "$flag '$value'" "$says" --task sort $flag "$value"
 done <<<"$table"
+# CLI11's words said plainly: a flag twice, a flag without its value.
+refused "--steps given twice" "^xgrad-train: --steps is given 2 times: give it once$" --task sort --steps 1 --steps 2
+refused "--lr with no value" "^xgrad-train: --lr needs a value$" --task sort --lr
 check "the table holds every flag of --help ($(comm -23 flags <(cut -d'|' -f1 <<<"$table" | sort) | tr '\n' ' '))" \
   test -z "$(comm -23 flags <(cut -d'|' -f1 <<<"$table" | sort))"
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <regex>
 
 #include "xgrad/autograd/error.hpp"
 
@@ -23,6 +24,23 @@ std::string one_line(const std::string& text) {
   return text.size() > 40 ? unbroken(text.substr(0, 40)) + "..." : unbroken(text);
 }
 
+namespace {
+
+// CLI11's own words where they read oddly: a flag given twice ("At Most 1 required but
+// received 2"), a flag with no value ("1 required INT missing").
+std::string plain_words(const CLI::ParseError& error) {
+  static const std::regex twice(R"(^(--?[\w-]+): At Most 1 required but received (\d+)$)");
+  static const std::regex missing(R"(^(--?[\w-]+): \d+ required \w+ missing$)");
+  const std::string what = error.what();
+  std::smatch match;
+  if (std::regex_match(what, match, twice))
+    return match[1].str() + " is given " + match[2].str() + " times: give it once";
+  if (std::regex_match(what, match, missing)) return match[1].str() + " needs a value";
+  return what;
+}
+
+}  // namespace
+
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
@@ -33,7 +51,7 @@ std::optional<int> parse_flags(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    throw UsageError(e.what());
+    throw UsageError(plain_words(e));
   }
   return std::nullopt;
 }

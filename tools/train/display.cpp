@@ -149,14 +149,14 @@ void write_attention_png(const std::string& path, const Flag& flag, const xgrad:
   const int panel_rows = (static_cast<int>(m.heads) + columns - 1) / columns;
   const int cell_w = axis_room + label_room + panel_w + gap, cell_h = 18 + axis_room + label_room + panel_h + gap;
   const int left = 16, top = 64, scale_w = 90;
-  Canvas canvas(std::max(left + columns * cell_w + scale_w, Canvas::text_width(shown, 2) + 2 * left),
-                top + panel_rows * cell_h + 8);
+  const std::string subtitle =
+      "each row is a query position and shows how it spreads its attention over the key positions; every row is "
+      "scaled to its own maximum" +
+      std::string(labelled && !label_note.empty() ? " (" + label_note + ")" : "");
+  const int text_w = std::max(Canvas::text_width(shown, 2), Canvas::text_width(subtitle));
+  Canvas canvas(std::max(left + columns * cell_w + scale_w, text_w + 2 * left), top + panel_rows * cell_h + 8);
   canvas.text(left, 12, shown, kBlack, 2);
-  canvas.text(left, 36,
-              "each row is a query position and shows how it spreads its attention over the key positions; every row "
-              "is scaled to its own maximum" +
-                  std::string(labelled && !label_note.empty() ? " (" + label_note + ")" : ""),
-              kBlack);
+  canvas.text(left, 36, subtitle, kBlack);
   for (std::size_t h = 0; h < m.heads; ++h) {
     const int x0 = left + static_cast<int>(h) % columns * cell_w, y0 = top + static_cast<int>(h) / columns * cell_h;
     const int px = x0 + axis_room + label_room, py = y0 + 18 + axis_room + label_room;

@@ -255,14 +255,28 @@ void Trainer::save_at(std::int64_t step) const {
   save(now);
 }
 
-// Opened at the first line: a run that fails before any evaluation leaves no file.
+// Opened at the first line: a run that fails before any evaluation leaves no file. A line
+// that fails to be written (a full disk, ulimit -f) is cut off again, and a file this run
+// made that holds nothing is removed.
 void Trainer::write_metrics(const std::string& line) {
   if (c_.metrics.empty()) return;
-  if (!metrics_.is_open()) {
+  const bool first = !metrics_.is_open();
+  if (first) {
     metrics_.open(c_.metrics, c_.resume.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics_) throw UsageError(str(flag(&Config::metrics), " ", c_.metrics, ": cannot open for writing"));
   }
-  write_line(metrics_, c_, line);
+  std::error_code error;
+  const std::uintmax_t before = std::filesystem::file_size(c_.metrics, error);
+  try {
+    write_line(metrics_, c_, line);
+  } catch (const UsageError&) {
+    metrics_.close();
+    if (!error && before == 0 && first && c_.resume.empty())
+      std::filesystem::remove(c_.metrics, error);
+    else if (!error)
+      std::filesystem::resize_file(c_.metrics, before, error);
+    throw;
+  }
 }
 
 void Trainer::announce() const {
