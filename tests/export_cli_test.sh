@@ -159,11 +159,26 @@ refused "xgrad's own GPT" "which no other program runs" "$export_" --from gpt.st
 # A published family on a text's bytes: no tokenizer for GGUF (ONNX and a folder need none).
 "$train" --task lm --model llama --text text.txt --seq-len 16 --batch 4 --layers 1 --heads 2 --d-model 16 --steps 2 \
   --eval-every 2 --threads 1 --eval-batches 1 --quiet --save bytes.st >/dev/null 2>&1
-refused "GGUF of a model without a tokenizer" "holds no tokenizer" "$export_" --from bytes.st --out m.gguf
+refused "GGUF of a model of a text's bytes" "a model of a text's bytes (its ids are the text's [0-9]* distinct \
+bytes, in order), which no tokenizer's ids are, and GGUF carries a tokenizer: export it as --format onnx or hf" \
+  "$export_" --from bytes.st --out m.gguf
 code=$(run "$export_" --from bytes.st --out bytes.onnx)
 check "... while ONNX needs none (exit $code: $(cat err))" test "$code" -eq 0
+# A tokenizer's ids are not the text's bytes, whatever the model's vocabulary (a config.json
+# one larger than the tokenizer's, here), for GGUF or beside a folder.
+printf '{"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 16, "n_positions": 16, "vocab_size": 400}' \
+  >bytes-config.json
+"$train" --task lm --model gpt2 --model-config bytes-config.json --text text.txt --seq-len 16 --batch 4 --steps 2 \
+  --eval-every 2 --threads 1 --eval-batches 1 --quiet --save wide-bytes.st >/dev/null 2>&1
+for format in gguf hf; do
+  refused "--tokenizer for a model of a text's bytes, --format $format" \
+    "--from wide-bytes.st: a model of a text's bytes .*: --tokenizer would name other text" \
+    "$export_" --from wide-bytes.st --out m.$format --format $format --tokenizer shards
+done
+# A folder says nothing of its tokens: a tokenizer it cannot hold is refused by size.
+"$export_" --from bytes.st --out bytes-hf >/dev/null
 refused "--tokenizer larger than the model's vocabulary" "more than the model's vocabulary" "$export_" \
-  --from bytes.st --out m.gguf --tokenizer shards
+  --from bytes-hf --out m.gguf --tokenizer shards
 mkdir -p other && grammar_text other.txt 500 4 && "$tokenize" --text other.txt --out other --vocab-size 280 \
   --threads 1 >/dev/null
 refused "--tokenizer other than --from's own" "has a tokenizer of its own" "$export_" --from gpt2.st --out m.gguf \
@@ -211,6 +226,27 @@ refused "a folder with half a tokenizer" "--from half-hf: holds vocab.json witho
 cp -r gpt2-hf two-hf && cp other/encoder.json other/vocab.bpe two-hf/
 refused "a folder with two tokenizers" "holds two tokenizers" "$export_" --from two-hf --out m.gguf
 ln -s nowhere-at-all dangling
+# No output over an input, even with --overwrite (the export would ruin what it reads): a
+# file of --from's folder, a file of --tokenizer's pair, the files a folder's save writes.
+cp -r gpt2-hf in-hf && cp -r shards in-tok && md5sum in-hf/* in-tok/*.json in-tok/*.bpe >inputs.md5
+refused "--out over a file of --from's folder" \
+  "--out in-hf/model.safetensors: would write over in-hf/model.safetensors, which --from reads" \
+  "$export_" --from in-hf --out in-hf/model.safetensors --format gguf --overwrite
+refused "--out over --tokenizer's file" "--out in-tok/vocab.bpe: would write over in-tok/vocab.bpe, which --tokenizer reads" \
+  "$export_" --from bytes-hf --tokenizer in-tok --out in-tok/vocab.bpe --format gguf --overwrite
+refused "--out over a file of a pair given by name" "would write over ./in-tok/encoder.json, which --tokenizer reads" \
+  "$export_" --from bytes-hf --tokenizer ./in-tok/encoder.json,in-tok/vocab.bpe --out in-tok/encoder.json \
+  --format gguf --overwrite
+cp in-tok/encoder.json in-tok/vocab.json && cp in-tok/vocab.bpe in-tok/merges.txt && md5sum in-tok/*.txt >>inputs.md5
+refused "a folder's save over --tokenizer's files" "--out in-tok: would write over in-tok/vocab.json, which --tokenizer reads" \
+  "$export_" --from bytes-hf --tokenizer in-tok/vocab.json,in-tok/merges.txt --out in-tok --overwrite
+check "and every input is as it was" md5sum --quiet -c inputs.md5
+refused "one file of a pair as --tokenizer" "--tokenizer in-tok/encoder.json: is one file of the pair encoder.json and \
+vocab.bpe: give both, joined by a comma, or their folder" "$export_" --from bytes-hf --tokenizer in-tok/encoder.json --out m.gguf
+# The extension names the format in any case.
+code=$(run "$export_" --from gpt2.st --out UPPER.GGUF)
+check "--out UPPER.GGUF is GGUF (exit $code: $(cat err))" grep -q "wrote UPPER.GGUF (gguf, f32)" out
+check "... the same bytes as gpt2-f32.gguf" cmp -s UPPER.GGUF gpt2-f32.gguf
 refused "--out a link to nothing" "is a link to nothing" "$export_" --from gpt2.st --out dangling --format hf
 check "... and the link is kept" test -L dangling
 check "no refused run wrote its --out" test ! -e m.gguf -a ! -e m.onnx -a ! -e m-hf -a ! -e m.bin

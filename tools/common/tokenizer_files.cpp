@@ -18,9 +18,13 @@ namespace {
 
 constexpr const char* kEndOfText = "<|endoftext|>";
 
-// The pair's two names in a folder: GPT-2's, else Hugging Face's.
+// A tokenizer pair's two names: GPT-2's, then Hugging Face's.
+constexpr std::pair<const char*, const char*> kPairNames[] = {{kEncoderFile, kMergesFile},
+                                                              {"vocab.json", "merges.txt"}};
+
+// The pair in a folder: GPT-2's names, else Hugging Face's.
 std::optional<std::pair<std::string, std::string>> pair_in(const std::string& folder) {
-  for (const auto& [encoder, merges] : {std::pair{kEncoderFile, kMergesFile}, std::pair{"vocab.json", "merges.txt"}}) {
+  for (const auto& [encoder, merges] : kPairNames) {
     const fs::path e = fs::path(folder) / encoder, m = fs::path(folder) / merges;
     std::error_code error;
     if (fs::exists(e, error) && fs::exists(m, error)) return std::pair{e.string(), m.string()};
@@ -71,6 +75,12 @@ NamedTokenizer read_tokenizer(const std::string& spec, const std::string& what) 
                              " and another in vocab.json and merges.txt"));
       return named;
     }
+    // One file of a pair is no rank file: say what to give.
+    const std::string name = fs::path(spec).filename().string();
+    for (const auto& [encoder, merges] : kPairNames)
+      if (name == encoder || name == merges)
+        throw UsageError(str(where, ": is one file of the pair ", encoder, " and ", merges,
+                             ": give both, joined by a comma, or their folder"));
     return {read_ranks(spec, what), spec};
   } catch (const xgrad::Error& e) {  // the file readers' errors start with `what` already
     const std::string message = e.what();
@@ -88,7 +98,7 @@ bool holds_tokenizer_files(const std::string& folder) { return pair_in(folder).h
 
 void refuse_half_pair(const std::string& folder, const std::string& what) {
   if (pair_in(folder)) return;
-  for (const auto& [encoder, merges] : {std::pair{kEncoderFile, kMergesFile}, std::pair{"vocab.json", "merges.txt"}}) {
+  for (const auto& [encoder, merges] : kPairNames) {
     std::error_code error;
     const bool has_encoder = fs::exists(fs::path(folder) / encoder, error),
                has_merges = fs::exists(fs::path(folder) / merges, error);

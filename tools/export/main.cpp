@@ -7,8 +7,13 @@
 //   xgrad-export --from run.safetensors --out model.gguf --type q8_0
 //   xgrad-export --from hf-folder/ --out model.onnx
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli.hpp"
 #include "finite.hpp"
@@ -34,9 +39,12 @@ struct ExportOptions {
   int threads = 0;
 };
 
-// The format --out's name implies: a .gguf or .onnx file, else a Hugging Face folder.
+// The format --out's name implies: a .gguf or .onnx file (in any case), else a Hugging
+// Face folder.
 std::string format_of(const std::string& out) {
-  const std::string extension = fs::path(out).extension().string();
+  std::string extension = fs::path(out).extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (extension == ".gguf") return "gguf";
   if (extension == ".onnx") return "onnx";
   return "hf";
@@ -83,6 +91,7 @@ tools::Settings<ExportOptions> settings_table(std::type_identity<ExportOptions>)
 struct Source {
   std::unique_ptr<models::PretrainedModel> model;
   std::optional<tools::NamedTokenizer> tokenizer;
+  std::size_t text_bytes = 0;  // a model of a text's bytes: its vocabulary, no tokenizer's
 };
 
 // The model --from names, its adapters merged, and its tokenizer if it has one.
@@ -110,12 +119,24 @@ Source read_source(const ExportOptions& o) {
   nn::merge_lora(*trained.model);  // no-op without adapters
   source.model.reset(dynamic_cast<models::PretrainedModel*>(trained.model.release()));
   source.tokenizer = std::move(trained.tokens.tokenizer);
+  if (!source.tokenizer) source.text_bytes = trained.tokens.bytes.size();
   return source;
+}
+
+// What a model of a text's bytes cannot be given: its ids are positions in the text's own
+// sorted bytes, which no tokenizer's ids are.
+std::string text_bytes_model(const ExportOptions& o, const Source& source) {
+  return str(flag(&ExportOptions::from), " ", o.from, ": a model of a text's bytes (its ids are the text's ",
+             source.text_bytes, " distinct bytes, in order), which no tokenizer's ids are");
 }
 
 // --tokenizer fills in a tokenizer --from lacks; it may not replace one.
 void take_tokenizer_flag(const ExportOptions& o, Source& source) {
   if (o.tokenizer.empty()) return;
+  if (source.text_bytes)
+    throw tools::UsageError(str(text_bytes_model(o, source), ": ", flag(&ExportOptions::tokenizer),
+                                " would name other text; export it without one, as ", flag(&ExportOptions::format),
+                                " onnx or hf"));
   tools::NamedTokenizer given = tools::read_tokenizer(o.tokenizer, flag(&ExportOptions::tokenizer).dashed());
   if (source.tokenizer && source.tokenizer->tokenizer.identity() != given.tokenizer.identity())
     throw tools::UsageError(str(flag(&ExportOptions::tokenizer), " ", o.tokenizer, ": ", flag(&ExportOptions::from),
@@ -151,14 +172,57 @@ void check_target(const ExportOptions& o) {
                                 o.format, " is written in f32 only"));
 }
 
+// The files the export reads: --from (a checkpoint, or its folder's files) and --tokenizer's,
+// each with the flag that names it.
+std::vector<std::pair<fs::path, tools::Flag>> input_files(const ExportOptions& o, const Source& source) {
+  const tools::Flag from = flag(&ExportOptions::from), tokenizer = flag(&ExportOptions::tokenizer);
+  std::vector<std::pair<fs::path, tools::Flag>> files;
+  std::error_code error;
+  if (fs::is_directory(o.from, error)) {
+    for (const fs::directory_entry& entry : fs::directory_iterator(o.from, error))
+      if (entry.is_regular_file(error)) files.emplace_back(entry.path(), from);
+  } else {
+    files.emplace_back(o.from, from);
+  }
+  if (!o.tokenizer.empty() && source.tokenizer) {  // its source lists the files read: "encoder,merges" or one
+    std::string names = source.tokenizer->source;
+    for (std::size_t comma; (comma = names.find(',')) != std::string::npos; names.erase(0, comma + 1))
+      files.emplace_back(names.substr(0, comma), tokenizer);
+    files.emplace_back(names, tokenizer);
+  }
+  return files;
+}
+
+// Whether --out's writing replaces `file`: the file itself, or in a Hugging Face folder one
+// of the files a save writes (or removes: the shards of an older layout).
+bool replaced_by_out(const ExportOptions& o, const fs::path& file) {
+  std::error_code error;
+  if (o.format != "hf") return fs::equivalent(o.out, file, error);
+  static const std::regex written(
+      R"(config\.json|model\.safetensors(\.index\.json)?|model-\d+-of-\d+\.safetensors|vocab\.json|merges\.txt)");
+  const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  return fs::equivalent(o.out, folder, error) && std::regex_match(file.filename().string(), written);
+}
+
+// No output over an input, even with --overwrite: the export would ruin what it reads.
+void refuse_writing_over_inputs(const ExportOptions& o, const Source& source) {
+  for (const auto& [file, named_by] : input_files(o, source))
+    if (replaced_by_out(o, file))
+      throw tools::UsageError(str(flag(&ExportOptions::out), " ", o.out, ": would write over ", file.string(),
+                                  ", which ", named_by, " reads"));
+}
+
 void write(const ExportOptions& o, const Source& source) {
   const tools::Flag out = flag(&ExportOptions::out);
   try {
     if (o.format == "gguf") {
+      if (source.text_bytes)
+        throw tools::UsageError(str(text_bytes_model(o, source), ", and GGUF carries a tokenizer: export it as ",
+                                    flag(&ExportOptions::format), " onnx or hf"));
       if (!source.tokenizer)
         throw tools::UsageError(str(flag(&ExportOptions::from), " ", o.from,
-                                    ": holds no tokenizer (a model of a text's bytes, or a Hugging Face folder "
-                                    "without vocab.json and merges.txt), and GGUF carries one: give ",
+                                    ": holds no tokenizer (a Hugging Face folder without vocab.json and merges.txt), "
+                                    "and GGUF carries one: give ",
                                     flag(&ExportOptions::tokenizer)));
       models::save_gguf(*source.model, source.tokenizer->tokenizer, o.out,
                         {.tensor_type = models::parse_gguf_tensor_type(o.type), .overwrite = o.overwrite});
@@ -185,6 +249,7 @@ int run(int argc, char** argv) {
   check_target(o);
   Source source = read_source(o);
   take_tokenizer_flag(o, source);
+  refuse_writing_over_inputs(o, source);
   write(o, source);
   const std::string what = o.format == "gguf" ? str("gguf, ", o.type) : o.format;
   std::printf("wrote %s (%s)\n", o.out.c_str(), what.c_str());
