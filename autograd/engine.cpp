@@ -106,21 +106,29 @@ class BackwardClaim {
   std::vector<Node*> claimed_;
 };
 
-// Gradients a pass leaves on non-leaf nodes when it ends early (an op's backward, a hook
-// or anomaly mode threw): dropped, so that running the pass again does not add them twice.
+// Gradients a pass leaves when it ends early (an op's backward, a hook or anomaly mode
+// threw): dropped from the non-leaf nodes, so that running the pass again does not add
+// them twice, and from the leaves that had none before it, so that no leaf holds a part of
+// it. (A leaf that already held a gradient, accumulating over micro-batches, keeps what
+// was added into it in place: restoring it would cost a copy of every gradient per pass.)
 class PartialGradients {
  public:
-  explicit PartialGradients(const std::vector<NodePtr>& order) : order_(order) {}
+  explicit PartialGradients(const std::vector<NodePtr>& order) : order_(order) {
+    for (const NodePtr& node : order_)
+      if (node->is_leaf() && !node->grad) fresh_leaves_.push_back(node.get());
+  }
   ~PartialGradients() {
-    if (std::uncaught_exceptions() > 0)
-      for (const NodePtr& node : order_)
-        if (!node->is_leaf()) node->grad.reset();
+    if (std::uncaught_exceptions() == 0) return;
+    for (const NodePtr& node : order_)
+      if (!node->is_leaf()) node->grad.reset();
+    for (Node* leaf : fresh_leaves_) leaf->grad.reset();
   }
   PartialGradients(const PartialGradients&) = delete;
   PartialGradients& operator=(const PartialGradients&) = delete;
 
  private:
   const std::vector<NodePtr>& order_;
+  std::vector<Node*> fresh_leaves_;
 };
 
 // Every user of a leaf comes before it in the sweep: its gradient is final, and the

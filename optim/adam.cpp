@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
@@ -18,7 +19,10 @@ constexpr Setting<AdamOptionsOf<kDecoupled>> kSettings[] = {
     {"weight_decay", &AdamOptionsOf<kDecoupled>::weight_decay, {.min = 0}},
     {"beta1", &AdamOptionsOf<kDecoupled>::beta1, {.min = 0, .max = 1, .max_excluded = true}},
     {"beta2", &AdamOptionsOf<kDecoupled>::beta2, {.min = 0, .max = 1, .max_excluded = true}},
-    {"eps", &AdamOptionsOf<kDecoupled>::eps, {.min = 0}},
+    // An element whose gradient has been 0 throughout has moments 0: eps alone keeps its
+    // update from 0 / 0 = NaN, so it must not be 0 to float32's arithmetic, which flushes
+    // denormals (PyTorch takes 0).
+    {"eps", &AdamOptionsOf<kDecoupled>::eps, {.min = std::numeric_limits<float>::min()}},
     {"amsgrad", &AdamOptionsOf<kDecoupled>::amsgrad},
     {"maximize", &AdamOptionsOf<kDecoupled>::maximize}};
 

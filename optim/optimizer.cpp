@@ -124,6 +124,14 @@ Tensor& Optimizer::buffer(std::size_t i, const std::string& name, bool* created)
   auto it = buffers.find(name);
   if (created) *created = it == buffers.end();
   if (it == buffers.end()) {
+    // Only the buffers the group declares are saved and loaded alike: one it does not
+    // declare would make a checkpoint its own load_state_dict refuses.
+    const std::vector<std::string> declared = check_settings(group_of_[i], {}).buffers;
+    XGRAD_CHECK(std::find(declared.begin(), declared.end(), name) != declared.end(), type_, "buffer '", name,
+                "' of parameter '", parameters_[i].first,
+                "' is not among the buffers its group's settings declare (buffer_names: ",
+                declared.empty() ? std::string("none") : listed(declared),
+                "); a checkpoint holding it could not be loaded");
     const Tensor& p = parameters_[i].second;
     it = buffers.emplace(name, Tensor::zeros(p.shape(), p.dtype())).first;
   }

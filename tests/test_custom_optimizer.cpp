@@ -245,6 +245,29 @@ constexpr optim::Setting<Beta> kNamedTwice[] = {{"lr", &Beta::beta}, {"beta", &B
 }  // namespace
 
 // Every optimizer has lr (schedules set it), and a name is one setting.
+// A buffer the group does not declare would be saved by state_dict and refused by
+// load_state_dict: refused where it is first made, naming it.
+class Undeclared : public optim::OptimizerWith<LionOptions> {
+ public:
+  explicit Undeclared(optim::NamedParameters parameters)
+      : OptimizerWith("Undeclared", {optim::ParamGroup{std::move(parameters)}}, {}, kLionSettings) {}
+
+ protected:
+  void update(std::size_t i, const Tensor&, std::int64_t) override {
+    buffer(i, "exp_avg");
+    buffer(i, "velocity");
+  }
+  std::vector<std::string> buffer_names(const LionOptions&) const override { return {"exp_avg"}; }
+};
+
+BOOST_AUTO_TEST_CASE(a_buffer_the_group_does_not_declare_is_refused) {
+  Tensor w = Tensor::zeros({2}).requires_grad_();
+  Undeclared opt({{"w", w}});
+  w.set_grad(Tensor::ones({2}));
+  check_error([&] { opt.step(); },
+              {"Undeclared", "buffer 'velocity' of parameter 'w'", "buffer_names: exp_avg", "could not be loaded"});
+}
+
 BOOST_AUTO_TEST_CASE(a_table_without_lr_or_with_a_name_twice_is_refused) {
   Problem p(1);
   check_error([&] { OverTable(p.model.named_parameters(), kWithoutRate); }, {"OverTable", "must include lr"});

@@ -364,7 +364,12 @@ BOOST_AUTO_TEST_CASE(groups_setting_what_the_optimizer_lacks_or_bad_values_are_r
       [&] {
         optim::AdamW({{.parameters = w, .settings = {{"eps", -1.0}}}, {.parameters = b, .settings = {{"lr", -0.1}}}});
       },
-      {"AdamW: group 0: eps -1.0 must be finite and >= 0", "group 1: learning rate -0.1"});
+      {"AdamW: group 0: eps -1.0 must be finite and >= 1.17549e-38", "group 1: learning rate -0.1"});
+  // An eps that is 0 to float32's flushed arithmetic would make an element whose gradient
+  // is 0 NaN (0 / 0): refused, 0 and 1e-50 alike.
+  for (const double eps : {0.0, 1e-50})
+    check_error([&] { optim::Adam({{.parameters = w}}, {.eps = eps}); },
+                {"Adam: eps", "must be finite and >= 1.17549e-38"});
   // Bad options are named as options: no group set them.
   check_error(
       [&] {

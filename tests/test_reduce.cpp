@@ -21,6 +21,27 @@ BOOST_AUTO_TEST_CASE(sum_and_mean_values) {
   check_close(max(x).to_vector(), {6});
 }
 
+// float32 sums accumulate in double: a float accumulator stops growing at 2^24 ones (and
+// drifts well before). Past 2^24 elements, every reduction built on the sum holds float32's
+// own precision: half an ulp of the result, about 6e-8 relative.
+BOOST_AUTO_TEST_CASE(float32_sums_of_millions_keep_float32_precision) {
+  constexpr std::size_t n = (std::size_t{1} << 24) + 1000;
+  const Tensor ones = Tensor::ones({n});
+  BOOST_CHECK_EQUAL(sum(ones).item(), static_cast<double>(n));
+  BOOST_CHECK_EQUAL(mean(ones).item(), 1.0);
+  BOOST_CHECK_EQUAL(cumsum(ones, 0).to_vector().back(), static_cast<double>(n));
+  // Along a kept inner axis (the input swept once, group by group) and over a leading one.
+  const Tensor columns = Tensor::ones({n / 2, 2});
+  check_close(sum(columns, {0}).to_vector(), {static_cast<double>(n / 2), static_cast<double>(n / 2)}, 0);
+  // Uniform values: float32's result beside float64's, within float32's rounding.
+  Generator gen(7);
+  const Tensor u = Tensor::uniform({n}, 0.0, 1.0, gen);
+  const Tensor u64 = u.to(DType::float64);
+  BOOST_CHECK_CLOSE(sum(u).item(), sum(u64).item(), 1e-5);
+  BOOST_CHECK_CLOSE(var(u).item(), var(u64).item(), 1e-5);
+  BOOST_CHECK_CLOSE(stddev(u, 0).item(), stddev(u64, 0).item(), 1e-5);
+}
+
 BOOST_AUTO_TEST_CASE(reduction_gradients_over_axis_sets) {
   const Tensor x = randn64({2, 3, 4}, 1);
   const std::vector<std::vector<int>> axis_sets = {{0}, {1}, {2}, {-1}, {0, 2}, {1, 2}, {0, 1, 2}};

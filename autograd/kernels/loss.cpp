@@ -39,10 +39,10 @@ T cross_entropy_forward(const LogitRows<T>& l, const std::int64_t* targets, std:
     }
     loss[r] = keep * nll + eps / static_cast<T>(classes) * smooth;
   });
-  T counted = 0;  // in row order
+  double counted = 0;  // in row order, in double as every sum of many terms
   for (std::size_t r = 0; r < l.rows; ++r)
     if (targets[r] != ignore) counted += w[targets[r]];
-  return counted;
+  return static_cast<T>(counted);
 }
 
 template <class T>
@@ -71,8 +71,9 @@ void cross_entropy_probabilities_forward(const LogitRows<T>& l, const T* q, cons
   for_each_row(l.rows, classes, [&](std::size_t r) {
     T total = 0;
     for (std::size_t c = 0; c < classes; ++c) {
-      const T smoothed = keep * q[r * classes + c] + uniform;
-      total += w[c] * smoothed * (l.log_sum[r] - (l.x[r * classes + c] - l.max[r]));
+      // A class of no weight or mass adds nothing, even where log p is -inf (0 log 0 = 0).
+      const T coefficient = w[c] * (keep * q[r * classes + c] + uniform);
+      if (coefficient != T(0)) total += coefficient * (l.log_sum[r] - (l.x[r * classes + c] - l.max[r]));
     }
     loss[r] = total;
   });

@@ -36,12 +36,31 @@ ReducePlan make_reduce_plan(const std::vector<std::size_t>& shape, const std::ve
   }
   std::vector<bool> keep_axis(shape.size());
   for (std::size_t axis = 0; axis < shape.size(); ++axis) keep_axis[axis] = !reduce_axis[axis];
+  // The trailing reduced axes (past size-1 kept ones) are one contiguous run.
+  std::vector<bool> run_starts = reduce_axis;
+  std::size_t run = 1;
+  for (std::size_t axis = shape.size(); axis-- > 0 && (reduce_axis[axis] || shape[axis] == 1);) {
+    run *= shape[axis];
+    run_starts[axis] = false;
+  }
   ReducePlan plan;
   plan.kept = offsets_over(shape, strides, keep_axis);
-  plan.reduced = offsets_over(shape, strides, reduce_axis);
+  plan.reduced = run == 0 ? std::vector<std::size_t>{} : offsets_over(shape, strides, run_starts);
+  plan.reduced_run = run;
   plan.innermost_reduced = !shape.empty() && reduce_axis.back();
   return plan;
 }
+
+namespace {
+
+// f(offset) for every element of one group, in row-major order.
+template <class F>
+void for_each_reduced(const ReducePlan& plan, F&& f) {
+  for (std::size_t start : plan.reduced)
+    for (std::size_t k = 0; k < plan.reduced_run; ++k) f(start + k);
+}
+
+}  // namespace
 
 template <class T>
 void sum_reduce(const T* x, const ReducePlan& plan, T* out) {
@@ -50,15 +69,17 @@ void sum_reduce(const T* x, const ReducePlan& plan, T* out) {
     // Each group is a run of nearby elements: finish one group at a time.
     for (std::size_t i = 0; i < n_out; ++i) {
       const T* base = x + plan.kept[i];
-      T acc = 0;
-      for (std::size_t r : plan.reduced) acc += base[r];
-      out[i] = acc;
+      double total = 0;
+      for_each_reduced(plan, [&](std::size_t r) { total += base[r]; });
+      out[i] = static_cast<T>(total);
     }
   } else {
     // Kept elements are the contiguous ones: sweep the input once, group by group.
-    std::fill(out, out + n_out, T(0));
-    for (std::size_t r : plan.reduced)
-      for (std::size_t i = 0; i < n_out; ++i) out[i] += x[plan.kept[i] + r];
+    std::vector<double> totals(n_out, 0.0);
+    for_each_reduced(plan, [&](std::size_t r) {
+      for (std::size_t i = 0; i < n_out; ++i) totals[i] += x[plan.kept[i] + r];
+    });
+    std::copy(totals.begin(), totals.end(), out);
   }
 }
 
@@ -66,10 +87,10 @@ template <class T>
 void max_reduce(const T* x, const ReducePlan& plan, T* out, std::size_t* argmax) {
   for (std::size_t i = 0; i < plan.kept.size(); ++i) {
     std::size_t best = plan.kept[i] + plan.reduced[0];
-    for (std::size_t r : plan.reduced) {
+    for_each_reduced(plan, [&](std::size_t r) {
       const std::size_t at = plan.kept[i] + r;
       if (x[at] > x[best] || (x[at] != x[at] && x[best] == x[best])) best = at;  // the first NaN wins, as in PyTorch
-    }
+    });
     out[i] = x[best];
     argmax[i] = best;
   }
@@ -78,7 +99,7 @@ void max_reduce(const T* x, const ReducePlan& plan, T* out, std::size_t* argmax)
 template <class T>
 void sum_reduce_backward(const T* grad, const ReducePlan& plan, T scale, T* dx) {
   for (std::size_t i = 0; i < plan.kept.size(); ++i)
-    for (std::size_t offset : plan.reduced) dx[plan.kept[i] + offset] = grad[i] * scale;
+    for_each_reduced(plan, [&](std::size_t offset) { dx[plan.kept[i] + offset] = grad[i] * scale; });
 }
 
 template <class T>
@@ -88,17 +109,19 @@ void max_reduce_backward(const T* grad, const std::size_t* argmax, std::size_t n
 
 template <class T>
 void variance_reduce(const T* x, const ReducePlan& plan, T divisor, bool root, T* means, T* out) {
-  const T count = static_cast<T>(plan.reduced.size());
+  const double count = static_cast<double>(plan.reduced.size() * plan.reduced_run);
   for (std::size_t i = 0; i < plan.kept.size(); ++i) {
-    T total = 0;
-    for (std::size_t offset : plan.reduced) total += x[plan.kept[i] + offset];
-    means[i] = total / count;
-    T squares = 0;
-    for (std::size_t offset : plan.reduced) {
-      const T d = x[plan.kept[i] + offset] - means[i];
+    const T* base = x + plan.kept[i];
+    double total = 0;
+    for_each_reduced(plan, [&](std::size_t offset) { total += base[offset]; });
+    const double mean = total / count;
+    double squares = 0;
+    for_each_reduced(plan, [&](std::size_t offset) {
+      const double d = base[offset] - mean;
       squares += d * d;
-    }
-    out[i] = root ? std::sqrt(squares / divisor) : squares / divisor;
+    });
+    means[i] = static_cast<T>(mean);
+    out[i] = static_cast<T>(root ? std::sqrt(squares / divisor) : squares / divisor);
   }
 }
 
@@ -107,10 +130,10 @@ void variance_reduce_backward(const T* x, const T* grad, const T* out, const T* 
                               T divisor, bool root, T* dx) {
   for (std::size_t i = 0; i < plan.kept.size(); ++i) {
     T scale = root ? (out[i] > T(0) ? grad[i] / (divisor * out[i]) : T(0)) : T(2) * grad[i] / divisor;
-    for (std::size_t offset : plan.reduced) {
+    for_each_reduced(plan, [&](std::size_t offset) {
       const std::size_t at = plan.kept[i] + offset;
       dx[at] = scale * (x[at] - means[i]);
-    }
+    });
   }
 }
 
@@ -132,11 +155,11 @@ template <class T>
 void running_sum(const T* x, T* out, std::size_t outer, std::size_t n, std::size_t inner, bool reverse) {
   for (std::size_t o = 0; o < outer; ++o)
     for (std::size_t i = 0; i < inner; ++i) {
-      T total = 0;
+      double total = 0;  // as sum_reduce's
       for (std::size_t step = 0; step < n; ++step) {
         const std::size_t j = reverse ? n - 1 - step : step;
         const std::size_t at = (o * n + j) * inner + i;
-        out[at] = total += x[at];
+        out[at] = static_cast<T>(total += x[at]);
       }
     }
 }

@@ -1,6 +1,9 @@
 #pragma once
 // Reductions over any set of axes of a contiguous row-major array, without moving data:
-// element (kept i, reduced j) sits at offset kept[i] + reduced[j].
+// group i's elements sit at kept[i] + reduced[j] + k, for each run start reduced[j] and
+// k < reduced_run (the trailing reduced axes are contiguous: one run, not an offset per
+// element). Sums accumulate in double, so that float32 sums of millions of elements keep
+// float32's precision (a float accumulator stops growing at 2^24 ones).
 
 #include <cstddef>
 #include <cstdint>
@@ -10,7 +13,8 @@ namespace xgrad::kernels {
 
 struct ReducePlan {
   std::vector<std::size_t> kept;     // offset of each output element's first input element
-  std::vector<std::size_t> reduced;  // offsets within one reduced group
+  std::vector<std::size_t> reduced;  // offsets within one reduced group where runs start
+  std::size_t reduced_run = 1;       // contiguous elements from each (0: an empty axis)
   bool innermost_reduced = false;    // last axis reduced: groups are (partly) contiguous
 };
 

@@ -77,7 +77,7 @@ xt::xarray<T> reduced(const std::vector<T>& per_row, Reduction reduction, const 
     return out;
   }
   xt::xarray<T> out = new_array<T>(kOp, Shape{});
-  out() = std::accumulate(per_row.begin(), per_row.end(), T(0)) * scale;
+  out() = static_cast<T>(std::accumulate(per_row.begin(), per_row.end(), 0.0) * scale);  // as sum's, in double
   return out;
 }
 
