@@ -22,6 +22,28 @@ std::unique_ptr<PretrainedModel> make_model(const ModelConfig& config) {
   return std::make_unique<LlamaForCausalLM>(std::get<LlamaConfig>(config));
 }
 
+void check_cache(const char* model, const KVCache& cache, std::size_t layers, std::size_t batch, std::size_t kv_width,
+                 DType dtype) {
+  if (cache.length == 0) {
+    for (std::size_t i = 0; i < cache.layers.size(); ++i)
+      XGRAD_CHECK(!cache.layers[i].keys.defined() && !cache.layers[i].values.defined(), model,
+                  "the KVCache's length is 0 but its layer ", i, " holds keys or values");
+    return;
+  }
+  XGRAD_CHECK(cache.layers.size() == layers, model, "the KVCache holds ", cache.layers.size(),
+              " layers' keys and values, the model has ", layers, " layers: a cache is one model's");
+  const Shape expected{batch, cache.length, kv_width};
+  for (std::size_t i = 0; i < layers; ++i)
+    for (const Tensor* t : {&cache.layers[i].keys, &cache.layers[i].values}) {
+      XGRAD_CHECK(t->defined(), model, "the KVCache's layer ", i, " holds no ",
+                  t == &cache.layers[i].keys ? "keys" : "values", " but its length is ", cache.length);
+      XGRAD_CHECK(t->shape() == expected && t->dtype() == dtype, model, "the KVCache's layer ", i, " ",
+                  t == &cache.layers[i].keys ? "keys" : "values", " ", t->dtype(), " ", t->shape(), " do not fit ",
+                  dtype, " ", expected, " (tokens of batch ", batch, ", its length ", cache.length,
+                  ", the model's K/V width ", kv_width, "): a cache is one model's, for one batch of prompts");
+    }
+}
+
 Tensor causal_self_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
                              std::size_t kv_heads, double dropout, KVCache::Layer* cache, std::size_t window) {
   AttentionOptions options;

@@ -80,6 +80,13 @@ class PretrainedModel : public CausalLM {
 // process-wide generator (xgrad::manual_seed).
 std::unique_ptr<PretrainedModel> make_model(const ModelConfig& config);
 
+// Throws, naming `model`, unless `cache` is empty (nothing cached, no layer holding keys)
+// or fits this model and tokens: a layer per layer of the model, each holding keys and
+// values [batch, length, kv_width] in the model's dtype. A cache is one model's, for one
+// batch of prompts: another's would give other logits without a word.
+void check_cache(const char* model, const KVCache& cache, std::size_t layers, std::size_t batch, std::size_t kv_width,
+                 DType dtype);
+
 // Causal self-attention over q, k and v (column ranges, as multi_head_attention reads
 // them; k and v with kv_heads heads). With a cache layer, k and v are appended to it and
 // the queries (positions cached length ...) attend to every cached key up to their own.

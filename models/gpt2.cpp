@@ -73,6 +73,7 @@ Tensor GPT2Model::forward(const Indices& tokens, KVCache* cache, bool recompute)
   XGRAD_CHECK(tokens.shape.size() == 2 && tokens.shape[1] > 0 && cached + tokens.shape[1] <= config_.n_positions,
               "GPT2", "tokens ", tokens.shape, " must be [N, T] with 0 < T <= n_positions ", config_.n_positions,
               " - cached positions ", cached);
+  if (cache) check_cache("GPT2", *cache, config_.n_layer, tokens.shape[0], config_.n_embd, wte->weight.dtype());
   const std::size_t T = tokens.shape[1];
   std::vector<std::int64_t> positions(T);
   for (std::size_t t = 0; t < T; ++t) positions[t] = static_cast<std::int64_t>(cached + t);

@@ -64,6 +64,9 @@ Tensor LlamaModel::forward(const Indices& tokens, KVCache* cache, bool recompute
       tokens.shape.size() == 2 && tokens.shape[1] > 0 && cached + tokens.shape[1] <= config_.max_position_embeddings,
       "Llama", "tokens ", tokens.shape, " must be [N, T] with 0 < T <= max_position_embeddings ",
       config_.max_position_embeddings, " - cached positions ", cached);
+  if (cache)
+    check_cache("Llama", *cache, config_.num_hidden_layers, tokens.shape[0], config_.kv_heads() * config_.head_width(),
+                embed_tokens->weight.dtype());
   Tensor x = embed_tokens->forward(tokens);
   if (cache) cache->layers.resize(config_.num_hidden_layers);
   for (std::size_t i = 0; i < config_.num_hidden_layers; ++i) {

@@ -198,6 +198,50 @@ BOOST_AUTO_TEST_CASE(a_finite_mask_value_is_not_a_fully_masked_row) {
               scaled_dot_product_attention(q, k, v).output.to_vector(), 1e-6);
 }
 
+// A row whose every key gets one large finite fill (the Annotated Transformer's -1e9, or
+// the dtype's lowest, as Hugging Face's masks) is the softmax of its filled scores, as in
+// PyTorch: its weights sum to 1 and its gradients are the composed reference's. (Its
+// log-sum-exp, summed, had rounded the log away beside the fill: every weight was 1, and
+// the gradients S times too large.) One key block and several.
+BOOST_AUTO_TEST_CASE(a_row_a_finite_fill_hides_throughout_keeps_its_softmax) {
+  for (const DType dtype : {DType::float64, DType::float32})
+    for (const double fill :
+         {-1e9, dtype == DType::float64 ? std::numeric_limits<double>::lowest()
+                                        : static_cast<double>(std::numeric_limits<float>::lowest())})
+      for (const std::size_t lk : {std::size_t{5}, std::size_t{130}}) {
+        BOOST_TEST_CONTEXT(dtype_name(dtype) << ", fill " << fill << ", " << lk << " keys") {
+          // Query row 1 hidden throughout; row 0 not at all; row 2 at its first key.
+          std::vector<double> fills(3 * lk, 0.0);
+          for (std::size_t j = 0; j < lk; ++j) fills[lk + j] = fill;
+          fills[2 * lk] = fill;
+          AttentionOptions o;
+          o.additive_mask = Tensor::from_vector(fills, {3, lk}, dtype);
+          o.need_weights = true;
+          const Tensor q0 = randn64({2, 3, 4}, 21, false).to(dtype), k0 = randn64({2, lk, 4}, 22, false).to(dtype),
+                       v0 = randn64({2, lk, 3}, 23, false).to(dtype), seed = randn64({2, 3, 3}, 24, false).to(dtype);
+          const auto leaves = [&] {
+            return std::vector<Tensor>{q0.detach().requires_grad_(), k0.detach().requires_grad_(),
+                                       v0.detach().requires_grad_()};
+          };
+          const std::vector<Tensor> fused = leaves(), composed = leaves();
+          const AttentionOutput out = scaled_dot_product_attention(fused[0], fused[1], fused[2], o);
+          out.output.backward(seed);
+          const Tensor expected = reference(composed[0], composed[1], composed[2], o);
+          expected.backward(seed);
+          const double tolerance = dtype == DType::float64 ? 1e-6 : 1e-5;  // -1e9's ulp in float64 is 1.2e-7
+          check_close(out.output.to_vector(), expected.to_vector(), tolerance);
+          const std::vector<double> weights = out.weights.to_vector();
+          for (std::size_t row = 0; row < 6; ++row) {
+            double total = 0;
+            for (std::size_t j = 0; j < lk; ++j) total += weights[row * lk + j];
+            BOOST_CHECK_CLOSE(total, 1.0, 1e-3);
+          }
+          for (std::size_t i = 0; i < 3; ++i)
+            check_close(fused[i].grad().to_vector(), composed[i].grad().to_vector(), tolerance);
+        }
+      }
+}
+
 BOOST_AUTO_TEST_CASE(weights_are_the_probabilities) {
   AttentionOptions o;
   o.mask = random_keep({2, 5, 7}, 16, 0.7);

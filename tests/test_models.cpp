@@ -102,6 +102,45 @@ BOOST_AUTO_TEST_CASE(the_cache_gives_the_full_forward_logits) {
   }
 }
 
+// A cache is one model's, for one batch of prompts: another model's (more or fewer layers,
+// other widths or dtype), another batch, or a length that its tensors do not hold is
+// refused naming the cache, before it is changed (it went on to other logits, or dropped
+// the layers a smaller model did not have).
+BOOST_AUTO_TEST_CASE(a_cache_of_another_model_or_batch_is_refused) {
+  NoGradGuard no_grad;
+  const Indices three({3, 7, 1}, {1, 3}), next({9}, {1, 1});
+  models::LlamaConfig one_layer = small_llama(2, false);
+  one_layer.num_hidden_layers = 1;
+  models::LlamaForCausalLM one(one_layer), two(small_llama(2, false)), wide(small_llama(4, false));
+  models::KVCache of_one, of_two, of_wide;
+  one.forward(three, &of_one);
+  two.forward(three, &of_two);
+  wide.forward(three, &of_wide);
+  check_error([&] { two.forward(next, &of_one); }, {"Llama", "KVCache holds 1 layers", "the model has 2"});
+  check_error([&] { one.forward(next, &of_two); }, {"Llama", "KVCache holds 2 layers", "the model has 1"});
+  BOOST_CHECK_EQUAL(of_two.layers.size(), 2u);
+  BOOST_CHECK_EQUAL(of_two.length, 3u);
+  check_error([&] { two.forward(next, &of_wide); },
+              {"Llama", "layer 0 keys float32 [1, 3, 16] do not fit float32 [1, 3, 8]", "K/V width 8"});
+  check_error([&] { two.forward(Indices({9, 9}, {2, 1}), &of_two); }, {"Llama", "tokens of batch 2"});
+  models::KVCache edited = of_two;
+  edited.length = 1;
+  check_error([&] { two.forward(next, &edited); }, {"Llama", "do not fit", "its length 1"});
+  models::KVCache stale;
+  stale.layers = of_two.layers;
+  check_error([&] { two.forward(next, &stale); }, {"Llama", "length is 0 but its layer 0 holds keys"});
+  two.to(DType::float64);
+  check_error([&] { two.forward(next, &of_two); }, {"Llama", "do not fit float64"});
+  // The cache it belongs to goes on: the same logits as the whole sequence.
+  two.to(DType::float32);
+  const std::vector<double> cached = two.forward(next, &of_two).to_vector();
+  const std::vector<double> whole = two.forward(Indices({3, 7, 1, 9}, {1, 4})).to_vector();
+  check_close(cached, std::vector<double>(whole.end() - static_cast<std::ptrdiff_t>(cached.size()), whole.end()), 1e-5);
+  models::GPT2Config gpt2_config = small_gpt2(true);
+  models::GPT2LMHeadModel gpt2(gpt2_config);
+  check_error([&] { gpt2.forward(next, &of_two); }, {"GPT2", "do not fit float32 [1, 4, 12]"});
+}
+
 BOOST_AUTO_TEST_CASE(recomputation_gives_the_same_gradients) {
   manual_seed(5);
   models::GPT2LMHeadModel gpt2(small_gpt2(false));

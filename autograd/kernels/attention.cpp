@@ -159,7 +159,7 @@ void compute_scores(const AttentionProblem<T>& p, std::size_t b, std::size_t i0,
 }
 
 template <class T>
-void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, T* lse) {
+void forward_one(const AttentionProblem<T>& p, std::size_t b, T* out, RowLogSumExp<T>* lse) {
   ScoreBlock<T> block(p);
   OperandCopy<T> q_copy;
   const Operand<T> q = query_operand(p, b, q_copy);
@@ -272,7 +272,7 @@ class GradientRows {
 // (a later query head of the same K/V head).
 template <class T>
 void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOperands<T>& kv, bool add_to_kv,
-                  const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+                  const T* out, const RowLogSumExp<T>* lse, const T* dout, T* dq, T* dk, T* dv) {
   ScoreBlock<T> block(p);
   std::vector<T> dropped(p.dropout_p > 0 ? block.scores.size() : 0), dp(block.scores.size());
   const std::size_t g_ld = p.out_rows.stride;
@@ -348,15 +348,15 @@ void backward_one(const AttentionProblem<T>& p, std::size_t b, const KeyValueOpe
 // The backward of K/V head `group` (entries group * p.group, ...): its query heads in
 // order on this thread, so that dK and dV sum them in one order on any thread count.
 template <class T>
-void backward_group(const AttentionProblem<T>& p, std::size_t group, const T* out, const T* lse, const T* dout, T* dq,
-                    T* dk, T* dv) {
+void backward_group(const AttentionProblem<T>& p, std::size_t group, const T* out, const RowLogSumExp<T>* lse,
+                    const T* dout, T* dq, T* dk, T* dv) {
   const std::size_t first = group * p.group;
   const KeyValueOperands<T> kv(p, first);
   for (std::size_t b = first; b < first + p.group; ++b) backward_one(p, b, kv, b != first, out, lse, dout, dq, dk, dv);
 }
 
 template <class T>
-void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* weights) {
+void weights_one(const AttentionProblem<T>& p, std::size_t b, const RowLogSumExp<T>* lse, T* weights) {
   ScoreBlock<T> block(p);
   OperandCopy<T> q_copy;
   const Operand<T> q = query_operand(p, b, q_copy);
@@ -369,11 +369,11 @@ void weights_one(const AttentionProblem<T>& p, std::size_t b, const T* lse, T* w
       const std::size_t bk = std::min(key_block(p), key_end(p, i0, bq) - j0);
       compute_scores(p, b, i0, bq, j0, bk, q, keys, block);
       for (std::size_t r = 0; r < bq; ++r) {
-        const T row_lse = lse[b * p.lq + i0 + r];
-        if (std::isinf(row_lse)) continue;
+        const RowLogSumExp<T>& row = lse[b * p.lq + i0 + r];
+        if (std::isinf(row.max)) continue;
         for (std::size_t c = 0; c < bk; ++c)
           w[(i0 + r) * p.lk + j0 + c] =
-              std::exp(block.scores[r * bk + c] - row_lse) * dropout_factor(p, b, i0 + r, j0 + c);
+              std::exp((block.scores[r * bk + c] - row.max) - row.log_sum) * dropout_factor(p, b, i0 + r, j0 + c);
       }
     }
   }
@@ -426,7 +426,7 @@ BatchRows BatchRows::dense(std::size_t batches, std::size_t rows, std::size_t wi
 }
 
 template <class T>
-void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
+void attention_forward(const AttentionProblem<T>& p, T* out, RowLogSumExp<T>* lse) {
   if constexpr (std::is_same_v<T, float>)
     if (runs_in_bundles(p)) return forward_in_bundles(p, out, lse);
   parallel_for(p.batches, work_of(p), [&](std::size_t b) { forward_one(p, b, out, lse); });
@@ -435,7 +435,8 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
 // Parallel over K/V heads, never over the query heads sharing one: their dK and dV are
 // summed on one thread, in order.
 template <class T>
-void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+void attention_backward(const AttentionProblem<T>& p, const T* out, const RowLogSumExp<T>* lse, const T* dout, T* dq,
+                        T* dk, T* dv) {
   if constexpr (std::is_same_v<T, float>)
     if (runs_in_bundles(p)) return backward_in_bundles(p, out, lse, dout, dq, dk, dv);
   parallel_for(p.batches / p.group, 2 * work_of(p) * static_cast<double>(p.group),
@@ -443,7 +444,7 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
 }
 
 template <class T>
-void attention_weights(const AttentionProblem<T>& p, const T* lse, T* weights) {
+void attention_weights(const AttentionProblem<T>& p, const RowLogSumExp<T>* lse, T* weights) {
   parallel_for(p.batches, work_of(p), [&](std::size_t b) { weights_one(p, b, lse, weights); });
 }
 
@@ -453,10 +454,11 @@ void attention_weights_backward(const AttentionProblem<T>& p, const T* probs, co
                [&](std::size_t g) { weights_backward_group(p, g, probs, dweights, dq, dk); });
 }
 
-#define XGRAD_INSTANTIATE(T)                                                                                 \
-  template void attention_forward<T>(const AttentionProblem<T>&, T*, T*);                                    \
-  template void attention_backward<T>(const AttentionProblem<T>&, const T*, const T*, const T*, T*, T*, T*); \
-  template void attention_weights<T>(const AttentionProblem<T>&, const T*, T*);                              \
+#define XGRAD_INSTANTIATE(T)                                                                                          \
+  template void attention_forward<T>(const AttentionProblem<T>&, T*, RowLogSumExp<T>*);                               \
+  template void attention_backward<T>(const AttentionProblem<T>&, const T*, const RowLogSumExp<T>*, const T*, T*, T*, \
+                                      T*);                                                                            \
+  template void attention_weights<T>(const AttentionProblem<T>&, const RowLogSumExp<T>*, T*);                         \
   template void attention_weights_backward<T>(const AttentionProblem<T>&, const T*, const T*, T*, T*);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)

@@ -59,20 +59,31 @@ struct AttentionProblem {
   std::size_t group = 1;
 };
 
-// out (at out_rows) and lse [batches, lq]. A row with every key masked gets zeros and
-// lse = +inf (so that recomputed probabilities are 0).
+// A query row's log-sum-exp, kept as its two parts: the row's largest score and the log of
+// the sum of exp(score - max). Added up, the log rounds away beside a large max (a row a
+// finite mask hides throughout, at -1e9 or the dtype's lowest: every recomputed
+// probability was 1); probabilities are exp((score - max) - log_sum).
 template <class T>
-void attention_forward(const AttentionProblem<T>& p, T* out, T* lse);
+struct RowLogSumExp {
+  T max;
+  T log_sum;
+};
+
+// out (at out_rows) and lse [batches, lq]. A row with every key masked gets zeros and
+// max = +inf (so that recomputed probabilities are 0).
+template <class T>
+void attention_forward(const AttentionProblem<T>& p, T* out, RowLogSumExp<T>* lse);
 
 // Gradients at dq_rows, dk_rows, dv_rows, all written (not accumulated): the rows of
 // different entries (of different groups, for dk and dv) must not overlap. dout is laid
 // out as out.
 template <class T>
-void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+void attention_backward(const AttentionProblem<T>& p, const T* out, const RowLogSumExp<T>* lse, const T* dout, T* dq,
+                        T* dk, T* dv);
 
 // The probabilities actually applied to v (after dropout), [batches, lq, lk].
 template <class T>
-void attention_weights(const AttentionProblem<T>& p, const T* lse, T* weights);
+void attention_weights(const AttentionProblem<T>& p, const RowLogSumExp<T>* lse, T* weights);
 
 // Given the gradient of those weights, adds its share into dq and dk (at dq_rows and
 // dk_rows, which must not overlap as for attention_backward). probs are the probabilities

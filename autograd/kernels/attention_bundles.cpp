@@ -65,7 +65,8 @@ std::unique_ptr<bfloat16[]> rounded(const std::vector<float>& x) {
   return out;
 }
 
-void forward_bundle(const AttentionProblem<float>& p, std::size_t first, std::size_t count, float* out, float* lse) {
+void forward_bundle(const AttentionProblem<float>& p, std::size_t first, std::size_t count, float* out,
+                    RowLogSumExp<float>* lse) {
   const BundleOperands x(p, first, count);
   std::vector<float> probs = bundle_scores(p, first, x), acc(count * x.lq * p.dv, 0.0f);
   std::vector<SoftmaxRows<float>> rows(count, SoftmaxRows<float>(x.lq));
@@ -104,7 +105,7 @@ void write_gradient(const std::vector<float>& dense, std::size_t first, std::siz
 }
 
 void backward_bundle(const AttentionProblem<float>& p, std::size_t first, std::size_t count, const float* out,
-                     const float* lse, const float* dout, float* dq, float* dk, float* dv) {
+                     const RowLogSumExp<float>* lse, const float* dout, float* dq, float* dk, float* dv) {
   const BundleOperands x(p, first, count);
   const std::size_t lq = x.lq, lk = x.lk, block = lq * lk;
   const bool with_dropout = p.dropout_p > 0;
@@ -161,13 +162,13 @@ bool runs_in_bundles(const AttentionProblem<float>& p) {
   return p.bf16 && p.lq > 0 && p.lk > 0 && p.lq <= kBlockQ && p.lk <= key_block(p);
 }
 
-void forward_in_bundles(const AttentionProblem<float>& p, float* out, float* lse) {
+void forward_in_bundles(const AttentionProblem<float>& p, float* out, RowLogSumExp<float>* lse) {
   for_each_bundle(p, work_of(p),
                   [&](std::size_t first, std::size_t count) { forward_bundle(p, first, count, out, lse); });
 }
 
-void backward_in_bundles(const AttentionProblem<float>& p, const float* out, const float* lse, const float* dout,
-                         float* dq, float* dk, float* dv) {
+void backward_in_bundles(const AttentionProblem<float>& p, const float* out, const RowLogSumExp<float>* lse,
+                         const float* dout, float* dq, float* dk, float* dv) {
   for_each_bundle(p, 2 * work_of(p), [&](std::size_t first, std::size_t count) {
     backward_bundle(p, first, count, out, lse, dout, dq, dk, dv);
   });

@@ -163,27 +163,30 @@ void softmax_block(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, 
 // acc [bq, dv], the sum of their probabilities times V.
 template <class T>
 void write_rows(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq, const SoftmaxRows<T>& rows,
-                const T* acc, T* out, T* lse) {
+                const T* acc, T* out, RowLogSumExp<T>* lse) {
   for (std::size_t r = 0; r < bq; ++r) {
     T* o = out + p.out_rows.at(b, i0 + r);
     if (rows.row_max[r] != -std::numeric_limits<T>::infinity()) {  // some key was seen (a NaN makes the row NaN)
       const T inv = T(1) / rows.row_sum[r];
       for (std::size_t d = 0; d < p.dv; ++d) o[d] = acc[r * p.dv + d] * inv;
-      lse[b * p.lq + i0 + r] = rows.row_max[r] + std::log(rows.row_sum[r]);
+      lse[b * p.lq + i0 + r] = {rows.row_max[r], std::log(rows.row_sum[r])};
     } else {  // fully masked row: no probability mass anywhere
       std::fill(o, o + p.dv, T(0));
-      lse[b * p.lq + i0 + r] = std::numeric_limits<T>::infinity();
+      lse[b * p.lq + i0 + r] = {std::numeric_limits<T>::infinity(), T(0)};
     }
   }
 }
 
-// Block (i0, j0) of entry b's probabilities from its scores s [bq, bk], in place: P = exp(S
-// - lse), 0 where masked or the row is; where dropout is on, `dropped` [bq, bk] gets those
+// Block (i0, j0) of entry b's probabilities from its scores s [bq, bk], in place: P =
+// exp((S - max) - log_sum), 0 where masked or the row is; where dropout is on, `dropped` [bq, bk] gets those
 // it keeps, scaled (P o Z).
 template <class T>
 void recompute_probabilities(const AttentionProblem<T>& p, std::size_t b, std::size_t i0, std::size_t bq,
-                             std::size_t j0, std::size_t bk, T* s, const T* lse, T* dropped) {
-  for (std::size_t r = 0; r < bq; ++r) exp_shifted_inplace(s + r * bk, bk, lse[b * p.lq + i0 + r]);
+                             std::size_t j0, std::size_t bk, T* s, const RowLogSumExp<T>* lse, T* dropped) {
+  for (std::size_t r = 0; r < bq; ++r) {
+    const RowLogSumExp<T>& row = lse[b * p.lq + i0 + r];
+    exp_shifted_to(s + r * bk, s + r * bk, bk, row.max, row.log_sum);
+  }
   if (p.dropout_p > 0)
     for (std::size_t r = 0; r < bq; ++r)
       for (std::size_t c = 0; c < bk; ++c) dropped[r * bk + c] = s[r * bk + c] * dropout_factor(p, b, i0 + r, j0 + c);
@@ -221,8 +224,8 @@ double work_of(const AttentionProblem<T>& p) {
 // The bundle path (attention_bundles.cpp): where it runs, and its forward and backward,
 // with attention_forward's and attention_backward's contracts.
 bool runs_in_bundles(const AttentionProblem<float>& p);
-void forward_in_bundles(const AttentionProblem<float>& p, float* out, float* lse);
-void backward_in_bundles(const AttentionProblem<float>& p, const float* out, const float* lse, const float* dout,
-                         float* dq, float* dk, float* dv);
+void forward_in_bundles(const AttentionProblem<float>& p, float* out, RowLogSumExp<float>* lse);
+void backward_in_bundles(const AttentionProblem<float>& p, const float* out, const RowLogSumExp<float>* lse,
+                         const float* dout, float* dq, float* dk, float* dv);
 
 }  // namespace xgrad::kernels::attention_steps

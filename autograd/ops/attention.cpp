@@ -85,7 +85,7 @@ struct Layout {
 // flows into q and k (at the rows they were read from), never into the masks.
 template <class T>
 Tensor weights_of(const Tensor& q, const Tensor& k, const std::shared_ptr<kernels::AttentionProblem<T>>& problem,
-                  const Layout& layout, const std::vector<T>& lse) {
+                  const Layout& layout, const std::vector<kernels::RowLogSumExp<T>>& lse) {
   const hooks::ForwardScope op;  // an op of its own inside the attention's
   const kernels::AttentionProblem<T>& p = *problem;
   xt::xarray<T> weights = new_array<T>("attention_weights", with_matrix(layout.batch, p.lq, p.lk));
@@ -140,7 +140,7 @@ struct SavedAttention {
   std::shared_ptr<const kernels::AttentionProblem<T>> problem;
   std::shared_ptr<const std::vector<std::uint8_t>> keep;
   std::shared_ptr<const std::vector<T>> bias;
-  std::vector<T> lse;
+  std::vector<kernels::RowLogSumExp<T>> lse;
   bool grads_in_place = false;
   std::array<Layout::Range, 3> columns;
 };
@@ -271,7 +271,7 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
     p.v = v.node()->values<T>().data();
 
     xt::xarray<T> out = new_array<T>(kOp, layout.out_shape);
-    std::vector<T> lse(p.batches * lq);
+    std::vector<kernels::RowLogSumExp<T>> lse(p.batches * lq);
     kernels::attention_forward(p, out.data(), lse.data());
 
     AttentionOutput result;
