@@ -3,7 +3,7 @@
 # checkpoints that record the precision, resumes in it, refuses to change it, needs (and
 # says) more memory; xgrad-generate and xgrad-bench take the flag; bad values are one line
 # and exit 2. With --sort, bf16 learns as float32 does: sort reaches 0.99 exact-match in
-# every one of five seeds, the median within 1.25x float32's steps. With --lm, the KJV
+# every one of ten seeds, the mean within 1.25x float32's steps. With --lm, the KJV
 # language model's validation loss after the recipe's 2000 steps is within 0.03 of
 # float32's. (The two learning checks run only in the Release build: under the sanitizers
 # their thousands of steps take longer than the test's limit while exercising nothing
@@ -36,11 +36,14 @@ if [ "$mode" = --lm ]; then
 fi
 
 if [ "$mode" = --sort ]; then
-  # Steps to the target, by seed: one run's count is a lottery on its bits (seeds 0-5 took
-  # 550-1,050 steps in float32 on one machine, and bf16's own bits differ between AMX and
-  # AVX512_BF16), so the medians of five seeds are compared, each precision on the same seeds.
+  # Steps to the target, by seed: one run's count is a lottery on its bits (seeds 0-9 took
+  # 550-1,200 steps on one machine, and bf16's own bits differ between AMX and
+  # AVX512_BF16), so the means of ten seeds are compared, each precision on the same seeds.
+  # (Five seeds' medians were a lottery too: a change of attention's rounding alone moved
+  # them from 1.03x to 1.29x, while the means of ten stayed at 1.07x and 1.06x.)
+  seeds=(0 1 2 3 4 5 6 7 8 9)
   for precision in float32 bf16; do
-    for seed in 0 1 2 3 4; do
+    for seed in "${seeds[@]}"; do
       "$train" --task sort --precision "$precision" --seed "$seed" --quiet --eval-every 50 \
         --metrics "sort_${precision}_$seed.jsonl" >/dev/null
       check "sort in $precision, seed $seed, ends (exit $?)" test $? -eq 0
@@ -48,12 +51,14 @@ if [ "$mode" = --sort ]; then
         test "$(final "sort_${precision}_$seed.jsonl" reached_target)" = True
     done
   done
-  median_steps() {
-    for seed in 0 1 2 3 4; do final "sort_${1}_$seed.jsonl" steps_to_target; done | sort -n | sed -n 3p
+  total_steps() {
+    local total=0 seed
+    for seed in "${seeds[@]}"; do total=$((total + $(final "sort_${1}_$seed.jsonl" steps_to_target))); done
+    echo "$total"
   }
-  f32=$(median_steps float32) b16=$(median_steps bf16)
-  echo "sort to 0.99 exact-match, median of five seeds: $f32 steps in float32, $b16 in bf16"
-  check "bf16's median within 1.25x float32's ($b16 against $f32)" \
+  f32=$(total_steps float32) b16=$(total_steps bf16)
+  echo "sort to 0.99 exact-match, mean of ten seeds: $((f32 / 10)) steps in float32, $((b16 / 10)) in bf16"
+  check "bf16's mean within 1.25x float32's ($b16 against $f32 steps in all)" \
     /usr/bin/python3 -c "import sys; sys.exit(not (0 < 4 * int('$b16') <= 5 * int('$f32')))"
   finish
   exit
