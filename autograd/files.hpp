@@ -18,6 +18,7 @@
 //   0, as /proc's files). Folders, FIFOs and devices are refused before reading (a FIFO
 //   would block forever).
 // MappedFile: a regular file mapped read-only (refused as read_regular_file refuses).
+// fingerprint: a 64-bit hash of bytes, to tell whether a run's data changed.
 //
 // Errors are xgrad::Errors that start with `op` ("save", "checkpoint 'run.st'", "token
 // shard") and name the file.
@@ -96,6 +97,11 @@ class MappedFile {
   const void* data_ = nullptr;
   std::size_t size_ = 0;
 };
+
+// A 64-bit hash of `bytes`: 1 MiB chunks hashed in parallel, their hashes combined in
+// order, so the same on any thread count. It tells changed data from the same (a
+// resumed run's text or shards); it is no defence against a collision made on purpose.
+std::uint64_t fingerprint(std::string_view bytes);
 
 // Whether two paths name one file (`a.txt` and `./a.txt`, a link and its file, a hard
 // link): the same device and inode. False when either cannot be looked at.

@@ -54,7 +54,8 @@ DirectoryTensors read_sharded(const fs::path& dir, const fs::path& index_path) {
                 "field \"weight_map\": \"", name, "\" names \"", shard, "\", which is not a file in the directory");
     names_by_shard[shard].insert(name);
   }
-  DirectoryTensors read{.source = source};
+  DirectoryTensors read;
+  read.source = source;
   for (const auto& [shard, names] : names_by_shard) {
     const fs::path path = dir / shard;
     XGRAD_CHECK(fs::exists(path), source, "names shard \"", shard, "\", which is not in ", dir.string());

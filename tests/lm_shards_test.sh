@@ -104,12 +104,38 @@ mkdir bare && cp shards/*.bin bare/
 code=$(run "$train" --resume learn.st --data bare --steps 130 --save bare.st --quiet)
 check "resuming on shards without their pair takes the checkpoint's tokenizer (got $code: $(cat err))" \
   test "$code" -eq 0
+# A resume learns from the data it began with: the same bytes under another name go on;
+# shards edited in place (tokens swapped: the same size and vocabulary) are refused, as
+# is a text with the same characters in another order; an evaluation takes any data.
+cp -r shards edited
+/usr/bin/python3 - <<'PY'
+import numpy as np
+tokens = np.fromfile("edited/train_000000.bin", dtype="<u2", offset=1024)
+first = int(np.argmax(tokens != tokens[0]))
+tokens[[0, first]] = tokens[[first, 0]]
+with open("edited/train_000000.bin", "r+b") as f:
+    f.seek(1024)
+    f.write(tokens.tobytes())
+PY
+refused "a resume on shards edited in place" "--data edited's shards: not the data the checkpoint was trained on" \
+  "$train" --resume learn.st --data edited --steps 130 --save edited.st
+check "... nothing written" test ! -e edited.st
+code=$(run "$train" --resume learn.st --eval-only --data edited)
+check "--eval-only of the checkpoint on edited shards exits 0 (got $code: $(cat err))" test "$code" -eq 0
 refused "--tokenizer other than the folder's" "is not the one that made --data's shards" \
   "$train" "${shape[@]}" --data shards --tokenizer other --steps 10 --save mixed.st
 check "... nothing written" test ! -e mixed.st
 printf 'In the beginning God created the heaven and the earth.\n%.0s' $(seq 100) >bytes.txt
 "$train" "${shape[@]}" --text bytes.txt --steps 2 --eval-every 2 --save bytes.st >/dev/null
 refused "shards after a text" "learnt the bytes of a text" "$train" --resume bytes.st --data shards --steps 4
+cp bytes.txt moved.txt
+code=$(run "$train" --resume bytes.st --text moved.txt --steps 4 --save moved.st)
+check "a resume on the same text under another name exits 0 (got $code: $(cat err))" test "$code" -eq 0
+rev bytes.txt >reversed.txt
+refused "a resume on a text of the same characters in another order" \
+  "--text reversed.txt: not the data the checkpoint was trained on (5500 bytes, fingerprint" \
+  "$train" --resume bytes.st --text reversed.txt --steps 4 --save reversed.st
+check "... nothing written" test ! -e reversed.st
 refused "a text after shards" "learnt token shards" "$train" --init-from learn.st --text bytes.txt --steps 4
 refused "--text and --data" "give one of them" "$train" "${shape[@]}" --data shards --text bytes.txt
 refused "--tokenizer without --data" "--tokenizer is not used" "$train" "${shape[@]}" --tokenizer shards

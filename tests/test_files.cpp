@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 
 #include "helpers.hpp"
 #include "xgrad/autograd/files.hpp"
+#include "xgrad/autograd/parallel.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -166,4 +168,34 @@ BOOST_AUTO_TEST_CASE(only_a_regular_file_is_mapped_and_the_error_names_it) {
   check_error([] { MappedFile("", "token shard"); }, {"token shard", "the file name is empty"});
   // read_regular_file refuses the same, naming the file too.
   check_error([&] { read_regular_file(fifo.string(), "text"); }, {"text", fifo.string(), "is a FIFO"});
+}
+
+BOOST_AUTO_TEST_CASE(a_fingerprint_is_the_same_on_any_thread_count_and_moves_with_any_byte) {
+  // Past three 1 MiB chunks, with a tail that is no whole word.
+  std::string bytes(3 * (std::size_t{1} << 20) + 21, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  set_num_threads(1);
+  const std::uint64_t one = fingerprint(bytes);
+  for (const int threads : {2, 3}) {
+    set_num_threads(threads);
+    BOOST_CHECK_EQUAL(fingerprint(bytes), one);
+  }
+  set_num_threads(2);
+  // One bit anywhere (a chunk's first and last byte, a word's middle, the tail), two
+  // bytes swapped, a byte more or less: each another fingerprint.
+  std::set<std::uint64_t> seen{one};
+  for (const std::size_t at : {std::size_t{0}, (std::size_t{1} << 20) - 1, std::size_t{1} << 20, std::size_t{12345},
+                               bytes.size() - 1, bytes.size() - 20}) {
+    std::string changed = bytes;
+    changed[at] = static_cast<char>(changed[at] ^ 1);
+    BOOST_CHECK_MESSAGE(seen.insert(fingerprint(changed)).second, "a bit flipped at byte " << at);
+  }
+  std::string swapped = bytes;
+  std::swap(swapped[100], swapped[(std::size_t{1} << 20) + 100]);
+  BOOST_CHECK(seen.insert(fingerprint(swapped)).second);
+  BOOST_CHECK(seen.insert(fingerprint(bytes + '\0')).second);
+  BOOST_CHECK(seen.insert(fingerprint(bytes.substr(0, bytes.size() - 1))).second);
+  // Zeros of other lengths differ too (the length is part of it), the empty string included.
+  for (const std::size_t length : {0, 1, 8, 32, 33})
+    BOOST_CHECK_MESSAGE(seen.insert(fingerprint(std::string(length, '\0'))).second, length << " zeros");
 }

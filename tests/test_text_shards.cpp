@@ -478,6 +478,37 @@ BOOST_AUTO_TEST_CASE(several_shards_split_at_the_last_or_as_given_weighted_by_th
   for (std::size_t r = 0; r < batch.rows; ++r) BOOST_CHECK_GE(place_of(batch, r).shard, 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_loaders_fingerprint_follows_the_tokens_and_the_splits_not_the_names) {
+  const fs::path folder = fresh_folder("test-shards", "fingerprint");
+  const std::vector<std::string> paths = position_shards(folder, {1016, 3016, 516});
+  const TokenShard first(paths[0], kWide);
+  BOOST_CHECK_EQUAL(first.fingerprint(), fingerprint(read_regular_file(paths[0], "test")));
+  const std::uint64_t as_given = TokenLoader({.train = paths}, kWide, 16).fingerprint();
+  // The same bytes under other names: the same.
+  std::vector<std::string> copies;
+  for (std::size_t k = 0; k < paths.size(); ++k) {
+    copies.push_back((folder / ("copy" + std::to_string(k) + ".bin")).string());
+    fs::copy_file(paths[k], copies.back());
+  }
+  BOOST_CHECK_EQUAL(TokenLoader({.train = copies}, kWide, 16).fingerprint(), as_given);
+  // The shards in another order, split otherwise, or one token changed in place: not.
+  std::set<std::uint64_t> seen{as_given};
+  BOOST_CHECK(seen.insert(TokenLoader({.train = {paths[1], paths[0], paths[2]}}, kWide, 16).fingerprint()).second);
+  BOOST_CHECK(
+      seen.insert(TokenLoader({.train = {paths[0]}, .validation = {paths[1], paths[2]}}, kWide, 16).fingerprint())
+          .second);
+  BOOST_CHECK(seen.insert(TokenLoader({.train = {paths[0], paths[1]}}, kWide, 16).fingerprint()).second);
+  write_shard(
+      copies[1],
+      [] {
+        std::vector<std::uint32_t> tokens = ramp(3016, 1'000'000);
+        std::swap(tokens[7], tokens[8]);
+        return tokens;
+      }(),
+      kWide);
+  BOOST_CHECK(seen.insert(TokenLoader({.train = copies}, kWide, 16).fingerprint()).second);
+}
+
 BOOST_AUTO_TEST_CASE(shards_of_both_widths_load_together) {
   const fs::path folder = fresh_folder("test-shards", "widths");
   const std::string narrow = (folder / "narrow.bin").string(), wide = (folder / "wide.bin").string();

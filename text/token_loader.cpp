@@ -1,6 +1,7 @@
 #include "xgrad/text/token_loader.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/files.hpp"
@@ -65,6 +66,22 @@ TokenLoader::TokenLoader(const ShardFiles& files, std::size_t vocabulary_size, s
   }
   train_ = make_split(std::move(train), Split::train);
   validation_ = make_split(std::move(validation), Split::validation);
+}
+
+std::uint64_t TokenLoader::fingerprint() const {
+  std::vector<std::uint64_t> shards(shards_.size());
+  for (std::size_t i = 0; i < shards_.size(); ++i) shards[i] = shards_[i].fingerprint();
+  std::uint64_t h = 0;
+  const auto add = [&h](std::uint64_t value) { h = (std::rotl(h, 23) ^ value) * 0x9E3779B97F4A7C15ull; };
+  for (const SplitParts* split : {&train_, &validation_}) {
+    add(split->parts.size());
+    for (const Part& part : split->parts) {
+      add(shards[part.shard]);
+      add(part.begin);
+      add(part.end);
+    }
+  }
+  return h;
 }
 
 TokenLoader::SplitParts TokenLoader::make_split(std::vector<Part> parts, Split split) const {

@@ -90,6 +90,9 @@ class TokenLoader {
   // The split's parts, for reports: "'a.bin' (1000 tokens), 'b.bin' (500 tokens)", or
   // "tokens 900 to 1000 of 'a.bin' (100 tokens)".
   std::string describe(Split split) const;
+  // The shards' fingerprints (TokenShard::fingerprint) combined in order, the training
+  // shards' apart from the validation shards': whether a resumed run has its data.
+  std::uint64_t fingerprint() const;
 
  private:
   // A stretch of one shard's tokens: [begin, end).

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/parallel.hpp"
 
 namespace xgrad::text {
@@ -172,5 +173,7 @@ void TokenShard::read(std::size_t begin, std::span<std::int64_t> out) const {
               begin + out.size(), " pass the end of the shard's ", size_);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = at(begin + i);
 }
+
+std::uint64_t TokenShard::fingerprint() const { return xgrad::fingerprint(file_.bytes()); }
 
 }  // namespace xgrad::text

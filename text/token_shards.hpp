@@ -101,6 +101,8 @@ class TokenShard {
   // Tokens [begin, begin + out.size()) into `out`, as int64 (class indices for a loss).
   // An Error when the range passes the end.
   void read(std::size_t begin, std::span<std::int64_t> out) const;
+  // xgrad::fingerprint of the whole file (autograd/files.hpp), computed when asked.
+  std::uint64_t fingerprint() const;
 
  private:
   MappedFile file_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <string_view>
 
@@ -14,6 +15,12 @@ using xgrad::str;
 namespace text = xgrad::text;
 
 namespace {
+
+std::string fingerprint_text(std::uint64_t fingerprint) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fingerprint));
+  return str("fingerprint ", hex);
+}
 
 class CharData : public LanguageData {
  public:
@@ -57,6 +64,7 @@ class CharData : public LanguageData {
   const char* unit() const override { return "bytes"; }
   void add_metadata(Metadata& metadata) const override {
     metadata["lm.vocabulary"] = vocabulary_to_hex(corpus_->vocabulary());
+    metadata["lm.data"] = str(corpus_->size(), " bytes, ", fingerprint_text(corpus_->fingerprint()));
   }
   std::size_t resident_bytes() const override { return corpus_->size(); }
 
@@ -84,7 +92,9 @@ class ShardData : public LanguageData {
  public:
   ShardData(const ShardFolder& shards, NamedTokenizer tokenizer, std::size_t seq_len)
       : tokenizer_(std::move(tokenizer)),
-        loader_({shards.train, shards.validation}, tokenizer_.tokenizer.vocabulary_size(), seq_len) {}
+        loader_({shards.train, shards.validation}, tokenizer_.tokenizer.vocabulary_size(), seq_len),
+        record_(str(loader_.tokens(text::Split::train), " training and ", loader_.tokens(text::Split::validation),
+                    " validation tokens, ", fingerprint_text(loader_.fingerprint()))) {}
 
   std::size_t vocabulary_size() const override { return tokenizer_.tokenizer.vocabulary_size(); }
 
@@ -149,7 +159,10 @@ class ShardData : public LanguageData {
 
   const char* unit() const override { return "tokens"; }
   const xgrad::text::Tokenizer* tokenizer() const override { return &tokenizer_.tokenizer; }
-  void add_metadata(Metadata& metadata) const override { add_tokenizer_metadata(tokenizer_, metadata); }
+  void add_metadata(Metadata& metadata) const override {
+    add_tokenizer_metadata(tokenizer_, metadata);
+    metadata["lm.data"] = record_;
+  }
   // The shards are mapped: pages of the file cache, shared by the machine's ranks and
   // given back under pressure, not memory of the process.
   std::size_t resident_bytes() const override { return 0; }
@@ -157,6 +170,7 @@ class ShardData : public LanguageData {
  private:
   NamedTokenizer tokenizer_;
   text::TokenLoader loader_;
+  std::string record_;  // lm.data, made once: the shards are read whole for it
 };
 
 // Whether `split` ("train", "val") is a word of a shard's name, as llm.c names them

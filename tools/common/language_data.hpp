@@ -42,7 +42,9 @@ class LanguageData {
   virtual const char* unit() const = 0;
   // The tokenizer of a model of tokens; nothing for a model of a text's bytes.
   virtual const xgrad::text::Tokenizer* tokenizer() const { return nullptr; }
-  // The checkpoint's entries for it (the vocabulary of bytes, or the tokenizer whole).
+  // The checkpoint's entries for it: the vocabulary of bytes, or the tokenizer whole; and
+  // lm.data, the data's size and fingerprint ("4332554 bytes, fingerprint 0123456789abcdef"),
+  // which a resumed run's data must match.
   virtual void add_metadata(Metadata& metadata) const = 0;
   // The bytes it keeps in memory (the text; the shards are mapped), for the memory check.
   virtual std::size_t resident_bytes() const = 0;

@@ -19,6 +19,7 @@ TextCorpus::TextCorpus(const std::string& path, const std::string& what)
       vocabulary_.push_back(static_cast<std::uint8_t>(b));
     }
   train_size_ = bytes_.size() - bytes_.size() / 10;
+  fingerprint_ = xgrad::fingerprint(bytes_);
 }
 
 Batch TextCorpus::batch(Split split, std::size_t batch, std::size_t seq_len, xgrad::Generator& gen) const {

@@ -30,6 +30,8 @@ class TextCorpus {
 
   const std::vector<std::uint8_t>& vocabulary() const { return vocabulary_; }
   std::size_t size() const { return bytes_.size(); }
+  // xgrad::fingerprint of the bytes (autograd/files.hpp): whether a resumed run has its text.
+  std::uint64_t fingerprint() const { return fingerprint_; }
   std::size_t split_begin(Split split) const { return split == Split::train ? 0 : train_size_; }
   std::size_t split_end(Split split) const { return split == Split::train ? train_size_ : bytes_.size(); }
 
@@ -44,6 +46,7 @@ class TextCorpus {
   std::string what_;
   std::string bytes_;  // the whole file, read once: a file changed during the run does not change it
   std::size_t train_size_ = 0;
+  std::uint64_t fingerprint_ = 0;
   std::vector<std::uint8_t> vocabulary_;
   std::int64_t token_of_[256] = {};
 };

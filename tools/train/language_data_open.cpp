@@ -120,12 +120,31 @@ std::shared_ptr<const LanguageData> open_shards(const Config& c, const Start& st
   }
 }
 
+// A resumed run goes on with the data it learnt (the same bytes under any path): another
+// text with the same characters, or shards edited in place, would go on silently on
+// other data. An evaluation may take any data; a checkpoint from before lm.data, too.
+void check_same_data(const Config& c, const Start& start, const LanguageData& data) {
+  if (!start.resume || c.eval_only) return;
+  const auto recorded = start.contents.metadata.find("lm.data");
+  if (recorded == start.contents.metadata.end()) return;
+  Metadata now;
+  data.add_metadata(now);
+  if (now.at("lm.data") == recorded->second) return;
+  const bool shards = !c.data.empty();
+  throw UsageError(
+      str(shards ? str(flag(&Config::data), " ", c.data, "'s shards") : str(flag(&Config::text), " ", c.text),
+          ": not the data the checkpoint was trained on (", now.at("lm.data"), "; the checkpoint's: ", recorded->second,
+          "): give the same ", shards ? "shards" : "text", ", or start a new run from the checkpoint with ",
+          flag(&Config::init_from)));
+}
+
 }  // namespace
 
 std::shared_ptr<const LanguageData> open_language_data(Config& c, const Start& start) {
   const bool shards = !c.data.empty();
   check_same_kind(c, start, shards);
   std::shared_ptr<const LanguageData> data = shards ? open_shards(c, start) : open_text(c, start);
+  check_same_data(c, start, *data);
   c.vocab = static_cast<int>(data->vocabulary_size());
   return data;
 }
