@@ -1,6 +1,7 @@
 #include "xgrad/models/gguf.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
@@ -184,6 +185,15 @@ class TensorWriter {
   std::vector<Pending> pending_;
 };
 
+// A float32 field (llama.cpp reads them so): a value float32 cannot hold (1e39 is
+// infinite, 1e-50 zero) is refused rather than written as another.
+void add_float(gguf::File& file, const std::string& key, double value) {
+  const auto held = static_cast<float>(value);
+  XGRAD_CHECK(std::isfinite(held) && (held != 0 || value == 0), kOp, key, " = ", value,
+              " is past GGUF's float32 field (it would read ", held, ")");
+  file.add(key, held);
+}
+
 // general.architecture, then "<architecture>.<key>" for each of the sizes (u32, as
 // llama.cpp reads them).
 void add_sizes(gguf::File& file, const std::string& architecture,
@@ -205,7 +215,7 @@ void add_gpt2(gguf::File& file, TensorWriter& write, const GPT2Config& c) {
              {"feed_forward_length", c.inner()},
              {"block_count", c.n_layer},
              {"attention.head_count", c.n_head}});
-  file.add("gpt2.attention.layer_norm_epsilon", static_cast<float>(c.layer_norm_epsilon));
+  add_float(file, "gpt2.attention.layer_norm_epsilon", c.layer_norm_epsilon);
 
   write.matrix("token_embd.weight", "transformer.wte.weight");
   write.matrix("position_embd.weight", "transformer.wpe.weight");
@@ -223,7 +233,7 @@ void add_rope_scaling(gguf::File& file, const LlamaConfig& c) {
   const RopeScaling& s = c.rope_scaling;
   if (s.rope_type == "linear") {
     file.add("llama.rope.scaling.type", std::string("linear"));
-    file.add("llama.rope.scaling.factor", static_cast<float>(s.factor));
+    add_float(file, "llama.rope.scaling.factor", s.factor);
   } else if (s.rope_type == "llama3") {
     const std::vector<double> plain = rope_frequencies(c.rope_theta, c.head_width()),
                               scaled = scaled_rope_frequencies(c);
@@ -251,14 +261,43 @@ void add_llama(gguf::File& file, TensorWriter& write, const LlamaConfig& c) {
              {"attention.value_length", c.head_width()},
              {"rope.dimension_count", c.head_width()},
              {"vocab_size", c.vocab_size}});
-  file.add("llama.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
-  file.add("llama.rope.freq_base", static_cast<float>(c.rope_theta));
+  add_float(file, "llama.attention.layer_norm_rms_epsilon", c.rms_norm_eps);
+  add_float(file, "llama.rope.freq_base", c.rope_theta);
   add_rope_scaling(file, c);
 
   write.matrix("token_embd.weight", "model.embed_tokens.weight");
   write.blocks(c.num_hidden_layers, "model.layers.", kLlamaBlock, {c.num_attention_heads, c.kv_heads()});
   write.vector("output_norm.weight", "model.norm.weight");
   if (!c.tie_word_embeddings) write.matrix("output.weight", "lm_head.weight");
+}
+
+// The ids of llama.cpp's BOS and EOS (generation stops at EOS). Without them in the file
+// llama.cpp takes id 11 for both, an ordinary token in a byte-level vocabulary (',' in
+// GPT-2's): every comma would end a text. So: the special tokens that mean them by name
+// (GPT-2's <|endoftext|> for both, Llama's <s> and </s>, Llama 3's, ChatML's), else the
+// only special token, else an id the tokenizer leaves unused (nothing the model writes
+// then ends a text, as nothing in its tokenizer does), else refused.
+std::pair<text::TokenId, text::TokenId> text_bounds(const text::Tokenizer& tokenizer, std::size_t model_vocab) {
+  const auto first_special = [&](std::initializer_list<std::string_view> names) -> std::optional<text::TokenId> {
+    for (const std::string_view name : names)
+      if (const auto id = tokenizer.find_special(name)) return id;
+    return std::nullopt;
+  };
+  const auto& specials = tokenizer.special_tokens();
+  std::optional<text::TokenId> end =
+      first_special({"<|endoftext|>", "</s>", "<|end_of_text|>", "<|eot_id|>", "<|im_end|>", "<eos>"});
+  if (!end && specials.size() == 1) end = specials.front().id;
+  if (end) return {first_special({"<s>", "<|begin_of_text|>", "<bos>"}).value_or(*end), *end};
+  for (std::size_t id = tokenizer.rank_count(); id < model_vocab; ++id)
+    if (std::none_of(specials.begin(), specials.end(), [&](const auto& s) { return s.id == id; }))
+      return {static_cast<text::TokenId>(id), static_cast<text::TokenId>(id)};
+  std::string names;
+  for (const text::SpecialToken& special : specials) names += (names.empty() ? "" : ", ") + special.text;
+  fail(kOp, "the tokenizer has no end-of-text token (special tokens: ", names.empty() ? "none" : names,
+       ") and the model no unused id to stand for one: llama.cpp would take id 11 (",
+       tokenizer.rank_count() > 11 ? text::bytes_to_symbols(tokenizer.token_bytes(11)) : "a special token",
+       ") as the beginning and end of every text and stop at each one; a tokenizer with <|endoftext|> ",
+       "(xgrad-tokenize's) gives one");
 }
 
 // The tokenizer as llama.cpp's "gpt2" model (byte-level BPE) reads it: every id's token
@@ -292,13 +331,9 @@ void add_tokenizer(gguf::File& file, const text::Tokenizer& tokenizer, std::size
   file.add("tokenizer.ggml.tokens", std::move(tokens));
   file.add("tokenizer.ggml.token_type", std::move(types));
   file.add("tokenizer.ggml.merges", std::move(merges));
-  const auto& specials = tokenizer.special_tokens();
-  std::optional<text::TokenId> end_of_text = tokenizer.find_special("<|endoftext|>");
-  if (!end_of_text && specials.size() == 1) end_of_text = specials.front().id;
-  if (end_of_text) {
-    file.add("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(*end_of_text));
-    file.add("tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(*end_of_text));
-  }
+  const auto [beginning, end] = text_bounds(tokenizer, model_vocab);
+  file.add("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(beginning));
+  file.add("tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(end));
   file.add("tokenizer.ggml.add_bos_token", false);  // GPT-2's encoding adds nothing
   file.add("tokenizer.ggml.add_eos_token", false);
 }

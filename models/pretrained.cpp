@@ -199,10 +199,20 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   XGRAD_CHECK(!fs::is_symlink(fs::symlink_status(dir, ec)) || fs::exists(dir, ec), source,
               "is a link to nothing: name the folder itself");
   XGRAD_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec), source, "is a file, not a folder");
+  // A name taken, by a file or by a link (to nothing, too: writing goes through it).
+  const auto taken = [](const fs::path& path) {
+    std::error_code ignored;
+    return fs::exists(fs::symlink_status(path, ignored));
+  };
   std::vector<fs::path> old_files = model_files(dir);
+  // The tokenizer beside a model replaced is that model's: it goes with it, unless this
+  // save writes it anew.
+  if (!old_files.empty())
+    for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+      if (taken(fs::path(dir) / name)) old_files.push_back(fs::path(dir) / name);
   for (const fs::path& file : files) {
     XGRAD_CHECK(!fs::is_directory(file), source, file.filename().string(), " is a folder; a file goes there");
-    if (fs::exists(file) && std::find(old_files.begin(), old_files.end(), file) == old_files.end())
+    if (taken(file) && std::find(old_files.begin(), old_files.end(), file) == old_files.end())
       old_files.push_back(file);
   }
   XGRAD_CHECK(old_files.empty() || options.overwrite, source, "already holds ", old_files.front().filename().string(),
@@ -213,7 +223,7 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
     fs::create_directories(dir, ec);
     XGRAD_CHECK(!ec, source, "cannot make the folder (", ec.message(), ")");
     for (const fs::path& file : files)
-      if (!fs::exists(file)) created.push_back(file);
+      if (!taken(file)) created.push_back(file);
     const nn::Metadata metadata{{"format", "pt"}};
     if (shards.size() == 1) {
       nn::write_safetensors(files.front().string(), tensors, metadata);
@@ -244,7 +254,7 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
     if (made_dir) fs::remove(dir, ignored);  // only if empty
     throw;
   }
-  for (const fs::path& old : old_files)  // a shard layout the new save does not use
+  for (const fs::path& old : old_files)  // a shard layout or a tokenizer the new save does not write
     if (std::find(files.begin(), files.end(), old) == files.end()) fs::remove(old);
 }
 

@@ -36,8 +36,9 @@ struct SaveOptions {
   // gets a shard of its own); 0: one model.safetensors.
   std::size_t max_shard_bytes = 0;
   // A directory that already holds a model (config.json or model*.safetensors), or the
-  // vocab.json and merges.txt this save writes, is an Error unless this is set; then its
-  // old shards are removed.
+  // vocab.json and merges.txt this save writes (a link there counts), is an Error unless
+  // this is set; then its old shards are removed, and the old model's tokenizer files
+  // (vocab.json and merges.txt, encoder.json and vocab.bpe) that this save does not write.
   bool overwrite = false;
   // Written beside the model when given (vocab.json and merges.txt).
   const text::Tokenizer* tokenizer = nullptr;

@@ -179,6 +179,27 @@ done
 "$export_" --from bytes.st --out bytes-hf >/dev/null
 refused "--tokenizer larger than the model's vocabulary" "more than the model's vocabulary" "$export_" \
   --from bytes-hf --out m.gguf --tokenizer shards
+# --overwrite makes a folder this export's: the tokenizer of the model it replaces goes with
+# that model (a model without one must not pick it up); a tokenizer alone stays, as the
+# one a model is put beside.
+cp -r gpt2-hf replaced-hf
+code=$(run "$export_" --from bytes.st --out replaced-hf --overwrite)
+check "a model without a tokenizer over one with exits 0 ($code: $(cat err))" test "$code" -eq 0
+check "... and the old model's tokenizer is gone" test ! -e replaced-hf/vocab.json -a ! -e replaced-hf/merges.txt
+refused "... so GGUF from it asks for one" "holds no tokenizer" "$export_" --from replaced-hf --out m.gguf
+mkdir -p beside-hf && cp gpt2-hf/vocab.json gpt2-hf/merges.txt beside-hf/
+code=$(run "$export_" --from bytes.st --out beside-hf --overwrite)
+check "a model put beside a tokenizer alone keeps it ($code: $(cat err))" \
+  test "$code" -eq 0 -a -s beside-hf/vocab.json -a -s beside-hf/merges.txt -a -s beside-hf/config.json
+# A link where a file goes is taken (its target is written, the link stays): without
+# --overwrite refused; a failed write leaves the user's link where it was.
+mkdir -p linked-hf && ln -s /no/such/folder/vocab.json linked-hf/vocab.json
+refused "a folder holding a link to nothing where a file goes" "already holds vocab.json" \
+  "$export_" --from gpt2.st --out linked-hf --format hf
+refused "... with --overwrite, the write through it" "/no/such/folder" \
+  "$export_" --from gpt2.st --out linked-hf --format hf --overwrite
+check "... and the link is kept, nothing else left" \
+  test -L linked-hf/vocab.json -a "$(ls -A linked-hf)" = vocab.json
 mkdir -p other && grammar_text other.txt 500 4 && "$tokenize" --text other.txt --out other --vocab-size 280 \
   --threads 1 >/dev/null
 refused "--tokenizer other than --from's own" "has a tokenizer of its own" "$export_" --from gpt2.st --out m.gguf \

@@ -325,6 +325,58 @@ BOOST_AUTO_TEST_CASE(llama_metadata_tokens_and_types) {
   BOOST_CHECK_EQUAL(parsed.tensors.size(), 1 + 2 * 9 + 2u);
 }
 
+// llama.cpp stops generating at EOS, and takes id 11 for BOS and EOS when the file names
+// none: an ordinary token (',' in GPT-2's vocabulary) would end every text.
+BOOST_AUTO_TEST_CASE(bos_and_eos_are_never_an_ordinary_token) {
+  std::vector<std::string> ranks;
+  for (int b = 0; b < 256; ++b) ranks.emplace_back(1, static_cast<char>(b));
+  const auto bounds = [&](const std::vector<text::SpecialToken>& specials, std::size_t model_vocab) {
+    models::LlamaConfig c = small_llama();
+    c.vocab_size = model_vocab;
+    const std::string path = path_in("bounds");
+    models::save_gguf(*models::make_model(c), text::Tokenizer(ranks, specials), path, {.overwrite = true});
+    const Parsed parsed = parse(path);
+    return std::pair{std::get<double>(parsed.meta.at("tokenizer.ggml.bos_token_id")),
+                     std::get<double>(parsed.meta.at("tokenizer.ggml.eos_token_id"))};
+  };
+  BOOST_CHECK((bounds({{"<pad>", 256}, {"<|endoftext|>", 257}}, 258) == std::pair{257.0, 257.0}));
+  BOOST_CHECK((bounds({{"<s>", 256}, {"</s>", 257}, {"<unk>", 258}}, 259) == std::pair{256.0, 257.0}));
+  BOOST_CHECK(
+      (bounds({{"<|begin_of_text|>", 256}, {"<|eot_id|>", 258}, {"<x>", 257}}, 259) == std::pair{256.0, 258.0}));
+  BOOST_CHECK((bounds({{"<|user|>", 256}}, 257) == std::pair{256.0, 256.0}));  // the only one
+  // None that means the end: an id the tokenizer leaves unused (a gap, or past its end).
+  BOOST_CHECK((bounds({}, 260) == std::pair{256.0, 256.0}));
+  BOOST_CHECK((bounds({{"<a>", 256}, {"<b>", 258}}, 259) == std::pair{257.0, 257.0}));
+  // No unused id either: refused, naming the special tokens and what llama.cpp would do.
+  check_error(
+      [&] {
+        bounds({{"<a>", 256}, {"<b>", 257}}, 258);
+      },
+      {"save_gguf", "no end-of-text token (special tokens: <a>, <b>)", "id 11 (", "stop at each one"});
+  check_error([&] { bounds({}, 256); }, {"save_gguf", "(special tokens: none)"});
+}
+
+// llama.cpp reads these fields as float32: a value it cannot hold is refused, not
+// written as infinity (a rope_theta of 1e39 turned nothing in llama.cpp).
+BOOST_AUTO_TEST_CASE(float_fields_past_float32_are_refused) {
+  const auto refused = [](auto edit, const std::string& key) {
+    models::LlamaConfig c = small_llama();
+    edit(c);
+    check_error([&] { models::save_gguf(*models::make_model(c), small_tokenizer(), path_in("float")); },
+                {"save_gguf", key, "past GGUF's float32 field"});
+    BOOST_CHECK(!std::filesystem::exists(path_in("float")));
+  };
+  refused([](models::LlamaConfig& c) { c.rope_theta = 1e39; }, "llama.rope.freq_base = 1e+39");
+  refused(
+      [](models::LlamaConfig& c) {
+        c.rope_scaling.rope_type = "linear";
+        c.rope_scaling.factor = 1e40;
+      },
+      "llama.rope.scaling.factor");
+  // (The norms' epsilons are the model's own to refuse: a model is made only with ones
+  // float32 holds.)
+}
+
 BOOST_AUTO_TEST_CASE(scaled_rope_and_head_dim_as_llama_cpp_reads_them) {
   // llama3: rope_freqs [head_dim / 2] in F32 whatever the type asked for, each pair's plain
   // frequency over its scaled one; no scaling keys. Head width 4, theta 500: pair 0 kept

@@ -159,7 +159,7 @@ void check_target(const ExportOptions& o) {
     // What a Hugging Face folder's files would replace: a model, or a tokenizer.
     for (const char* name :
          {"config.json", "model.safetensors", "model.safetensors.index.json", "vocab.json", "merges.txt"})
-      if (fs::exists(fs::path(o.out) / name, error) && !o.overwrite)
+      if (fs::exists(fs::symlink_status(fs::path(o.out) / name, error)) && !o.overwrite)  // a link to nothing too
         throw tools::UsageError(
             str(out, " ", o.out, ": already holds ", name, " (", flag(&ExportOptions::overwrite), " replaces it)"));
   } else {
