@@ -2,6 +2,7 @@
 // closure from the root down, accumulating gradients into the inputs. docs/engine.md
 // walks through it.
 
+#include <algorithm>
 #include <exception>
 #include <unordered_set>
 
@@ -134,8 +135,16 @@ class PartialGradients {
 // Every user of a leaf comes before it in the sweep: its gradient is final, and the
 // hooks waiting for it run.
 void finish_leaf(const NodePtr& leaf) {
-  if (!leaf->grad) return;
-  for (const auto& [id, hook] : leaf->grad_ready_hooks) hook(Tensor(leaf));
+  if (!leaf->grad || leaf->grad_ready_hooks.empty()) return;
+  // A hook may add or remove hooks, itself too: the hooks there when the gradient became
+  // ready run, from a copy (a hook removing itself destroyed the closure running), each
+  // unless an earlier one removed it.
+  const auto ready = leaf->grad_ready_hooks;
+  for (const auto& [id, hook] : ready) {
+    const auto& now = leaf->grad_ready_hooks;
+    if (std::any_of(now.begin(), now.end(), [id = id](const auto& entry) { return entry.first == id; }))
+      hook(Tensor(leaf));
+  }
 }
 
 // One node's backward closure, inside the hooks; then its gradient is dropped (only

@@ -34,28 +34,33 @@ Tensor view_of(const Node& of) {
 
 }  // namespace
 
-Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
+Tensor CustomOp::apply(const std::vector<Tensor>& inputs) const {
   const hooks::ForwardScope profiled;  // a custom op is an op like any other in a profile
-  const char* name = interned(op.name.empty() ? "custom op" : op.name);
-  XGRAD_CHECK(op.forward && op.backward, name, "both forward and backward must be set");
+  const char* op_name = interned(name.empty() ? "custom op" : name);
+  XGRAD_CHECK(forward && backward, op_name, "both forward and backward must be set");
   std::vector<Tensor> views;
+  bool float32 = false;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    XGRAD_CHECK(inputs[i].defined(), name, "input ", i, " is undefined");
+    XGRAD_CHECK(inputs[i].defined(), op_name, "input ", i, " is undefined");
     views.push_back(view_of(*inputs[i].node()));
+    float32 = float32 || inputs[i].dtype() == DType::float32;
   }
   Tensor output;
   {
+    // As a built-in op's forward (dispatch_op) and every backward: float32 work flushes
+    // denormals, so that recompute() and the backward see the forward's own numbers.
+    const DenormalModeGuard mode(float32 ? DType::float32 : DType::float64);
     NoGradGuard no_grad;
-    output = op.forward(views);
+    output = forward(views);
   }
-  XGRAD_CHECK(output.defined(), name, "forward returned an undefined tensor");
+  XGRAD_CHECK(output.defined(), op_name, "forward returned an undefined tensor");
 
   // The forward's result itself, not a copy: it may be a view of an input, so its change
   // count comes along.
   auto node = std::make_shared<Node>();
   node->value = output.node()->value;
   node->version = output.node()->version;
-  return record_node(std::move(node), name, inputs, [backward = op.backward, name](Node& self) {
+  return record_node(std::move(node), op_name, inputs, [backward = backward, name = op_name](Node& self) {
     std::vector<Tensor> ins;
     for (const NodePtr& input : self.inputs) ins.push_back(view_of(*input));
     std::vector<Tensor> grads;

@@ -49,8 +49,10 @@ struct Node {
   // the graph has been freed.
   std::function<void(Node& self)> backward;
   bool graph_freed = false;
-  // Leaves: called when a backward pass has finished this leaf's gradient (by id).
+  // Leaves: called when a backward pass has finished this leaf's gradient (by id; ids
+  // are never reused, so a stale id cannot remove a later hook).
   std::vector<std::pair<std::size_t, std::function<void(const Tensor& leaf)>>> grad_ready_hooks;
+  std::size_t next_hook_id = 0;
   // Set while a backward pass runs through this node. Gradients are added without locks,
   // so a second pass reaching it from another thread at the same time is an Error
   // rather than a lost contribution.

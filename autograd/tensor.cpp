@@ -180,7 +180,7 @@ std::size_t Tensor::add_grad_ready_hook(std::function<void(const Tensor& leaf)> 
   XGRAD_CHECK(n.is_leaf(), "Tensor::add_grad_ready_hook", "the tensor ", shape(), " is the output of '", n.op,
               "', not a leaf: its gradient is not kept");
   XGRAD_CHECK(hook, "Tensor::add_grad_ready_hook", "the hook is empty");
-  const std::size_t id = n.grad_ready_hooks.empty() ? 0 : n.grad_ready_hooks.back().first + 1;
+  const std::size_t id = n.next_hook_id++;
   n.grad_ready_hooks.emplace_back(id, std::move(hook));
   return id;
 }

@@ -92,8 +92,9 @@ class Tensor {
   // the pass has added all it will add to its gradient (every op that used the leaf has
   // run its backward), while the rest of the pass is still to run: work on a finished
   // gradient (a gradient all-reduce) can overlap what remains. Hooks run on the thread of
-  // backward(), in the order they were added; an exception from one ends the pass.
-  // Returns an id for remove_grad_ready_hook. Leaves only.
+  // backward(), in the order they were added; an exception from one ends the pass. A
+  // hook may add or remove hooks, itself too (one added runs from the next pass).
+  // Returns an id for remove_grad_ready_hook, never reused. Leaves only.
   std::size_t add_grad_ready_hook(std::function<void(const Tensor& leaf)> hook);
   void remove_grad_ready_hook(std::size_t id);
   Tensor detach() const;         // same data, no graph, requires_grad false

@@ -25,6 +25,7 @@ namespace xgrad::models {
 class GPT2Attention : public nn::Module {
  public:
   explicit GPT2Attention(const GPT2Config& config);
+  using nn::Module::forward;  // a Tensor alone is no input: it throws, naming the module
   Tensor forward(const Tensor& x, KVCache::Layer* cache);
   std::string type_name() const override { return "GPT2Attention"; }
 
@@ -66,6 +67,7 @@ class GPT2Block : public nn::Module {
 class GPT2Model : public nn::Module {
  public:
   explicit GPT2Model(const GPT2Config& config);
+  using nn::Module::forward;  // a Tensor alone is no input: it throws, naming the module
   Tensor forward(const Indices& tokens, KVCache* cache, bool recompute);
   std::string type_name() const override { return "GPT2Model"; }
   GPT2Block& block(std::size_t i) const;
@@ -81,6 +83,7 @@ class GPT2Model : public nn::Module {
 class GPT2LMHeadModel : public PretrainedModel {
  public:
   explicit GPT2LMHeadModel(const GPT2Config& config);
+  using CausalLM::forward;  // a Tensor alone is no input: it throws, naming the module
   Tensor forward(const Indices& tokens, KVCache* cache = nullptr) override;
   std::string type_name() const override { return "GPT2LMHeadModel"; }
 

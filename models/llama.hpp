@@ -25,6 +25,7 @@ namespace xgrad::models {
 class LlamaAttention : public nn::Module {
  public:
   explicit LlamaAttention(const LlamaConfig& config);
+  using nn::Module::forward;  // a Tensor alone is no input: it throws, naming the module
   Tensor forward(const Tensor& x, KVCache::Layer* cache);
   std::string type_name() const override { return "LlamaAttention"; }
 
@@ -60,6 +61,7 @@ class LlamaDecoderLayer : public nn::Module {
 class LlamaModel : public nn::Module {
  public:
   explicit LlamaModel(const LlamaConfig& config);
+  using nn::Module::forward;  // a Tensor alone is no input: it throws, naming the module
   Tensor forward(const Indices& tokens, KVCache* cache, bool recompute);
   std::string type_name() const override { return "LlamaModel"; }
   LlamaDecoderLayer& layer(std::size_t i) const;
@@ -75,6 +77,7 @@ class LlamaModel : public nn::Module {
 class LlamaForCausalLM : public PretrainedModel {
  public:
   explicit LlamaForCausalLM(const LlamaConfig& config);
+  using CausalLM::forward;  // a Tensor alone is no input: it throws, naming the module
   Tensor forward(const Indices& tokens, KVCache* cache = nullptr) override;
   std::string type_name() const override { return "LlamaForCausalLM"; }
 

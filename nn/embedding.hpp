@@ -15,6 +15,7 @@ namespace xgrad::nn {
 class Embedding : public Module {
  public:
   Embedding(std::size_t num_embeddings, std::size_t embedding_dim, const EmbeddingOptions& options = {});
+  using Module::forward;               // a Tensor of ids is no input: it throws, naming the module
   Tensor forward(const Indices& ids);  // ids [...] -> [..., d]
   Tensor operator()(const Indices& ids) { return forward(ids); }
   std::string extra_repr() const override;

@@ -11,6 +11,7 @@ class CrossEntropyLoss : public Module {
  public:
   explicit CrossEntropyLoss(std::int64_t ignore_index = -100);
   explicit CrossEntropyLoss(const CrossEntropyOptions& options);
+  using Module::forward;  // one tensor is no input: it throws, naming the module
   Tensor forward(const Tensor& logits, const Indices& targets);
   Tensor forward(const Tensor& logits, const Tensor& probabilities);  // soft targets
   Tensor operator()(const Tensor& logits, const Indices& targets) { return forward(logits, targets); }

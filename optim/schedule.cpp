@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 #include <string>
+#include <utility>
 
 namespace xgrad::optim {
 
@@ -12,10 +13,18 @@ LRSchedule::LRSchedule(Optimizer& optimizer) : optimizer_(optimizer) {
 }
 
 void LRSchedule::apply() {
-  for (std::size_t g = 0; g < base_lrs_.size(); ++g) optimizer_.set_group_lr(g, rate_from(base_lrs_[g], updates_));
+  for (std::size_t g = 0; g < base_lrs_.size(); ++g) {
+    const double rate = rate_from(base_lrs_[g], updates_);
+    XGRAD_CHECK(std::isfinite(rate) && rate >= 0.0, "LRSchedule", "the rate of update ", updates_, " for group ", g,
+                " (base ", base_lrs_[g], ") is ", rate, ": it must be finite and >= 0");
+    optimizer_.set_group_lr(g, rate);
+  }
+  applied_ = true;
 }
 
 void LRSchedule::step() {
+  XGRAD_CHECK(applied_, "LRSchedule", "the schedule's constructor did not call apply(): update 0 ran at the base ",
+              "rate, not rate(0); end a subclass's constructor with apply(), or use LambdaLR");
   ++updates_;
   apply();
 }
@@ -25,6 +34,13 @@ void LRSchedule::set_updates(std::int64_t update) {
   updates_ = update;
   apply();
 }
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(std::int64_t)> factor)
+    : LRSchedule(optimizer), factor_(std::move(factor)) {
+  XGRAD_CHECK(factor_, "LambdaLR", "the factor function is empty");
+  apply();
+}
+double LambdaLR::rate_from(double base, std::int64_t update) const { return base * factor_(update); }
 
 ConstantLR::ConstantLR(Optimizer& optimizer) : LRSchedule(optimizer) { apply(); }
 double ConstantLR::rate_from(double base, std::int64_t) const { return base; }

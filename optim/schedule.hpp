@@ -6,8 +6,14 @@
 //
 //   optim::WarmupCosineLR schedule(adam, 100, 5000);
 //   for (...) { ...; adam.step(); schedule.step(); }
+//
+// A schedule of your own: LambdaLR with its rate as a function, as PyTorch's LambdaLR;
+// or a subclass that overrides rate_from and ends its constructor with apply() (the base
+// class's constructor cannot set rate(0): the subclass's rate_from is not there yet). A
+// subclass that does not is an Error at its first step().
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "xgrad/optim/optimizer.hpp"
@@ -32,6 +38,20 @@ class LRSchedule {
   Optimizer& optimizer_;
   std::vector<double> base_lrs_;  // per group
   std::int64_t updates_ = 0;
+
+ private:
+  bool applied_ = false;  // whether rate(0) was set, by the subclass's constructor
+};
+
+// base * factor(update): a schedule as a function, as PyTorch's LambdaLR.
+//   optim::LambdaLR warmup(sgd, [](std::int64_t u) { return std::min(1.0, (u + 1) / 100.0); });
+class LambdaLR : public LRSchedule {
+ public:
+  LambdaLR(Optimizer& optimizer, std::function<double(std::int64_t update)> factor);
+  double rate_from(double base, std::int64_t update) const override;
+
+ private:
+  std::function<double(std::int64_t)> factor_;
 };
 
 // The base rate throughout.

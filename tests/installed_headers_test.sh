@@ -22,12 +22,15 @@ done
 for public in xgrad/xgrad.hpp xgrad/autograd/tensor.hpp xgrad/autograd/ops.hpp xgrad/nn/nn.hpp xgrad/optim/optim.hpp; do
   check "$public is installed" grep -qx "$public" "$work/installed"
 done
-# Each header alone, two at a time (the compiler reports an include it cannot find).
+# Each header alone, two at a time (the compiler reports an include it cannot find), with
+# -I as a user's plain build gives it (not find_package's -isystem, which hides warnings)
+# and the warnings such builds turn into errors.
 compile_alone() {
   echo "#include <$1>" >"$2/$(echo "$1" | tr / _).cpp"
-  "$3" -std=c++20 -fsyntax-only -I "$4" "$2/$(echo "$1" | tr / _).cpp" 2>&1 | head -n 3
+  "$3" -std=c++20 -fsyntax-only -Wall -Wextra -Wpedantic -Woverloaded-virtual -Werror -I "$4" \
+    "$2/$(echo "$1" | tr / _).cpp" 2>&1 | head -n 3
 }
 export -f compile_alone
 errors=$(xargs -P 2 -I{} bash -c 'compile_alone "$@"' _ {} "$work" "$cxx" "$include" <"$work/installed")
-check "every installed header compiles alone${errors:+: $errors}" test -z "$errors"
+check "every installed header compiles alone, warning-free${errors:+: $errors}" test -z "$errors"
 finish

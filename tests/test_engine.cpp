@@ -273,6 +273,36 @@ BOOST_AUTO_TEST_CASE(grad_ready_hooks_see_finished_gradients_before_the_pass_end
   BOOST_CHECK_EQUAL(g.grad().item(), 3.0);
 }
 
+// PyTorch's handle.remove() inside the hook: a hook may change the hooks while they run.
+// The ones there when the gradient was ready run (each unless an earlier one removed it);
+// one added runs from the next pass; ids are never reused.
+BOOST_AUTO_TEST_CASE(a_hook_may_remove_itself_or_others_and_add_hooks) {
+  Tensor x = Tensor::ones({3}, DType::float64).requires_grad_();
+  std::vector<std::string> calls;
+  std::size_t once = 0, removed = 0;
+  once = x.add_grad_ready_hook([&](const Tensor& leaf) {
+    Tensor(leaf).remove_grad_ready_hook(once);  // its own closure must outlive this call
+    calls.push_back("once");
+    Tensor(leaf).remove_grad_ready_hook(removed);
+    Tensor(leaf).add_grad_ready_hook([&](const Tensor&) { calls.push_back("added"); });
+  });
+  removed = x.add_grad_ready_hook([&](const Tensor&) { calls.push_back("removed"); });
+  x.add_grad_ready_hook([&](const Tensor&) { calls.push_back("kept"); });
+  sum(x * 2.0).backward();
+  BOOST_CHECK((calls == std::vector<std::string>{"once", "kept"}));
+  calls.clear();
+  sum(x * 2.0).backward();
+  BOOST_CHECK((calls == std::vector<std::string>{"kept", "added"}));
+  BOOST_CHECK_EQUAL(x.grad().to_vector()[0], 4.0);
+  // The id of the last hook removed is not given to the next one.
+  Tensor y = Tensor::ones({1}, DType::float64).requires_grad_();
+  y.add_grad_ready_hook([](const Tensor&) {});
+  const std::size_t last = y.add_grad_ready_hook([](const Tensor&) {});
+  y.remove_grad_ready_hook(last);
+  BOOST_CHECK_NE(y.add_grad_ready_hook([](const Tensor&) {}), last);
+  check_error([&] { y.remove_grad_ready_hook(last); }, {"remove_grad_ready_hook", "no hook"});
+}
+
 // In-place changes between forward and backward (PyTorch's version counter): the
 // gradient would belong to other values, or (a new shape) overrun its buffer.
 BOOST_AUTO_TEST_CASE(changing_a_saved_tensor_before_backward_is_an_error) {

@@ -4,6 +4,7 @@
 #include "helpers.hpp"
 
 #include "xgrad/autograd/function.hpp"
+#include "xgrad/autograd/recompute.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -53,4 +54,52 @@ BOOST_AUTO_TEST_CASE(no_graph_without_grad) {
   BOOST_CHECK(!apply(x_times_y_squared, {x, x}).requires_grad());
   NoGradGuard guard;
   BOOST_CHECK(!apply(x_times_y_squared, {randn64({3}, 8), x}).requires_grad());
+}
+
+// The call as the header and README write it, from every kind of argument: a std::vector
+// brings std::apply into the lookup, which a non-const op or vector matched better.
+BOOST_AUTO_TEST_CASE(apply_is_called_from_any_op_and_vector) {
+  CustomOp op = x_times_y_squared;
+  const CustomOp& const_op = op;
+  Inputs inputs{randn64({3}, 9), randn64({3}, 10)};
+  const Inputs& const_inputs = inputs;
+  const std::vector<double> expected = (inputs[0] * inputs[1] * inputs[1]).to_vector();
+  for (const Tensor& out :
+       {apply(op, inputs), apply(const_op, inputs), apply(op, const_inputs), apply(const_op, const_inputs),
+        apply(op, Inputs(inputs)), op.apply(inputs), const_op.apply({inputs[0], inputs[1]})})
+    BOOST_CHECK(out.to_vector() == expected);
+  check_gradients([&](auto& in) { return apply(op, in); }, inputs);
+  check_gradients([&](auto& in) { return op.apply(in); }, inputs);
+}
+
+// A raw float32 loop in a custom forward runs in the mode of xgrad's own ops: denormals
+// flushed, as in the backward. So a product through a denormal gives the backward's
+// number, and recompute() (the forward again, inside backward) the same gradients.
+BOOST_AUTO_TEST_CASE(a_custom_forward_flushes_denormals_as_its_backward_does) {
+  const auto through_a_denormal = [](const Tensor& x) {
+    Tensor out = Tensor::zeros(x.shape(), x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      volatile T tiny = T(1e-30), scale = T(1e-10), back = T(1e38);  // 1e-40 is denormal in float32
+      for (std::size_t i = 0; i < x.numel(); ++i) out.data<T>()[i] = x.data<T>()[i] + tiny * scale * back;
+    });
+    return out;
+  };
+  const CustomOp op{"through_a_denormal", [&](const Inputs& in) { return through_a_denormal(in[0]); },
+                    [&](const Inputs&, const Tensor&, const Tensor& g) { return Inputs{g * 1.0}; }};
+  const Tensor x = Tensor::zeros({2}, DType::float32);
+  BOOST_CHECK_EQUAL(op.apply({x}).to_vector()[0], 0.0);       // 1e-30 * 1e-10 flushed to 0
+  BOOST_CHECK_GT(through_a_denormal(x).to_vector()[0], 0.0);  // outside xgrad: the caller's mode
+  const Tensor x64 = Tensor::zeros({2}, DType::float64);
+  BOOST_CHECK_CLOSE(op.apply({x64}).to_vector()[0], 0.01, 1e-9);  // float64 untouched
+
+  // exp(1e38 y): 1.01 where y kept 1e-40, 1 where it was flushed.
+  const auto fn = [&](const Inputs& in) { return exp(op.apply({in[0]}) * 1e38); };
+  const auto gradient = [&](bool recomputed) {
+    Tensor leaf = Tensor::zeros({2}, DType::float32).requires_grad_();
+    sum(recomputed ? recompute(fn, {leaf * 1.0}) : fn({leaf * 1.0})).backward();
+    return leaf.grad().to_vector();
+  };
+  BOOST_CHECK(gradient(false) == gradient(true));
+  BOOST_CHECK_EQUAL(gradient(false)[0], 1e38f);
 }

@@ -770,3 +770,45 @@ BOOST_AUTO_TEST_CASE(schedules_give_the_documented_rates) {
   }
   check_error([&] { optim::WarmupCosineLR(sgd, 10, 5); }, {"WarmupCosineLR", "warmup 10", "total 5"});
 }
+
+namespace {
+
+// A schedule of a user's own, with and without the apply() its constructor must end with.
+struct Warmup : optim::LRSchedule {
+  explicit Warmup(optim::Optimizer& optimizer, bool set_rate_zero) : LRSchedule(optimizer) {
+    if (set_rate_zero) apply();
+  }
+  double rate_from(double base, std::int64_t update) const override {
+    return base * std::min(1.0, static_cast<double>(update + 1) / 100.0);
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(schedules_of_ones_own_set_rate_zero_or_say_so) {
+  Problem p = fixture_problem();
+  optim::SGD sgd(p.parameters(), {.lr = 1.0});
+  {
+    optim::LambdaLR lambda(sgd, [](std::int64_t update) { return std::min(1.0, (update + 1) / 100.0); });
+    BOOST_CHECK_CLOSE(sgd.lr(), 0.01, 1e-12);  // rate(0), before the first update
+    lambda.step();
+    BOOST_CHECK_CLOSE(sgd.lr(), 0.02, 1e-12);
+    BOOST_CHECK_CLOSE(lambda.rate(500), 1.0, 1e-12);
+  }
+  sgd.set_lr(1.0);
+  {
+    Warmup applied(sgd, true);
+    BOOST_CHECK_CLOSE(sgd.lr(), 0.01, 1e-12);
+    applied.step();
+    BOOST_CHECK_CLOSE(sgd.lr(), 0.02, 1e-12);
+  }
+  sgd.set_lr(1.0);
+  {
+    Warmup forgot(sgd, false);
+    BOOST_CHECK_EQUAL(sgd.lr(), 1.0);  // update 0 would run at the base rate: the first step() says so
+    check_error([&] { forgot.step(); }, {"LRSchedule", "did not call apply()", "LambdaLR"});
+  }
+  check_error([&] { optim::LambdaLR(sgd, [](std::int64_t update) { return update == 0 ? std::nan("") : 1.0; }); },
+              {"LRSchedule", "rate of update 0", "must be finite"});
+  check_error([&] { optim::LambdaLR(sgd, nullptr); }, {"LambdaLR", "empty"});
+}

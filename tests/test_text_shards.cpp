@@ -569,6 +569,16 @@ BOOST_AUTO_TEST_CASE(the_loaders_refusals_name_what_is_wrong) {
       {"the training split, '" + paths[1] + "' (30 tokens), '" + paths[2] + "' (10 tokens)", "no window of 41 tokens"});
   check_error([&] { TokenLoader({.train = {paths[3]}, .validation = {paths[2]}}, kWide, 16); },
               {"the validation split, '" + paths[2] + "' (10 tokens)"});
+  // Many shards too short: the first ten named, the rest counted (a corpus of small
+  // shards made a message of megabytes).
+  const fs::path many_folder = fresh_folder("test-shards", "many-short");
+  std::vector<std::string> many;
+  for (int k = 0; k < 24; ++k) {
+    many.push_back((many_folder / ("short" + std::to_string(k) + ".bin")).string());
+    write_shard(many.back(), ramp(5), kWide);
+  }
+  check_error([&] { TokenLoader({.train = many, .validation = {paths[3]}}, kWide, 16); },
+              {"'" + many[9] + "' (5 tokens) and 14 more, has no window of 17 tokens"});
   // A shard given twice.
   check_error(
       [&] {

@@ -101,17 +101,15 @@ TokenLoader::SplitParts TokenLoader::make_split(std::vector<Part> parts, Split s
 }
 
 std::string TokenLoader::describe(const SplitParts& split) const {
-  std::string text;
+  std::vector<std::string> parts;
   for (const Part& part : split.parts) {
     const TokenShard& shard = shards_[part.shard];
-    if (!text.empty()) text += ", ";
-    if (part.begin == 0 && part.end == shard.size())
-      text += str("'", shard.path(), "' (", shard.size(), " tokens)");
-    else
-      text +=
-          str("tokens ", part.begin, " to ", part.end, " of '", shard.path(), "' (", part.end - part.begin, " tokens)");
+    parts.push_back(part.begin == 0 && part.end == shard.size()
+                        ? str("'", shard.path(), "' (", shard.size(), " tokens)")
+                        : str("tokens ", part.begin, " to ", part.end, " of '", shard.path(), "' (",
+                              part.end - part.begin, " tokens)"));
   }
-  return text;
+  return listed(parts);  // the first ten: a corpus of many small shards would make megabytes
 }
 
 std::string TokenLoader::describe(Split split) const { return describe(parts_of(split)); }

@@ -88,7 +88,7 @@ class TokenLoader {
   std::uint64_t tokens(Split split) const;
   std::uint64_t window_starts(Split split) const;
   // The split's parts, for reports: "'a.bin' (1000 tokens), 'b.bin' (500 tokens)", or
-  // "tokens 900 to 1000 of 'a.bin' (100 tokens)".
+  // "tokens 900 to 1000 of 'a.bin' (100 tokens)"; the first ten and how many more.
   std::string describe(Split split) const;
   // The shards' fingerprints (TokenShard::fingerprint) combined in order, the training
   // shards' apart from the validation shards': whether a resumed run has its data.

@@ -62,7 +62,7 @@ Tensor snake(const Tensor& x, const Tensor& alpha) {
                       });
                       return std::vector<Tensor>{dx, dalpha};
                     }};
-  return apply(op, {x, alpha});
+  return op.apply({x, alpha});
 }
 
 Snake::Snake(std::size_t d, double alpha) : alpha(register_parameter("alpha", Tensor::full({d}, alpha))) {}
