@@ -142,6 +142,29 @@ BOOST_AUTO_TEST_CASE(long_pieces_and_runs_train_as_the_reference_does) {
   const std::vector<std::string> texts = {std::string(5000, 'a'), "a" + std::string(4000, ' ') + "b", word,
                                           "ab ab ab ab ab"};
   check_against_reference(texts, {.vocabulary_size = 400, .min_pair_count = 1});
+  // Text of long pieces with no spaces, as DNA: the trainer merges in place, and must
+  // hold each piece as the tokenizer encodes it all along (a merge's neighbours, runs of
+  // one token merging with itself, a piece with the pair at both ends).
+  std::uint32_t state = 12345;
+  std::string dna;
+  for (int i = 0; i < 6000; ++i) dna += "ACGT"[(state = state * 1664525u + 1013904223u) >> 30];
+  check_against_reference({dna, "GATTACA" + dna.substr(0, 999) + "GATTACA", "CCCCCCCCCAAAAAAAA"},
+                          {.vocabulary_size = 420, .min_pair_count = 1});
+}
+
+BOOST_AUTO_TEST_CASE(training_reports_each_rank_and_stops_when_told) {
+  std::vector<std::size_t> seen;
+  const TrainedVocabulary trained = train_bpe(
+      random_text(3, 3000), {.vocabulary_size = 300, .after_each_rank = [&](std::size_t r) { seen.push_back(r); }});
+  BOOST_REQUIRE_EQUAL(seen.size(), trained.merges());
+  for (std::size_t i = 0; i < seen.size(); ++i) BOOST_CHECK_EQUAL(seen[i], 257 + i);
+  struct Stop {};
+  BOOST_CHECK_THROW(train_bpe(random_text(3, 3000), {.vocabulary_size = 300,
+                                                     .after_each_rank =
+                                                         [](std::size_t r) {
+                                                           if (r == 270) throw Stop{};
+                                                         }}),
+                    Stop);
 }
 
 BOOST_AUTO_TEST_CASE(of_pairs_with_equal_counts_the_smallest_bytes_win) {

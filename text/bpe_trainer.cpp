@@ -111,7 +111,8 @@ class Trainer {
     for (int byte = 0; byte < 256; ++byte) ranks_.add(std::string(1, static_cast<char>(byte)));
     for (std::uint32_t piece = 0; piece < pieces_.size(); ++piece) {
       encode(piece, encodings_[piece]);
-      count_pairs(piece, +1);
+      const std::vector<TokenId>& ids = encodings_[piece];
+      for (std::size_t i = 0; i + 1 < ids.size(); ++i) count_place(ids[i], ids[i + 1], piece, +1);
     }
     for (std::uint32_t c = 0; c < candidates_.size(); ++c) offer(c);
   }
@@ -129,6 +130,7 @@ class Trainer {
         break;
       }
       make_token(best);
+      if (options_.after_each_rank) options_.after_each_rank(ranks_.size());
     }
     return result(stop);
   }
@@ -137,6 +139,7 @@ class Trainer {
   static constexpr std::uint32_t kNone = UINT32_MAX;
 
   struct Candidate {
+    TokenId left = 0, right = 0;        // the two tokens
     std::string bytes;                  // the two tokens end to end
     std::uint64_t count = 0;            // places, repetitions of pieces included
     std::vector<std::uint32_t> pieces;  // pieces that held it when counted (some since changed)
@@ -173,6 +176,8 @@ class Trainer {
     if (const auto known = candidate_of_pair_.find(pair); known != candidate_of_pair_.end()) return known->second;
     const auto c = static_cast<std::uint32_t>(candidates_.size());
     Candidate& candidate = candidates_.emplace_back();
+    candidate.left = left;
+    candidate.right = right;
     candidate.bytes.append(ranks_.key(left)).append(ranks_.key(right));
     candidate.settled = is_special(candidate.bytes);
     candidate_of_pair_.emplace(pair, c);
@@ -184,25 +189,22 @@ class Trainer {
     return std::find(specials.begin(), specials.end(), bytes) != specials.end();
   }
 
-  // Adds (sign +1) or removes (-1) the places of `piece`'s encoding to its candidates'
-  // counts, recording each candidate's count before the step's first change.
-  void count_pairs(std::uint32_t piece, int sign) {
-    const std::vector<TokenId>& ids = encodings_[piece];
+  // Adds (sign +1) or removes (-1) the place of tokens `left`, `right` in `piece` to its
+  // candidate's count, recording the candidate's count before the step's first change.
+  void count_place(TokenId left, TokenId right, std::uint32_t piece, int sign) {
+    const std::uint32_t c = candidate_of(left, right);
+    Candidate& candidate = candidates_[c];
+    if (candidate.touched_in != step_) {
+      candidate.touched_in = step_;
+      candidate.count_before = candidate.count;
+      touched_.push_back(c);
+    }
     const std::uint64_t repeats = pieces_[piece].second;
-    for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
-      const std::uint32_t c = candidate_of(ids[i], ids[i + 1]);
-      Candidate& candidate = candidates_[c];
-      if (candidate.touched_in != step_) {
-        candidate.touched_in = step_;
-        candidate.count_before = candidate.count;
-        touched_.push_back(c);
-      }
-      if (sign > 0) {
-        candidate.count += repeats;
-        if (candidate.pieces.empty() || candidate.pieces.back() != piece) candidate.pieces.push_back(piece);
-      } else {
-        candidate.count -= repeats;
-      }
+    if (sign > 0) {
+      candidate.count += repeats;
+      if (candidate.pieces.empty() || candidate.pieces.back() != piece) candidate.pieces.push_back(piece);
+    } else {
+      candidate.count -= repeats;
     }
   }
 
@@ -229,26 +231,74 @@ class Trainer {
     return kNone;
   }
 
-  // Adds the candidate as the next rank and re-encodes the pieces holding it: the only
-  // ones that change. (Being the last rank, it merges only after every merge a piece had
-  // before; a piece that is its bytes whole held its two tokens too.)
+  // Adds the candidate as the next rank and merges its two tokens in the pieces holding
+  // them: the only ones that change.
   void make_token(std::uint32_t c) {
     ++step_;
     touched_.clear();
-    Candidate& made = candidates_[c];
+    Candidate& made = candidates_[c];  // until merge_in makes a candidate: copy what it needs
     made.settled = true;
+    const auto rank = static_cast<TokenId>(ranks_.size());
     ranks_.add(made.bytes);
+    const TokenId left = made.left, right = made.right;
     for (const std::uint32_t piece : std::exchange(made.pieces, {})) {
       if (visited_[piece] == step_) continue;
       visited_[piece] = step_;
-      encode(piece, reencoded_);
-      if (reencoded_ == encodings_[piece]) continue;
-      count_pairs(piece, -1);
-      std::swap(encodings_[piece], reencoded_);
-      count_pairs(piece, +1);
+      merge_in(piece, left, right, rank);
     }
     for (const std::uint32_t t : touched_)
       if (candidates_[t].count > candidates_[t].count_before) offer(t);
+  }
+
+  // The piece as the ranks with the new one encode it: its two tokens merged wherever
+  // they are adjacent, left to right. That is the whole of the change. The encoder merges
+  // the lowest rank first, so from the old encoding (no pair of a lower rank left) it
+  // merges the new rank's pairs, leftmost first; and a pair a merge makes cannot be a
+  // lower rank: that token's bytes, alone, encode to that token (as every token's do,
+  // made from two tokens adjacent in some piece), and here they encoded to three. Only
+  // the places next to a merge change: those are counted out and in (re-encoding the
+  // whole piece made training take minutes on text with long pieces, DNA or base64).
+  void merge_in(std::uint32_t piece, TokenId left, TokenId right, TokenId rank) {
+    std::vector<TokenId>& ids = encodings_[piece];
+    merged_.clear();
+    for (std::size_t i = 0; i + 1 < ids.size();) {
+      if (ids[i] == left && ids[i + 1] == right) {
+        merged_.push_back(i);
+        i += 2;
+      } else {
+        ++i;
+      }
+    }
+    if (merged_.empty()) return;  // it held them when counted, no longer
+    // Out: the places (by their left token) that touch a merged pair, each once.
+    std::size_t next_place = 0;
+    for (const std::size_t at : merged_)
+      for (std::size_t place = at > 0 ? at - 1 : 0; place <= at + 1 && place + 1 < ids.size(); ++place)
+        if (place >= next_place) {
+          count_place(ids[place], ids[place + 1], piece, -1);
+          next_place = place + 1;
+        }
+    // The merge, in place; then in: the places that touch a new token, each once.
+    std::size_t kept = 0, next_merge = 0;
+    made_at_.clear();
+    for (std::size_t i = 0; i < ids.size();) {
+      if (next_merge < merged_.size() && merged_[next_merge] == i) {
+        made_at_.push_back(kept);
+        ids[kept++] = rank;
+        i += 2;
+        ++next_merge;
+      } else {
+        ids[kept++] = ids[i++];
+      }
+    }
+    ids.resize(kept);
+    next_place = 0;
+    for (const std::size_t at : made_at_)
+      for (std::size_t place = at > 0 ? at - 1 : 0; place <= at && place + 1 < ids.size(); ++place)
+        if (place >= next_place) {
+          count_place(ids[place], ids[place + 1], piece, +1);
+          next_place = place + 1;
+        }
   }
 
   TrainedVocabulary result(TrainedVocabulary::Stop stop) const {
@@ -278,8 +328,8 @@ class Trainer {
   detail::MergeScratch scratch_;
 
   std::vector<std::vector<TokenId>> encodings_;  // each piece's, by the ranks so far
-  std::vector<std::uint64_t> visited_;           // the step that last re-encoded it
-  std::vector<TokenId> reencoded_;
+  std::vector<std::uint64_t> visited_;           // the step that last merged in it
+  std::vector<std::size_t> merged_, made_at_;    // merge_in's places: old and new
 
   std::unordered_map<std::uint64_t, std::uint32_t> candidate_of_pair_;
   std::vector<Candidate> candidates_;

@@ -31,6 +31,7 @@
 //   std::cout << trained.bytes_per_token() << "\n";  // the compression of the text
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -75,6 +76,9 @@ struct BpeTrainerOptions {
   std::vector<std::string> special_tokens = {};
   // A pair occurring fewer times than this is never merged (at least 1).
   std::uint64_t min_pair_count = 2;
+  // Called after each rank made, with the ranks so far: a progress report, or a way to
+  // stop (an exception it throws leaves train_bpe as it came).
+  std::function<void(std::size_t ranks)> after_each_rank = {};
 };
 
 struct TrainedVocabulary {
