@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -175,6 +176,12 @@ std::uint64_t fingerprint(std::string_view bytes) {
   return mix(h);
 }
 
+const char* kind_of_file(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return "nothing";
+  return S_ISREG(info.st_mode) ? "a file" : kind_of(info.st_mode);
+}
+
 bool same_file(const std::string& a, const std::string& b) {
   struct stat first {
   }, second{};
@@ -194,6 +201,42 @@ std::string resolve_symlinks(const std::string& path) {
   fail("file", "'", path, "': too many levels of symbolic links");
 }
 
+namespace {
+
+// The open writers' temporaries, where a signal handler can read them: fixed slots, each
+// free, being filled or holding a path. A writer that finds no slot (more than 64 open at
+// once) or a path too long goes unlisted: its temporary waits for the next writer.
+struct TemporarySlot {
+  enum State { kFree, kFilling, kHeld };
+  std::atomic<int> state{kFree};
+  char path[4096] = {};
+};
+TemporarySlot open_temporaries[64];
+
+int list_temporary(const std::string& path) noexcept {
+  if (path.size() >= sizeof(TemporarySlot::path)) return -1;
+  for (int i = 0; i < static_cast<int>(std::size(open_temporaries)); ++i) {
+    TemporarySlot& slot = open_temporaries[i];
+    int free = TemporarySlot::kFree;
+    if (!slot.state.compare_exchange_strong(free, TemporarySlot::kFilling)) continue;
+    std::memcpy(slot.path, path.c_str(), path.size() + 1);
+    slot.state.store(TemporarySlot::kHeld, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void unlist_temporary(int slot) noexcept {
+  if (slot >= 0) open_temporaries[slot].state.store(TemporarySlot::kFree, std::memory_order_release);
+}
+
+}  // namespace
+
+void remove_open_temporaries() noexcept {
+  for (TemporarySlot& slot : open_temporaries)
+    if (slot.state.load(std::memory_order_acquire) == TemporarySlot::kHeld) ::unlink(slot.path);
+}
+
 AtomicFileWriter::AtomicFileWriter(const std::string& path, std::string_view op) : path_(path), op_(op) {
   XGRAD_CHECK(!path.empty(), op, "the file name is empty");
   target_ = resolve_symlinks(path);
@@ -211,12 +254,15 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, std::string_view op)
   temporary_ = str(folder_of(target_), "/", temporary_name(target_, ::getpid(), counter++));
   fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   XGRAD_CHECK(fd_ >= 0, op, "cannot create a file in '", folder_of(target_), "': ", error_text(errno));
+  slot_ = list_temporary(temporary_);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
-  if (fd_ < 0) return;  // committed, or never opened
-  ::close(fd_);
-  ::unlink(temporary_.c_str());
+  if (fd_ >= 0) {  // not committed
+    ::close(fd_);
+    ::unlink(temporary_.c_str());
+  }
+  unlist_temporary(slot_);
 }
 
 void AtomicFileWriter::check_open(const char* call) const {
@@ -268,6 +314,7 @@ void AtomicFileWriter::commit() {
     fail(op_, "cannot move the new file to '", target_, "': ", error_text(error));
   }
   failed_ = false;
+  unlist_temporary(std::exchange(slot_, -1));  // after the rename: a signal before it removes the temporary
   // Make the rename itself durable.
   FileDescriptor folder(::open(folder_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (folder.get() >= 0) ::fsync(folder.get());

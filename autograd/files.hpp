@@ -60,6 +60,7 @@ class AtomicFileWriter {
 
   std::string path_, target_, temporary_, op_;
   int fd_ = -1;
+  int slot_ = -1;  // in the table remove_open_temporaries() reads
   std::uint64_t size_ = 0;
   unsigned mode_ = 0644;
   bool failed_ = false;
@@ -67,6 +68,12 @@ class AtomicFileWriter {
 
 // A writer with the bytes given, committed.
 void write_file_atomically(const std::string& path, const std::string& bytes, std::string_view op);
+
+// Removes the temporaries of the writers still open: for a signal handler about to end
+// the process, so that Ctrl-C leaves nothing behind (async-signal-safe: no allocation,
+// no lock). The tools call it before dying of a signal; an open writer's temporary is
+// otherwise removed only by the next writer of its target.
+void remove_open_temporaries() noexcept;
 
 inline constexpr const char* kTemporaryPrefix = ".xgrad-";
 std::string temporary_name(const std::string& target, long pid, unsigned n);
@@ -102,6 +109,10 @@ class MappedFile {
 // order, so the same on any thread count. It tells changed data from the same (a
 // resumed run's text or shards); it is no defence against a collision made on purpose.
 std::uint64_t fingerprint(std::string_view bytes);
+
+// What `path` names, for messages: "a file", "a folder", "a device", "a FIFO", "a socket"
+// (symlinks followed), or "nothing".
+const char* kind_of_file(const std::string& path);
 
 // Whether two paths name one file (`a.txt` and `./a.txt`, a link and its file, a hard
 // link): the same device and inode. False when either cannot be looked at.

@@ -198,7 +198,7 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   std::error_code ec;
   XGRAD_CHECK(!fs::is_symlink(fs::symlink_status(dir, ec)) || fs::exists(dir, ec), source,
               "is a link to nothing: name the folder itself");
-  XGRAD_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec), source, "is a file, not a folder");
+  XGRAD_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec), source, "is ", kind_of_file(dir), ", not a folder");
   // A name taken, by a file or by a link (to nothing, too: writing goes through it).
   const auto taken = [](const fs::path& path) {
     std::error_code ignored;

@@ -332,6 +332,8 @@ ln -s nowhere-at-all dangling
 refused "--save-hf a link to nothing" "--save-hf dangling: is a link to nothing" "$train" "${common[@]}" \
   --model gpt2 --save-hf dangling
 check "... and the link is kept" test -L dangling
+refused "--save-hf a device" "--save-hf /dev/null: is a device, not a folder" "$train" "${common[@]}" \
+  --model gpt2 --save-hf /dev/null
 check "... no run made" test ! -e slash -a -z "$(ls -A holder)" -a ! -e nothing.st
 refused "--init-from a checkpoint of adapters with another --lora" "--lora 8: --init-from llama-lora.st holds adapters of rank 4" \
   "$train" "${common[@]}" --init-from llama-lora.st --lora 8

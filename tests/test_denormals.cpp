@@ -91,6 +91,28 @@ BOOST_AUTO_TEST_CASE(backward_flushes_too) {
   }
 }
 
+// Ops whose float32 work is not their output's: a cast's gradient back into float32 (the
+// engine's guard follows the cast's float64 output), and embedding's renorm in place.
+BOOST_AUTO_TEST_CASE(casts_and_renorms_flush_their_float32_side) {
+  for (const bool flush : {true, false}) {
+    with(flush, 1, [flush] {
+      const Tensor x = Tensor::full({4}, 1.0).requires_grad_();
+      sum(cast(x, DType::float64) * 1e-39).backward();
+      BOOST_TEST(all_equal(x.grad(), flush ? 0.0f : static_cast<float>(1e-39)));
+      // A denormal float32 read by a cast to float64: zero when flushing (inputs too).
+      BOOST_TEST(cast(Tensor::full({4}, kTinyFloat), DType::float64).to_vector()[0] ==
+                 (flush ? 0.0 : static_cast<double>(kTinyFloat)));
+      // Row 0 renormed to max_norm 1: its second value 1e-37 / 1e6 is denormal.
+      const Tensor weight = Tensor::from_vector({1e6, 1e-37, 1, 1}, {2, 2});
+      EmbeddingOptions options;
+      options.max_norm = 1.0;
+      const Tensor looked_up = embedding(weight, Indices({0}, {1}), options);
+      BOOST_TEST((weight.to_vector()[1] == 0.0) == flush);
+      BOOST_TEST((looked_up.to_vector()[1] == 0.0) == flush);
+    });
+  }
+}
+
 BOOST_AUTO_TEST_CASE(optimizer_steps_flush_too) {
   for (const bool flush : {true, false}) {
     with(flush, 3, [flush] {

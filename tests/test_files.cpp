@@ -5,8 +5,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <set>
 
@@ -198,4 +200,29 @@ BOOST_AUTO_TEST_CASE(a_fingerprint_is_the_same_on_any_thread_count_and_moves_wit
   // Zeros of other lengths differ too (the length is part of it), the empty string included.
   for (const std::size_t length : {0, 1, 8, 32, 33})
     BOOST_CHECK_MESSAGE(seen.insert(fingerprint(std::string(length, '\0'))).second, length << " zeros");
+}
+
+// What a tool's handler of Ctrl-C does before dying of it: the temporaries of writers
+// still open are removed (committed files, and other files, stay).
+BOOST_AUTO_TEST_CASE(open_temporaries_are_removed_for_a_dying_process) {
+  const fs::path folder = fresh_folder("test-files", "dying");
+  const pid_t child = ::fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    write_file_atomically((folder / "done.bin").string(), "whole", "test");
+    AtomicFileWriter first((folder / "a.bin").string(), "test"), second((folder / "b.bin").string(), "test");
+    first.write(std::string(1 << 20, 'x'));
+    second.write("part");
+    std::signal(SIGTERM, [](int signal) {
+      remove_open_temporaries();
+      std::signal(signal, SIG_DFL);
+      std::raise(signal);
+    });
+    std::raise(SIGTERM);
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  BOOST_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  BOOST_CHECK((names_in(folder) == std::vector<std::string>{"done.bin"}));
 }

@@ -1,5 +1,6 @@
 #define BOOST_TEST_MODULE reduce
 #include "helpers.hpp"
+#include "xgrad/autograd/precision.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -40,6 +41,22 @@ BOOST_AUTO_TEST_CASE(float32_sums_of_millions_keep_float32_precision) {
   BOOST_CHECK_CLOSE(sum(u).item(), sum(u64).item(), 1e-5);
   BOOST_CHECK_CLOSE(var(u).item(), var(u64).item(), 1e-5);
   BOOST_CHECK_CLOSE(stddev(u, 0).item(), stddev(u64, 0).item(), 1e-5);
+}
+
+// linear's bias gradient is a sum over rows too (its kernel's own, fused with the
+// product's backward): 2^24 rows of float(0.1) in float32 and bf16 products alike.
+BOOST_AUTO_TEST_CASE(linears_bias_gradient_keeps_float32_precision) {
+  constexpr std::size_t rows = std::size_t{1} << 24;
+  const double exact = static_cast<double>(0.1f) * rows;  // 1677721.625, a float32
+  for (const bool bf16 : {false, true}) {
+    const AutocastGuard precision(bf16 ? Precision::bfloat16 : Precision::float32);
+    const Tensor x = Tensor::zeros({rows, 1});
+    const Tensor w = Tensor::zeros({1, 1}).requires_grad_(), b = Tensor::zeros({1}).requires_grad_();
+    linear(x, w, b).backward(Tensor::full({rows, 1}, 0.1));
+    // Each 32 rows summed in float32 (a few ulps), the chunks in double: within 1e-6
+    // relative (a float total was 0.4% off).
+    BOOST_CHECK_CLOSE(b.grad().item(), exact, 1e-4);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(reduction_gradients_over_axis_sets) {

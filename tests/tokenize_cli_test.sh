@@ -197,6 +197,9 @@ untouched "an --out that holds another shard" old_shards "--out old_shards: alre
 untouched "an --out that holds encoder.json" old_pair "--out old_pair: already holds encoder.json (refusing" --text a.txt --vocab-size 300
 untouched "an --out that is a file" a.txt "--out a.txt: is a file, not a folder" --text b.txt --vocab-size 300
 untouched "an --out below a file" a.txt/sub "--out a.txt/sub: a.txt is a file, not a folder" --text b.txt --vocab-size 300
+refused "an --out that is a device" "--out /dev/null: is a device, not a folder" --text b.txt --vocab-size 300 \
+  --out /dev/null
+check "... /dev/null is still a device" test -c /dev/null
 # Checked where the kernel writes: through a link, "link/.." is the link's parent.
 mkdir -p linked/inner && ln -s linked/inner link
 before=$(listing one)

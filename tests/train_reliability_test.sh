@@ -20,6 +20,10 @@ mkdir sub
 ln -s z.st z-link
 refused "metrics over the resumed file" "checkpoint being resumed" --resume run.st --metrics run.st
 refused "png over the resumed file" "checkpoint being resumed" --resume run.st --attention-png run.st
+# A combination the checkpoint's setting cannot meet names the flag given beside it.
+refused "an --accum-steps the checkpoint's batch cannot split" \
+  "--resume run.st: the checkpoint's config.batch = '64' cannot be used with --accum-steps: 64 does not divide into" \
+  --resume run.st --accum-steps 7 --steps 30
 refused "metrics through a symlink" "checkpoint being resumed" --resume run.st --metrics link.st
 refused "metrics through a hard link" "checkpoint being resumed" --resume run.st --metrics hard.st
 refused "metrics spelled another way" "checkpoint being resumed" --resume run.st --metrics ./sub/../run.st

@@ -58,9 +58,13 @@ void walk_rows(std::size_t rows, std::size_t out, T* db, bool with_scratch, Chun
     if (begin < out) block(begin, out - begin);
     chunk_done(first, last, values);
   });
-  if (db)
-    for (std::size_t c = 0; c < chunks; ++c)
-      for (std::size_t o = 0; o < out; ++o) db[o] += partial[c * out + o];
+  if (!db) return;
+  // The chunks' sums added in double, rounded once: in float, 2^24 rows of 0.1 came out
+  // 0.4% high (as every other sum of xgrad's, docs/ops.md).
+  std::vector<double> total(db, db + out);
+  for (std::size_t c = 0; c < chunks; ++c)
+    for (std::size_t o = 0; o < out; ++o) total[o] += partial[c * out + o];
+  std::copy(total.begin(), total.end(), db);
 }
 
 template <class T>

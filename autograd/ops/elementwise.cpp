@@ -236,11 +236,17 @@ Tensor cast(const Tensor& x, DType target) {
   check_defined("cast", x);
   const DType source = x.dtype();
   if (source == target) return x;
-  return dispatch_op(target, [&](auto target_tag) {
+  // dispatch_op's work, but one side is float32 work both ways: denormals flushed (a
+  // float64 gradient of 1e-39 came back into float32 as a denormal: the engine's guard
+  // follows the output's dtype).
+  const hooks::ForwardScope op;
+  const DenormalModeGuard flush(DType::float32);
+  return dispatch(target, [&](auto target_tag) {
     using T = decltype(target_tag);
     return std::visit(
         [&](const auto& values) {
           return record<T>("cast", evaluate<T>("cast", xt::cast<T>(values)), {x}, [source](BackwardContext<T>& ctx) {
+            const DenormalModeGuard flush_back(DType::float32);
             dispatch(source, [&](auto source_tag) {
               using S = decltype(source_tag);
               accumulate_grad(ctx.input_node(0), Storage(evaluate<S>(ctx.op(), xt::cast<S>(ctx.grad()))));

@@ -34,7 +34,9 @@ Tensor embedding(const Tensor& weight, const Indices& ids, const EmbeddingOption
     XGRAD_CHECK(options.norm_type > 0.0, "embedding", "norm_type must be positive (or inf), got ", options.norm_type);
     // Outside the graph, as PyTorch's no_grad renorm: the lookup sees the new rows, and
     // the gradient is that of the lookup alone.
-    // A change in place: ops that used the old rows can no longer differentiate.
+    // A change in place: ops that used the old rows can no longer differentiate. Float32
+    // arithmetic as every op's: denormals flushed.
+    const DenormalModeGuard mode(weight.dtype());
     dispatch(weight.dtype(), [&](auto tag) {
       using T = decltype(tag);
       if (kernels::renorm_rows(weight.node()->values<T>().data(), ids.values, dim, *options.max_norm,

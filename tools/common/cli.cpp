@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/autograd/files.hpp"
 
 namespace tools {
 
@@ -69,11 +70,25 @@ void check_stdout() {
     throw UsageError(xgrad::str("writing to standard output failed (", std::strerror(errno), ")"));
 }
 
+namespace {
+
+void die_by_signal(int signal) {
+  xgrad::remove_open_temporaries();
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+}  // namespace
+
 int run_tool(const char* tool, const std::function<int()>& body, const ErrorReport& report) {
   // A closed pipe, and a file past the size limit (ulimit -f), fail the write (which says
   // so, and removes what the run made) instead of killing the process with no word.
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGXFSZ, SIG_IGN);
+  // Ctrl-C and SIGTERM end a tool as before, its files half written removed (a tool that
+  // stops at its own pace catches them itself).
+  std::signal(SIGINT, die_by_signal);
+  std::signal(SIGTERM, die_by_signal);
   try {
     const int status = body();
     check_stdout();

@@ -15,9 +15,11 @@ using xgrad::str;
 // The ranks and --accum-steps split --batch into equal micro-batches.
 void batch_splits_into_micro_batches(const Config& c) {
   if (c.batch % c.micro_batches() != 0)
-    throw SettingError(flag(&Config::batch), str(" ", c.batch, " does not divide into ", c.ranks, " rank",
-                                                 c.ranks > 1 ? "s" : "", " x ", flag(&Config::accum_steps), " ",
-                                                 c.accum_steps, " = ", c.micro_batches(), " equal micro-batches"));
+    throw SettingError(
+        flag(&Config::batch),
+        str(" ", c.batch, " does not divide into ", c.ranks, " rank", c.ranks > 1 ? "s" : "", " x ",
+            flag(&Config::accum_steps), " ", c.accum_steps, " = ", c.micro_batches(), " equal micro-batches"),
+        {flag(&Config::accum_steps)});
 }
 
 void heads_divide_width(const Config& c) {

@@ -157,7 +157,7 @@ void check_hf_target(const Config& c) {
     throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": is a link to nothing (name the folder itself)"));
   if (fs::exists(c.save_hf, error)) {
     if (!fs::is_directory(c.save_hf, error))
-      throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": is a file, not a folder"));
+      throw UsageError(xgrad::str(save_hf, " ", c.save_hf, ": is ", xgrad::kind_of_file(c.save_hf), ", not a folder"));
     for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json", "vocab.json",
                              "merges.txt", "adapter_config.json", "adapter_model.safetensors"})
       if (fs::exists(fs::path(c.save_hf) / name, error))

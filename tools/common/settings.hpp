@@ -57,11 +57,14 @@ using Given = std::set<std::string>;                  // flags by name: those gi
 
 // A setting that cannot be used, blamed on one flag: "<flag><rest>", e.g. "--heads" and
 // " 3 does not divide --d-model 32". A setting read from a checkpoint is then said as the
-// checkpoint's (Settings::explain).
+// checkpoint's (Settings::explain), and `with` the flags given beside it that it meets
+// ("the checkpoint's config.batch = '4' cannot be used with --accum-steps: ...").
 struct SettingError : UsageError {
-  SettingError(const Flag& flag, const std::string& rest) : UsageError(flag.dashed() + rest), flag(flag), rest(rest) {}
+  SettingError(const Flag& flag, const std::string& rest, std::vector<Flag> with = {})
+      : UsageError(flag.dashed() + rest), flag(flag), rest(rest), with(std::move(with)) {}
   Flag flag;
   std::string rest;
+  std::vector<Flag> with;
 };
 
 template <class S>

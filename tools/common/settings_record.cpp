@@ -90,9 +90,14 @@ void SettingsCore::explain(const SettingError& error, const Metadata& checkpoint
                            const std::string& source) const {
   const RowData* row = find(error.flag.name());
   if (row && row->kind != Kind::local && !given.count(error.flag.name()))
-    if (const auto it = checkpoint.find(key(*row)); it != checkpoint.end())
+    if (const auto it = checkpoint.find(key(*row)); it != checkpoint.end()) {
+      std::vector<std::string> with;
+      for (const Flag& other : error.with)
+        if (given.count(other.name())) with.push_back(other.dashed());
       throw UsageError(xgrad::str(source, ": the checkpoint's ", it->first, " = '", one_line(it->second),
-                                  "' cannot be used:", error.rest));
+                                  "' cannot be used", with.empty() ? "" : " with " + xgrad::listed(with, " and "), ":",
+                                  error.rest));
+    }
   throw error;
 }
 

@@ -21,6 +21,7 @@
 #include "language_model.hpp"
 #include "tokenizer_files.hpp"
 #include "trained_model.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/models/gguf.hpp"
 #include "xgrad/models/onnx.hpp"
@@ -154,8 +155,8 @@ void check_target(const ExportOptions& o) {
     throw tools::UsageError(str(out, " ", o.out, ": is ", flag(&ExportOptions::from), "'s own model"));
   if (o.format == "hf") {
     if (fs::exists(o.out, error) && !fs::is_directory(o.out, error))
-      throw tools::UsageError(
-          str(out, " ", o.out, ": is a file; ", flag(&ExportOptions::format), " hf writes a folder"));
+      throw tools::UsageError(str(out, " ", o.out, ": is ", xgrad::kind_of_file(o.out), "; ",
+                                  flag(&ExportOptions::format), " hf writes a folder"));
     // What a Hugging Face folder's files would replace: a model, or a tokenizer.
     for (const char* name :
          {"config.json", "model.safetensors", "model.safetensors.index.json", "vocab.json", "merges.txt"})

@@ -60,6 +60,7 @@ void on_interrupt(int signal) {
     interrupted = signal;
   } else if (now.tv_sec - first_interrupt.tv_sec >= 2 ||
              (now.tv_sec - first_interrupt.tv_sec == 1 && now.tv_nsec >= first_interrupt.tv_nsec)) {
+    xgrad::remove_open_temporaries();
     std::signal(signal, SIG_DFL);
     std::raise(signal);
   }
@@ -248,8 +249,10 @@ Vocabulary trained_vocabulary(const TokenizeOptions& o, const std::vector<Docume
       bar.advance(stretch.size());
     });
   bar.stage(str("training ", o.vocab_size, " tokens"), 0);
-  text::TrainedVocabulary trained =
-      text::train_bpe(counts, {.vocabulary_size = o.vocab_size, .special_tokens = {kEndOfText}});
+  text::TrainedVocabulary trained = text::train_bpe(
+      counts, {.vocabulary_size = o.vocab_size, .special_tokens = {kEndOfText}, .after_each_rank = [](std::size_t) {
+                 stop_if_interrupted();
+               }});
   const text::Tokenizer& t = trained.tokenizer;
   return {t, str("trained on the training parts, ", t.vocabulary_size(), " tokens (", trained.merges(),
                  " merges, stopped by ", text::stop_name(trained.stop), "), ", kEndOfText, " ",

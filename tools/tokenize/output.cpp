@@ -55,7 +55,8 @@ OutputFolder::OutputFolder(Flag flag, std::string path, std::vector<std::string>
     struct stat info {};
     if (::stat(existing.c_str(), &info) == 0) {
       if (!S_ISDIR(info.st_mode))
-        fail(existing == wanted ? "is a file, not a folder" : str(existing.string(), " is a file, not a folder"));
+        fail(str(existing == wanted ? "" : existing.string() + " ", "is ", xgrad::kind_of_file(existing.string()),
+                 ", not a folder"));
       break;
     }
     // ENOTDIR: a file on the way, said as such once the walk reaches it.

@@ -134,8 +134,7 @@ void check_same_data(const Config& c, const Start& start, const LanguageData& da
   throw UsageError(
       str(shards ? str(flag(&Config::data), " ", c.data, "'s shards") : str(flag(&Config::text), " ", c.text),
           ": not the data the checkpoint was trained on (", now.at("lm.data"), "; the checkpoint's: ", recorded->second,
-          "): give the same ", shards ? "shards" : "text", ", or start a new run from the checkpoint with ",
-          flag(&Config::init_from)));
+          "): give it the same bytes, or start a new run from the checkpoint with ", flag(&Config::init_from)));
 }
 
 }  // namespace

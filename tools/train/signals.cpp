@@ -5,13 +5,18 @@
 #include <csignal>
 #include <thread>
 
+#include "xgrad/autograd/files.hpp"
+
 namespace tools {
 
 namespace {
 volatile std::sig_atomic_t interrupted = 0;
 
 void on_interrupt(int signal) {
-  if (interrupted) ::_exit(128 + signal);
+  if (interrupted) {  // the second: at once, a checkpoint half written removed
+    xgrad::remove_open_temporaries();
+    ::_exit(128 + signal);
+  }
   interrupted = signal;
 }
 }  // namespace
