@@ -72,6 +72,10 @@ class PretrainedModel : public CausalLM {
   // The prefix of the base model's names ("transformer.", "model."): files saved from the
   // base model alone (GPT2Model) lack it.
   virtual std::string base_prefix() const = 0;
+  // The input embedding's name when the head is tied to it, else empty: a file may hold
+  // the shared matrix as lm_head.weight alone (safetensors' save_model keeps the first
+  // name of shared tensors), which is then the embedding.
+  virtual std::string tied_embedding() const = 0;
 };
 
 // A model of the config's family, initialized as Hugging Face initializes it (weights

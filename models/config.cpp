@@ -1,5 +1,6 @@
 #include "xgrad/models/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/memory.hpp"
 #include "xgrad/autograd/ops.hpp"
+#include "xgrad/text/tokenizer.hpp"
 
 namespace xgrad::models {
 
@@ -80,6 +82,18 @@ class Fields {
     for (const auto& [name, value] : object_.items())
       XGRAD_CHECK(!value.is_object(), source_, "field \"", prefix_, name, "\" is ", value.dump(), ": ", why);
   }
+  // A token id field as its JSON text (null, an id, or a list of ids); empty when absent.
+  std::string token_id_text(const char* name) const {
+    if (!present(name)) return {};
+    const json& value = object_.at(name);
+    const auto id = [](const json& v) {
+      return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+    };
+    const bool ids = value.is_array() && std::all_of(value.begin(), value.end(), id);
+    XGRAD_CHECK(value.is_null() || id(value) || ids, source_, "field \"", prefix_, name,
+                "\" must be a token id, a list ", "of them or null, not ", value.dump());
+    return value.dump();
+  }
   bool has(const char* name) const { return object_.contains(name) && !object_.at(name).is_null(); }
   bool present(const char* name) const { return object_.contains(name); }  // null included
   const std::string& source() const { return source_; }
@@ -90,8 +104,13 @@ class Fields {
   std::string prefix_;
 };
 
+TokenIdFields parse_token_ids(const Fields& f) {
+  return {f.token_id_text("bos_token_id"), f.token_id_text("eos_token_id"), f.token_id_text("pad_token_id")};
+}
+
 GPT2Config parse_gpt2(const Fields& f) {
   GPT2Config c;
+  c.token_ids = parse_token_ids(f);
   c.vocab_size = f.size("vocab_size");
   c.n_positions = f.size("n_positions");
   c.n_embd = f.size("n_embd");
@@ -196,6 +215,7 @@ void parse_rope(const Fields& f, LlamaConfig& c) {
 LlamaConfig parse_llama(const Fields& f, const std::string& type) {
   LlamaConfig c;
   c.model_type = type;
+  c.token_ids = parse_token_ids(f);
   if (type == "mistral") {
     c.max_position_embeddings = 4096 * 32;
     c.sliding_window = f.present("sliding_window") ? f.size_or("sliding_window", 0) : 4096;
@@ -417,7 +437,7 @@ ModelConfig read_model_config(const std::string& path) {
   return parse_model_config(read_regular_file(path, source), source);
 }
 
-std::string model_config_json(const ModelConfig& config) {
+std::string model_config_json(const ModelConfig& config, const ConfigJsonOptions& options) {
   json out;
   if (const auto* g = std::get_if<GPT2Config>(&config)) {
     out = {{"model_type", "gpt2"},
@@ -463,7 +483,17 @@ std::string model_config_json(const ModelConfig& config) {
            {"use_cache", true}};
     if (mistral) out["sliding_window"] = l.sliding_window ? json(l.sliding_window) : json(nullptr);
   }
-  out["torch_dtype"] = "float32";
+  const TokenIdFields& ids = std::visit([](const auto& c) -> const TokenIdFields& { return c.token_ids; }, config);
+  const std::optional<text::TextBounds> bounds =
+      options.tokenizer ? text::text_bounds(*options.tokenizer) : std::nullopt;
+  const auto id_or = [&](const std::string& kept, auto from_tokenizer) {
+    if (!kept.empty()) return json::parse(kept);
+    return bounds ? json(from_tokenizer(*bounds)) : json(nullptr);
+  };
+  out["bos_token_id"] = id_or(ids.bos_token_id, [](const text::TextBounds& b) { return b.beginning; });
+  out["eos_token_id"] = id_or(ids.eos_token_id, [](const text::TextBounds& b) { return b.end; });
+  if (!ids.pad_token_id.empty()) out["pad_token_id"] = json::parse(ids.pad_token_id);
+  out["torch_dtype"] = options.torch_dtype;
   return out.dump(2) + "\n";
 }
 

@@ -6,8 +6,9 @@
 // Reading: the fields that fix the tensors' shapes are required (GPT-2: vocab_size,
 // n_positions, n_embd, n_layer, n_head; Llama: vocab_size, hidden_size,
 // intermediate_size, num_hidden_layers, num_attention_heads); the others take Hugging
-// Face's defaults when absent, and fields xgrad does not use ("transformers_version",
-// "bos_token_id", ...) are ignored. A field of the wrong type, a value out of range or a
+// Face's defaults when absent, fields xgrad does not use ("transformers_version", ...) are
+// ignored, and the token ids (bos_token_id, eos_token_id, pad_token_id) are kept to be
+// written back. A field of the wrong type, a value out of range or a
 // feature xgrad does not implement (yarn's rope scaling, attention biases on Llama, ...) is
 // an Error naming the file and the field. Both generations of transformers' RoPE fields are
 // read: rope_theta and rope_scaling (4.x), or rope_parameters (5.x; rope_theta inside).
@@ -17,7 +18,19 @@
 #include <variant>
 #include <vector>
 
+namespace xgrad::text {
+class Tokenizer;
+}
+
 namespace xgrad::models {
+
+// The ids config.json gives the tokens that begin and end a text, and pad it
+// (transformers' generate() stops at eos_token_id): kept as the file wrote them, JSON
+// text ("50256", "[128001, 128009]", "null"); empty when absent. xgrad runs nothing by them.
+struct TokenIdFields {
+  std::string bos_token_id, eos_token_id, pad_token_id;
+  bool operator==(const TokenIdFields&) const = default;
+};
 
 // GPT2Config (transformers' GPT2Config).
 struct GPT2Config {
@@ -33,6 +46,7 @@ struct GPT2Config {
   double embd_pdrop = 0.1, attn_pdrop = 0.1, resid_pdrop = 0.1;  // dropout, in training
   double initializer_range = 0.02;
   bool tie_word_embeddings = true;  // the output head is wte's weight
+  TokenIdFields token_ids;
 
   std::size_t inner() const { return n_inner ? n_inner : 4 * n_embd; }
 };
@@ -76,6 +90,7 @@ struct LlamaConfig {
   double attention_dropout = 0.0;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
+  TokenIdFields token_ids;
 
   std::size_t kv_heads() const { return num_key_value_heads ? num_key_value_heads : num_attention_heads; }
   std::size_t head_width() const { return head_dim ? head_dim : hidden_size / num_attention_heads; }
@@ -93,8 +108,16 @@ std::string model_family(const ModelConfig& config);
 // Parses config.json's text; `source` names the file in errors. The result is checked.
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source);
 ModelConfig read_model_config(const std::string& path);
-// config.json's text, with model_type, architectures and every field above.
-std::string model_config_json(const ModelConfig& config);
+// config.json's text, with model_type, architectures and every field above. The token
+// ids kept are written as read; bos_token_id and eos_token_id the config does not give come
+// from `tokenizer` (text::text_bounds), else are null (transformers' defaults, 50256 for
+// GPT-2, 1 and 2 for Llama, would be other tokens of another vocabulary). torch_dtype names
+// the tensors' dtype.
+struct ConfigJsonOptions {
+  const text::Tokenizer* tokenizer = nullptr;
+  std::string torch_dtype = "float32";
+};
+std::string model_config_json(const ModelConfig& config, const ConfigJsonOptions& options = {});
 
 // Each pair's RoPE frequency in a Llama head (head_dim / 2 of them), rope_scaling applied:
 // what the model turns q and k by, and what the GGUF and ONNX exports write.

@@ -273,21 +273,12 @@ void add_llama(gguf::File& file, TensorWriter& write, const LlamaConfig& c) {
 
 // The ids of llama.cpp's BOS and EOS (generation stops at EOS). Without them in the file
 // llama.cpp takes id 11 for both, an ordinary token in a byte-level vocabulary (',' in
-// GPT-2's): every comma would end a text. So: the special tokens that mean them by name
-// (GPT-2's <|endoftext|> for both, Llama's <s> and </s>, Llama 3's, ChatML's), else the
-// only special token, else an id the tokenizer leaves unused (nothing the model writes
+// GPT-2's): every comma would end a text. So: the special tokens that mean them
+// (text::text_bounds), else an id the tokenizer leaves unused (nothing the model writes
 // then ends a text, as nothing in its tokenizer does), else refused.
 std::pair<text::TokenId, text::TokenId> text_bounds(const text::Tokenizer& tokenizer, std::size_t model_vocab) {
-  const auto first_special = [&](std::initializer_list<std::string_view> names) -> std::optional<text::TokenId> {
-    for (const std::string_view name : names)
-      if (const auto id = tokenizer.find_special(name)) return id;
-    return std::nullopt;
-  };
+  if (const auto named = text::text_bounds(tokenizer)) return {named->beginning, named->end};
   const auto& specials = tokenizer.special_tokens();
-  std::optional<text::TokenId> end =
-      first_special({"<|endoftext|>", "</s>", "<|end_of_text|>", "<|eot_id|>", "<|im_end|>", "<eos>"});
-  if (!end && specials.size() == 1) end = specials.front().id;
-  if (end) return {first_special({"<s>", "<|begin_of_text|>", "<bos>"}).value_or(*end), *end};
   for (std::size_t id = tokenizer.rank_count(); id < model_vocab; ++id)
     if (std::none_of(specials.begin(), specials.end(), [&](const auto& s) { return s.id == id; }))
       return {static_cast<text::TokenId>(id), static_cast<text::TokenId>(id)};

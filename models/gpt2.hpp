@@ -95,6 +95,7 @@ class GPT2LMHeadModel : public PretrainedModel {
   void load_hf_state_dict(StateDict tensors) override;
   bool ignored_on_load(const std::string& name) const override;
   std::string base_prefix() const override { return "transformer."; }
+  std::string tied_embedding() const override { return config_.tie_word_embeddings ? "transformer.wte.weight" : ""; }
 
   std::shared_ptr<GPT2Model> transformer;
   std::shared_ptr<nn::Linear> lm_head;  // null when tied to transformer.wte

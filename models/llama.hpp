@@ -86,6 +86,7 @@ class LlamaForCausalLM : public PretrainedModel {
   std::size_t max_positions() const override { return config_.max_position_embeddings; }
   bool ignored_on_load(const std::string& name) const override;
   std::string base_prefix() const override { return "model."; }
+  std::string tied_embedding() const override { return config_.tie_word_embeddings ? "model.embed_tokens.weight" : ""; }
 
   std::shared_ptr<LlamaModel> model;
   std::shared_ptr<nn::Linear> lm_head;  // null when tied to model.embed_tokens

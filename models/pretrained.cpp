@@ -96,13 +96,19 @@ StateDict match_tensors(const PretrainedModel& model, DirectoryTensors file) {
   StateDict matched;
   std::map<std::string, std::string> named_as;  // the model's name -> the file's
   std::vector<std::string> extra, missing, mismatched;
+  const std::string tied = model.tied_embedding();
+  const Tensor* tied_head = nullptr;  // lm_head.weight of a tied model: its embedding if the file has no other
   for (auto& [file_name, tensor] : file.tensors) {
     std::string name = file_name;
     if (!expected.count(name) && expected.count(model.base_prefix() + name)) name = model.base_prefix() + name;
-    if (model.ignored_on_load(name)) continue;
     const std::string& dtype = file.dtypes[file_name];
-    XGRAD_CHECK(dtype == "F32" || dtype == "F64" || dtype == "F16" || dtype == "BF16", source, "\"", file_name,
-                "\" is ", dtype, ": a model's weights are floats (F32, F64, F16 or BF16)");
+    const bool a_float = dtype == "F32" || dtype == "F64" || dtype == "F16" || dtype == "BF16";
+    if (model.ignored_on_load(name)) {
+      if (!tied.empty() && name == "lm_head.weight" && a_float) tied_head = &tensor;
+      continue;
+    }
+    XGRAD_CHECK(a_float, source, "\"", file_name, "\" is ", dtype,
+                ": a model's weights are floats (F32, F64, F16 or BF16)");
     const auto [earlier, first] = named_as.emplace(name, file_name);
     XGRAD_CHECK(first, source, "holds ", name, " twice, as \"", earlier->second, "\" and as \"", file_name, "\"");
     const auto want = expected.find(name);
@@ -113,6 +119,13 @@ StateDict match_tensors(const PretrainedModel& model, DirectoryTensors file) {
     } else {
       matched[name] = tensor;
     }
+  }
+  if (tied_head && !named_as.count(tied)) {
+    if (expected.at(tied) == tied_head->shape())
+      matched[tied] = *tied_head;
+    else
+      mismatched.push_back(str(tied, " (as lm_head.weight, the head tied to it) is ", tied_head->shape(),
+                               " in the file, ", expected.at(tied), " in the model"));
   }
   for (const auto& named : expected)
     if (!matched.count(named.first) && std::find_if(mismatched.begin(), mismatched.end(), [&](const std::string& m) {
@@ -177,6 +190,9 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   for (const auto& named : tensors)
     XGRAD_CHECK(named.first.find(".lora_") == std::string::npos, source, "the model has LoRA adapters (", named.first,
                 "): merge them (nn::merge_lora) or save them apart (nn::save_adapter)");
+  XGRAD_CHECK(!options.tokenizer || options.tokenizer->vocabulary_size() <= model.vocab_size(), source,
+              "the tokenizer has ", options.tokenizer ? options.tokenizer->vocabulary_size() : 0,
+              " ids, more than the model's vocabulary of ", model.vocab_size());
   const auto shards = plan_shards(tensors, options.max_shard_bytes);
   // Every file this save writes, config.json last (a reader takes a folder without it for
   // one not yet whole).
@@ -247,7 +263,11 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
       write_file_atomically((fs::path(dir) / "vocab.json").string(), vocabulary.encoder_json, source);
       write_file_atomically((fs::path(dir) / "merges.txt").string(), vocabulary.vocab_bpe, source);
     }
-    write_file_atomically(files.back().string(), model_config_json(model.config()), source);
+    write_file_atomically(
+        files.back().string(),
+        model_config_json(model.config(),
+                          {.tokenizer = options.tokenizer, .torch_dtype = dtype_name(tensors.begin()->second.dtype())}),
+        source);
   } catch (...) {
     std::error_code ignored;
     for (const fs::path& file : created) fs::remove(file, ignored);

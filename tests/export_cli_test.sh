@@ -141,6 +141,11 @@ refused "a folder where a file of the model goes" "merges.txt is a folder" "$exp
   --out folder-in-the-way --format hf --overwrite
 check "... and nothing of the model written there" test ! -e folder-in-the-way/model.safetensors -a \
   ! -e folder-in-the-way/config.json -a ! -e folder-in-the-way/vocab.json
+mkdir -p no-config peft-folder && echo '{}' >peft-folder/adapter_config.json
+refused "--from a folder without config.json" "--from no-config is a folder without config.json: --from is a" \
+  "$export_" --from no-config --out m.gguf
+refused "--from a PEFT adapter folder" "--from peft-folder holds a LoRA adapter (adapter_config.json), not a model" \
+  "$export_" --from peft-folder --out m.gguf
 refused "an unknown --format" "--format" "$export_" --from gpt2.st --out m.bin --format safetensors
 refused "an unknown --type" "--type" "$export_" --from gpt2.st --out m.gguf --type q4_0
 refused "a type ONNX does not take" "--format onnx is written in f32 only" "$export_" --from gpt2.st --out m.onnx \

@@ -12,6 +12,10 @@
 #include <numbers>
 
 #include "xgrad/models/models.hpp"
+#include "xgrad/nn/checkpoint.hpp"
+#include "xgrad/text/tokenizer.hpp"
+
+#include <nlohmann/json.hpp>
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -503,6 +507,98 @@ BOOST_AUTO_TEST_CASE(mistral_is_llama_with_a_sliding_window) {
   for (std::size_t i = 0; i < plain_logits.size(); ++i)
     worst = std::max(worst, std::abs(plain_logits[i] - seven_logits[i]));
   BOOST_CHECK_LT(worst, 1e-12);
+}
+
+// transformers' generate() stops at eos_token_id, and defaults it per family when the
+// file gives none (50256 for GPT-2, 2 for Llama: tokens of another vocabulary). The ids a
+// config gives are written back as they were; the ones it does not come from the
+// tokenizer's special tokens, or are null.
+BOOST_AUTO_TEST_CASE(token_ids_are_kept_or_named_never_left_to_defaults) {
+  const auto written = [](const models::ModelConfig& config, const models::ConfigJsonOptions& options = {}) {
+    return nlohmann::json::parse(models::model_config_json(config, options));
+  };
+  const models::ModelConfig read = models::parse_model_config(
+      R"({"model_type": "llama", "vocab_size": 300, "hidden_size": 8, "intermediate_size": 8,
+          "num_hidden_layers": 1, "num_attention_heads": 2, "bos_token_id": 298,
+          "eos_token_id": [299, 297], "pad_token_id": null})",
+      "test");
+  const nlohmann::json kept = written(read);
+  BOOST_CHECK(kept["bos_token_id"] == 298 && kept["eos_token_id"] == nlohmann::json({299, 297}));
+  BOOST_CHECK(kept.contains("pad_token_id") && kept["pad_token_id"].is_null());
+  BOOST_CHECK_EQUAL(models::model_config_json(models::parse_model_config(kept.dump(), "again")),
+                    models::model_config_json(read));
+  // None given: the tokenizer's, or null.
+  std::vector<std::string> ranks;
+  for (int b = 0; b < 256; ++b) ranks.emplace_back(1, static_cast<char>(b));
+  const text::Tokenizer gpt2_like(ranks, {{"<|endoftext|>", 256}}), llama_like(ranks, {{"<s>", 256}, {"</s>", 257}}),
+      none(ranks);
+  const models::ModelConfig bare = small_gpt2(true);
+  BOOST_CHECK(written(bare, {.tokenizer = &gpt2_like})["bos_token_id"] == 256);
+  BOOST_CHECK(written(bare, {.tokenizer = &gpt2_like})["eos_token_id"] == 256);
+  BOOST_CHECK(written(bare, {.tokenizer = &llama_like})["bos_token_id"] == 256);
+  BOOST_CHECK(written(bare, {.tokenizer = &llama_like})["eos_token_id"] == 257);
+  for (const nlohmann::json& out : {written(bare), written(bare, {.tokenizer = &none})})
+    BOOST_CHECK(out.contains("eos_token_id") && out["eos_token_id"].is_null() && out["bos_token_id"].is_null() &&
+                !out.contains("pad_token_id"));
+  BOOST_CHECK(written(bare)["torch_dtype"] == "float32");
+  // Refused: an id that is no id.
+  check_error(
+      [] {
+        models::parse_model_config(R"({"model_type": "gpt2", "vocab_size": 8, "n_positions": 4,
+      "n_embd": 4, "n_layer": 1, "n_head": 1, "eos_token_id": "</s>"})",
+                                   "bad");
+      },
+      {"bad", "field \"eos_token_id\" must be a token id"});
+}
+
+// A folder says what its tensors are (torch_dtype), and never holds a tokenizer its model
+// cannot embed.
+BOOST_AUTO_TEST_CASE(save_pretrained_writes_its_dtype_and_refuses_a_larger_tokenizer) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("xgrad-test-dtype-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  manual_seed(9);
+  models::LlamaForCausalLM model(small_llama(2, false));
+  model.to(DType::float64);
+  models::save_pretrained(model, dir);
+  BOOST_CHECK(nlohmann::json::parse(file_bytes(dir + "/config.json"))["torch_dtype"] == "float64");
+  std::vector<std::string> ranks;
+  for (int b = 0; b < 256; ++b) ranks.emplace_back(1, static_cast<char>(b));
+  const text::Tokenizer larger(ranks);  // 256 ids, the model 13
+  check_error([&] { models::save_pretrained(model, dir + "-tok", {.tokenizer = &larger}); },
+              {"save_pretrained", "the tokenizer has 256 ids, more than the model's vocabulary of 13"});
+  BOOST_CHECK(!std::filesystem::exists(dir + "-tok"));
+  std::filesystem::remove_all(dir);
+}
+
+// A tied model whose file holds the shared matrix as lm_head.weight alone, as
+// safetensors' save_model writes it (the first of the shared names): that is the
+// embedding. Tied GPT-2 and Llama give the logits of the model saved.
+BOOST_AUTO_TEST_CASE(a_tied_model_stored_as_its_head_alone_loads) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("xgrad-test-tied-" + std::to_string(::getpid()))).string();
+  manual_seed(10);
+  const std::vector<std::pair<std::unique_ptr<models::PretrainedModel>, std::string>> models_and_embeddings = [] {
+    std::vector<std::pair<std::unique_ptr<models::PretrainedModel>, std::string>> made;
+    made.emplace_back(models::make_model(small_gpt2(true)), "transformer.wte.weight");
+    made.emplace_back(models::make_model(small_llama(2, true)), "model.embed_tokens.weight");
+    return made;
+  }();
+  for (const auto& [model, embedding] : models_and_embeddings) {
+    std::filesystem::remove_all(dir);
+    models::save_pretrained(*model, dir);
+    nn::SafetensorsContents contents = nn::read_safetensors(dir + "/model.safetensors");
+    contents.tensors["lm_head.weight"] = contents.tensors.at(embedding);
+    contents.tensors.erase(embedding);
+    nn::write_safetensors(dir + "/model.safetensors", contents.tensors, contents.metadata);
+    BOOST_CHECK(models::load_pretrained(dir)->forward(kTokens).to_vector() == model->forward(kTokens).to_vector());
+    // A head of another shape is no embedding: named as such.
+    contents.tensors["lm_head.weight"] = Tensor::zeros({3, 3});
+    nn::write_safetensors(dir + "/model.safetensors", contents.tensors, contents.metadata);
+    check_error([&] { models::load_pretrained(dir); },
+                {embedding + " (as lm_head.weight, the head tied to it) is [3, 3]"});
+  }
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(save_pretrained_refuses_to_replace_a_model) {

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "xgrad/autograd/error.hpp"
 #include "xgrad/autograd/parallel.hpp"
@@ -248,5 +249,19 @@ std::size_t Tokenizer::rank_count() const noexcept { return state_->ranks.size()
 std::size_t Tokenizer::vocabulary_size() const noexcept { return state_->vocabulary_size; }
 const std::vector<SpecialToken>& Tokenizer::special_tokens() const noexcept { return state_->specials; }
 const std::string& Tokenizer::identity() const noexcept { return state_->identity; }
+
+std::optional<TextBounds> text_bounds(const Tokenizer& tokenizer) {
+  const auto first_named = [&](std::initializer_list<std::string_view> names) -> std::optional<TokenId> {
+    for (const std::string_view name : names)
+      if (const auto id = tokenizer.find_special(name)) return id;
+    return std::nullopt;
+  };
+  const std::vector<SpecialToken>& specials = tokenizer.special_tokens();
+  std::optional<TokenId> end =
+      first_named({"<|endoftext|>", "</s>", "<|end_of_text|>", "<|eot_id|>", "<|im_end|>", "<eos>"});
+  if (!end && specials.size() == 1) end = specials.front().id;
+  if (!end) return std::nullopt;
+  return TextBounds{first_named({"<s>", "<|begin_of_text|>", "<bos>"}).value_or(*end), *end};
+}
 
 }  // namespace xgrad::text

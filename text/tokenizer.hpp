@@ -110,4 +110,14 @@ class Tokenizer {
   std::shared_ptr<const State> state_;
 };
 
+// The special tokens that begin and end a text, by the names published tokenizers give
+// them: GPT-2's <|endoftext|> (both), <s> and </s>, Llama 3's <|begin_of_text|> and
+// <|end_of_text|> or <|eot_id|>, ChatML's <|im_end|>, <bos> and <eos>; else the only
+// special token (both). Nothing when no special token is named so: a runtime that stops
+// at the end of a text has none to stop at.
+struct TextBounds {
+  TokenId beginning, end;
+};
+std::optional<TextBounds> text_bounds(const Tokenizer& tokenizer);
+
 }  // namespace xgrad::text
