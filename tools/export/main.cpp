@@ -119,8 +119,8 @@ Source read_source(const ExportOptions& o) {
             fs::is_regular_file(fs::path(o.from) / nn::kAdapterConfigFile, error)
                 ? str(" holds a LoRA adapter (", nn::kAdapterConfigFile, "), not a model: export the xgrad-train ",
                       "checkpoint it was trained in (its adapters are merged), or its base model")
-                : std::string(" is a folder without config.json: --from is a checkpoint file or a Hugging Face model "
-                              "folder (config.json, model.safetensors)")));
+                : str(" is a folder without config.json: ", from,
+                      " is a checkpoint file or a Hugging Face model folder (config.json, model.safetensors)")));
   tools::TrainedModel trained = tools::load_trained_model(from, o.from);
   if (!trained.config.published_model())
     throw tools::UsageError(str(from, " ", o.from, ": a model of xgrad-train ", flag(&tools::Config::model), " ",
