@@ -203,38 +203,75 @@ std::string resolve_symlinks(const std::string& path) {
 
 namespace {
 
-// The open writers' temporaries, where a signal handler can read them: fixed slots, each
-// free, being filled or holding a path. A writer that finds no slot (more than 64 open at
-// once) or a path too long goes unlisted: its temporary waits for the next writer.
-struct TemporarySlot {
+// The paths to remove if the process dies of a signal, where a signal handler can read
+// them: a list that only grows (nodes are reused, never freed), each node free, being
+// filled or holding a path. A path too long for a node goes unlisted: a temporary then
+// waits for the next writer of its target.
+struct ListedPath {
   enum State { kFree, kFilling, kHeld };
   std::atomic<int> state{kFree};
+  RemovedIfKilled::Kind kind = RemovedIfKilled::Kind::file;
   char path[4096] = {};
+  ListedPath* next = nullptr;
 };
-TemporarySlot open_temporaries[64];
+std::atomic<ListedPath*> listed_paths{nullptr};
 
-int list_temporary(const std::string& path) noexcept {
-  if (path.size() >= sizeof(TemporarySlot::path)) return -1;
-  for (int i = 0; i < static_cast<int>(std::size(open_temporaries)); ++i) {
-    TemporarySlot& slot = open_temporaries[i];
-    int free = TemporarySlot::kFree;
-    if (!slot.state.compare_exchange_strong(free, TemporarySlot::kFilling)) continue;
-    std::memcpy(slot.path, path.c_str(), path.size() + 1);
-    slot.state.store(TemporarySlot::kHeld, std::memory_order_release);
-    return i;
+ListedPath* list_path(const std::string& path, RemovedIfKilled::Kind kind) {
+  if (path.size() >= sizeof(ListedPath::path)) return nullptr;
+  ListedPath* node = nullptr;
+  for (ListedPath* free = listed_paths.load(std::memory_order_acquire); free && !node; free = free->next) {
+    int expected = ListedPath::kFree;
+    if (free->state.compare_exchange_strong(expected, ListedPath::kFilling)) node = free;
   }
-  return -1;
-}
-
-void unlist_temporary(int slot) noexcept {
-  if (slot >= 0) open_temporaries[slot].state.store(TemporarySlot::kFree, std::memory_order_release);
+  if (!node) {
+    node = new ListedPath;
+    node->state.store(ListedPath::kFilling);
+    node->next = listed_paths.load(std::memory_order_relaxed);
+    while (!listed_paths.compare_exchange_weak(node->next, node, std::memory_order_release)) {
+    }
+  }
+  node->kind = kind;
+  std::memcpy(node->path, path.c_str(), path.size() + 1);
+  node->state.store(ListedPath::kHeld, std::memory_order_release);
+  return node;
 }
 
 }  // namespace
 
-void remove_open_temporaries() noexcept {
-  for (TemporarySlot& slot : open_temporaries)
-    if (slot.state.load(std::memory_order_acquire) == TemporarySlot::kHeld) ::unlink(slot.path);
+RemovedIfKilled::RemovedIfKilled(const std::string& path, Kind kind) : listed_(list_path(path, kind)) {}
+
+RemovedIfKilled::~RemovedIfKilled() { release(); }
+
+RemovedIfKilled::RemovedIfKilled(RemovedIfKilled&& other) noexcept : listed_(std::exchange(other.listed_, nullptr)) {}
+
+RemovedIfKilled& RemovedIfKilled::operator=(RemovedIfKilled&& other) noexcept {
+  if (this != &other) {
+    release();
+    listed_ = std::exchange(other.listed_, nullptr);
+  }
+  return *this;
+}
+
+void RemovedIfKilled::release() noexcept {
+  if (listed_)
+    static_cast<ListedPath*>(std::exchange(listed_, nullptr))
+        ->state.store(ListedPath::kFree, std::memory_order_release);
+}
+
+void remove_unfinished_outputs() noexcept {
+  const auto held = [](const ListedPath* node, RemovedIfKilled::Kind kind) {
+    return node->state.load(std::memory_order_acquire) == ListedPath::kHeld && node->kind == kind;
+  };
+  ListedPath* const first = listed_paths.load(std::memory_order_acquire);
+  for (ListedPath* node = first; node; node = node->next)
+    if (held(node, RemovedIfKilled::Kind::file)) ::unlink(node->path);
+  // Folders once their files are gone, the innermost first: rmdir removes only empty
+  // ones, so rounds until none goes put them in order without sorting.
+  for (bool removed = true; removed;) {
+    removed = false;
+    for (ListedPath* node = first; node; node = node->next)
+      if (held(node, RemovedIfKilled::Kind::folder) && ::rmdir(node->path) == 0) removed = true;
+  }
 }
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path, std::string_view op) : path_(path), op_(op) {
@@ -254,7 +291,7 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, std::string_view op)
   temporary_ = str(folder_of(target_), "/", temporary_name(target_, ::getpid(), counter++));
   fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   XGRAD_CHECK(fd_ >= 0, op, "cannot create a file in '", folder_of(target_), "': ", error_text(errno));
-  slot_ = list_temporary(temporary_);
+  listed_ = RemovedIfKilled(temporary_, RemovedIfKilled::Kind::file);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -262,7 +299,6 @@ AtomicFileWriter::~AtomicFileWriter() {
     ::close(fd_);
     ::unlink(temporary_.c_str());
   }
-  unlist_temporary(slot_);
 }
 
 void AtomicFileWriter::check_open(const char* call) const {
@@ -314,7 +350,7 @@ void AtomicFileWriter::commit() {
     fail(op_, "cannot move the new file to '", target_, "': ", error_text(error));
   }
   failed_ = false;
-  unlist_temporary(std::exchange(slot_, -1));  // after the rename: a signal before it removes the temporary
+  listed_.release();  // after the rename: a signal before it removes the temporary
   // Make the rename itself durable.
   FileDescriptor folder(::open(folder_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (folder.get() >= 0) ::fsync(folder.get());

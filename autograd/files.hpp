@@ -29,6 +29,32 @@
 
 namespace xgrad {
 
+// A path an unfinished output has made, removed by remove_unfinished_outputs() if the
+// process dies of a signal while the object lives: a file (a temporary, or a finished
+// part of an output the run removes if it fails) or a folder made for one (removed only
+// once empty). The object going, or release(), takes the path off the list and leaves it
+// as it is: the output finished, or its owner removed it.
+class RemovedIfKilled {
+ public:
+  enum class Kind { file, folder };
+  RemovedIfKilled() = default;
+  RemovedIfKilled(const std::string& path, Kind kind);
+  ~RemovedIfKilled();
+  RemovedIfKilled(RemovedIfKilled&& other) noexcept;
+  RemovedIfKilled& operator=(RemovedIfKilled&& other) noexcept;
+
+  void release() noexcept;
+
+ private:
+  void* listed_ = nullptr;  // its entry in the list the signal handler reads
+};
+
+// Removes the paths listed by living RemovedIfKilled objects (open writers' temporaries
+// among them): for a signal handler about to end the process, so that Ctrl-C leaves
+// nothing behind (async-signal-safe: no allocation, no lock). Files first, then the
+// folders that are empty. The tools call it before dying of a signal.
+void remove_unfinished_outputs() noexcept;
+
 class AtomicFileWriter {
  public:
   // Opens the temporary beside `path` (beside the file it finally names, symlinks
@@ -60,7 +86,7 @@ class AtomicFileWriter {
 
   std::string path_, target_, temporary_, op_;
   int fd_ = -1;
-  int slot_ = -1;  // in the table remove_open_temporaries() reads
+  RemovedIfKilled listed_;  // the temporary, until the rename
   std::uint64_t size_ = 0;
   unsigned mode_ = 0644;
   bool failed_ = false;
@@ -68,12 +94,6 @@ class AtomicFileWriter {
 
 // A writer with the bytes given, committed.
 void write_file_atomically(const std::string& path, const std::string& bytes, std::string_view op);
-
-// Removes the temporaries of the writers still open: for a signal handler about to end
-// the process, so that Ctrl-C leaves nothing behind (async-signal-safe: no allocation,
-// no lock). The tools call it before dying of a signal; an open writer's temporary is
-// otherwise removed only by the next writer of its target.
-void remove_open_temporaries() noexcept;
 
 inline constexpr const char* kTemporaryPrefix = ".xgrad-";
 std::string temporary_name(const std::string& target, long pid, unsigned n);

@@ -23,6 +23,8 @@ namespace {
 
 using json = nlohmann::json;
 
+constexpr const char* kTextBytesField = "xgrad_text_bytes";  // TokenIdFields::text_bytes
+
 // One config.json being read: typed access to its fields, with errors naming the file
 // and the field.
 class Fields {
@@ -94,6 +96,23 @@ class Fields {
                 "\" must be a token id, a list ", "of them or null, not ", value.dump());
     return value.dump();
   }
+  // A list of distinct bytes in increasing order (xgrad_text_bytes); empty when absent.
+  std::vector<std::uint8_t> increasing_bytes(const char* name) const {
+    if (!has(name)) return {};
+    const json& value = object_.at(name);
+    std::vector<std::uint8_t> bytes;
+    const bool list = value.is_array() && !value.empty() && std::all_of(value.begin(), value.end(), [&](const json& v) {
+                        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 255)
+                          return false;
+                        const auto byte = static_cast<std::uint8_t>(v.get<std::int64_t>());
+                        if (!bytes.empty() && byte <= bytes.back()) return false;
+                        bytes.push_back(byte);
+                        return true;
+                      });
+    XGRAD_CHECK(list, source_, "field \"", prefix_, name,
+                "\" must be a list of bytes (0 to 255) in increasing order, not ", value.dump());
+    return bytes;
+  }
   bool has(const char* name) const { return object_.contains(name) && !object_.at(name).is_null(); }
   bool present(const char* name) const { return object_.contains(name); }  // null included
   const std::string& source() const { return source_; }
@@ -105,7 +124,8 @@ class Fields {
 };
 
 TokenIdFields parse_token_ids(const Fields& f) {
-  return {f.token_id_text("bos_token_id"), f.token_id_text("eos_token_id"), f.token_id_text("pad_token_id")};
+  return {f.token_id_text("bos_token_id"), f.token_id_text("eos_token_id"), f.token_id_text("pad_token_id"),
+          f.increasing_bytes(kTextBytesField)};
 }
 
 GPT2Config parse_gpt2(const Fields& f) {
@@ -361,6 +381,12 @@ std::string model_family(const ModelConfig& config) {
 }
 
 void check_config(const ModelConfig& config, const std::string& source) {
+  std::visit(
+      [&](const auto& c) {
+        XGRAD_CHECK(c.token_ids.text_bytes.size() <= c.vocab_size, source, "field \"", kTextBytesField, "\" holds ",
+                    c.token_ids.text_bytes.size(), " bytes, more than vocab_size ", c.vocab_size);
+      },
+      config);
   if (const auto* g = std::get_if<GPT2Config>(&config)) {
     check_positive(g->vocab_size, "vocab_size", source);
     check_positive(g->n_positions, "n_positions", source);
@@ -493,6 +519,10 @@ std::string model_config_json(const ModelConfig& config, const ConfigJsonOptions
   out["bos_token_id"] = id_or(ids.bos_token_id, [](const text::TextBounds& b) { return b.beginning; });
   out["eos_token_id"] = id_or(ids.eos_token_id, [](const text::TextBounds& b) { return b.end; });
   if (!ids.pad_token_id.empty()) out["pad_token_id"] = json::parse(ids.pad_token_id);
+  if (!ids.text_bytes.empty())
+    out[kTextBytesField] = ids.text_bytes;
+  else if (options.text_bytes && !options.text_bytes->empty())
+    out[kTextBytesField] = *options.text_bytes;
   out["torch_dtype"] = options.torch_dtype;
   return out.dump(2) + "\n";
 }

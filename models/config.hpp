@@ -14,6 +14,7 @@
 // read: rope_theta and rope_scaling (4.x), or rope_parameters (5.x; rope_theta inside).
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <variant>
 #include <vector>
@@ -24,11 +25,15 @@ class Tokenizer;
 
 namespace xgrad::models {
 
-// The ids config.json gives the tokens that begin and end a text, and pad it
-// (transformers' generate() stops at eos_token_id): kept as the file wrote them, JSON
-// text ("50256", "[128001, 128009]", "null"); empty when absent. xgrad runs nothing by them.
+// What config.json says the ids stand for. The ids of the tokens that begin and end a
+// text, and pad it (transformers' generate() stops at eos_token_id): kept as the file
+// wrote them, JSON text ("50256", "[128001, 128009]", "null"); empty when absent. xgrad
+// runs nothing by them. And, for a model of a text's bytes (xgrad-train --text), which has
+// no tokenizer, the byte each id stands for: xgrad's own field "xgrad_text_bytes", the
+// text's distinct bytes in increasing order (at most vocab_size of them); empty when absent.
 struct TokenIdFields {
   std::string bos_token_id, eos_token_id, pad_token_id;
+  std::vector<std::uint8_t> text_bytes;
   bool operator==(const TokenIdFields&) const = default;
 };
 
@@ -111,10 +116,11 @@ ModelConfig read_model_config(const std::string& path);
 // config.json's text, with model_type, architectures and every field above. The token
 // ids kept are written as read; bos_token_id and eos_token_id the config does not give come
 // from `tokenizer` (text::text_bounds), else are null (transformers' defaults, 50256 for
-// GPT-2, 1 and 2 for Llama, would be other tokens of another vocabulary). torch_dtype names
-// the tensors' dtype.
+// GPT-2, 1 and 2 for Llama, would be other tokens of another vocabulary); the text bytes
+// the config does not give, from `text_bytes`. torch_dtype names the tensors' dtype.
 struct ConfigJsonOptions {
   const text::Tokenizer* tokenizer = nullptr;
+  const std::vector<std::uint8_t>* text_bytes = nullptr;
   std::string torch_dtype = "float32";
 };
 std::string model_config_json(const ModelConfig& config, const ConfigJsonOptions& options = {});

@@ -363,6 +363,9 @@ void save_gguf(const PretrainedModel& model, const text::Tokenizer& tokenizer, c
   gguf::File file;
   TensorWriter write(tensors, options.tensor_type);
   const ModelConfig config = model.config();
+  const std::size_t text_bytes = std::visit([](const auto& c) { return c.token_ids.text_bytes.size(); }, config);
+  XGRAD_CHECK(text_bytes == 0, kOp, "a model of a text's bytes (its ids are the text's ", text_bytes,
+              " distinct bytes, in order, as its config's xgrad_text_bytes says) takes no tokenizer's ids");
   if (const auto* gpt2 = std::get_if<GPT2Config>(&config))
     add_gpt2(file, write, *gpt2);
   else

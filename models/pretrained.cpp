@@ -193,6 +193,21 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   XGRAD_CHECK(!options.tokenizer || options.tokenizer->vocabulary_size() <= model.vocab_size(), source,
               "the tokenizer has ", options.tokenizer ? options.tokenizer->vocabulary_size() : 0,
               " ids, more than the model's vocabulary of ", model.vocab_size());
+  // A model of a text's bytes: its bytes from the options or its config, never both
+  // differing, never beside a tokenizer.
+  const ModelConfig config = model.config();
+  const std::vector<std::uint8_t>& kept_bytes = std::visit(
+      [](const auto& c) -> const auto& { return c.token_ids.text_bytes; }, config);
+  const std::vector<std::uint8_t>& text_bytes =
+      options.text_bytes && !options.text_bytes->empty() ? *options.text_bytes : kept_bytes;
+  XGRAD_CHECK(kept_bytes.empty() || text_bytes == kept_bytes, source,
+              "the text bytes given are not those the model's config holds");
+  XGRAD_CHECK(text_bytes.empty() || !options.tokenizer, source,
+              "a model of a text's bytes (its ids are the text's distinct bytes) cannot be given a tokenizer");
+  XGRAD_CHECK(text_bytes.size() <= model.vocab_size() && std::is_sorted(text_bytes.begin(), text_bytes.end()) &&
+                  std::adjacent_find(text_bytes.begin(), text_bytes.end()) == text_bytes.end(),
+              source, "the text bytes (", text_bytes.size(), ") must be distinct, in increasing order, ",
+              "and at most the model's vocabulary of ", model.vocab_size());
   const auto shards = plan_shards(tensors, options.max_shard_bytes);
   // Every file this save writes, config.json last (a reader takes a folder without it for
   // one not yet whole).
@@ -233,13 +248,22 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   }
   XGRAD_CHECK(old_files.empty() || options.overwrite, source, "already holds ", old_files.front().filename().string(),
               ": choose another directory, or overwrite");
-  const bool made_dir = !fs::exists(dir);
-  std::vector<fs::path> created;  // removed again if the save fails half way
+  // The folder and the parents it lacks, the innermost first, and the files new to it:
+  // removed again if the save fails half way, or the process dies of a signal meanwhile.
+  std::vector<fs::path> made_folders, created;
+  fs::path folder = fs::path(dir).lexically_normal();
+  if (!folder.has_filename()) folder = folder.parent_path();
+  for (; !folder.empty() && !taken(folder); folder = folder.parent_path()) made_folders.push_back(folder);
+  std::vector<RemovedIfKilled> unfinished;
   try {
     fs::create_directories(dir, ec);
     XGRAD_CHECK(!ec, source, "cannot make the folder (", ec.message(), ")");
+    for (const fs::path& made : made_folders) unfinished.emplace_back(made.string(), RemovedIfKilled::Kind::folder);
     for (const fs::path& file : files)
-      if (!taken(file)) created.push_back(file);
+      if (!taken(file)) {
+        created.push_back(file);
+        unfinished.emplace_back(file.string(), RemovedIfKilled::Kind::file);
+      }
     const nn::Metadata metadata{{"format", "pt"}};
     if (shards.size() == 1) {
       nn::write_safetensors(files.front().string(), tensors, metadata);
@@ -263,15 +287,15 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
       write_file_atomically((fs::path(dir) / "vocab.json").string(), vocabulary.encoder_json, source);
       write_file_atomically((fs::path(dir) / "merges.txt").string(), vocabulary.vocab_bpe, source);
     }
-    write_file_atomically(
-        files.back().string(),
-        model_config_json(model.config(),
-                          {.tokenizer = options.tokenizer, .torch_dtype = dtype_name(tensors.begin()->second.dtype())}),
-        source);
+    write_file_atomically(files.back().string(),
+                          model_config_json(config, {.tokenizer = options.tokenizer,
+                                                     .text_bytes = &text_bytes,
+                                                     .torch_dtype = dtype_name(tensors.begin()->second.dtype())}),
+                          source);
   } catch (...) {
     std::error_code ignored;
     for (const fs::path& file : created) fs::remove(file, ignored);
-    if (made_dir) fs::remove(dir, ignored);  // only if empty
+    for (const fs::path& made : made_folders) fs::remove(made, ignored);  // only if empty
     throw;
   }
   for (const fs::path& old : old_files)  // a shard layout or a tokenizer the new save does not write

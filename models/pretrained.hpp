@@ -21,8 +21,10 @@
 //   auto model = models::load_pretrained("gpt2-small/");
 //   models::save_pretrained(*model, "out/", {.max_shard_bytes = 2'000'000'000});
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "xgrad/models/causal_lm.hpp"
 #include "xgrad/text/tokenizer.hpp"
@@ -42,6 +44,10 @@ struct SaveOptions {
   bool overwrite = false;
   // Written beside the model when given (vocab.json and merges.txt).
   const text::Tokenizer* tokenizer = nullptr;
+  // A model of a text's bytes, which has no tokenizer: the byte each id stands for (the
+  // text's distinct bytes in increasing order), written to config.json as
+  // "xgrad_text_bytes" (models/config.hpp) when the model's config does not hold them.
+  const std::vector<std::uint8_t>* text_bytes = nullptr;
 };
 // Writes the model's tensors in its dtype (float32 for training runs). Each file appears
 // whole or not at all; config.json is written last; a save that fails removes the files

@@ -35,6 +35,10 @@ std::string Range::problem(std::string_view name, double value) const {
   return str(what, " ", value, " must be finite");
 }
 
+namespace {
+constexpr const char* kInitialLr = "initial_lr";  // not a setting: the schedules' base rate
+}  // namespace
+
 Optimizer::Optimizer(std::string type, const std::vector<ParamGroup>& groups)
     : type_(std::move(type)), num_groups_(groups.size()) {
   XGRAD_CHECK(!groups.empty(), type_, "needs at least one parameter group");
@@ -49,6 +53,7 @@ Optimizer::Optimizer(std::string type, const std::vector<ParamGroup>& groups)
   XGRAD_CHECK(!parameters_.empty(), type_, "got an empty parameter list (", groups.size(),
               groups.size() == 1 ? " group" : " groups", ", no parameter)");
   state_.resize(parameters_.size());
+  initial_lrs_.resize(num_groups_);
   std::set<std::string> names;
   std::map<const void*, std::string> tensors;  // each parameter's node, to catch one tensor given twice
   for (const auto& [name, p] : parameters_) {
@@ -78,6 +83,14 @@ void Optimizer::set_group_lr(std::size_t group, double lr) {
   const SettingsCheck checked = check_settings(group, change);
   if (!checked.problems.empty()) fail(type_, listed(checked.problems, "; "));
   change_settings(group, change);
+}
+
+double Optimizer::take_initial_lr(std::size_t group) {
+  check_group(group);
+  InitialLr& initial = initial_lrs_[group];
+  if (!initial.loaded) initial.rate = group_lr(group);
+  initial.loaded = false;
+  return *initial.rate;
 }
 
 void Optimizer::zero_grad() {
@@ -144,6 +157,9 @@ StateDict Optimizer::state_dict() const {
   for (std::size_t g = 0; g < num_groups_; ++g)
     for (const std::string& name : names)
       state[str("group.", g, ".", name)] = Tensor::scalar(group_setting(g, name), DType::float64);
+  for (std::size_t g = 0; g < num_groups_; ++g)
+    if (const std::optional<double> rate = initial_lrs_[g].rate)
+      state[str("group.", g, ".", kInitialLr)] = Tensor::scalar(*rate, DType::float64);
   state["step"] = Tensor::scalar(static_cast<double>(steps_), DType::float64);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     if (state_[i].updates == 0) continue;
@@ -224,7 +240,10 @@ void Optimizer::load_state_dict(const StateDict& given, bool strict) {
   std::vector<ParamState> loaded = read_parameter_state(state, groups, strict, problems);
   if (!problems.empty()) fail(type_, "load_state_dict: ", listed(problems, "; "));
 
-  for (std::size_t g = 0; g < num_groups_; ++g) change_settings(g, groups.changes[g]);
+  for (std::size_t g = 0; g < num_groups_; ++g) {
+    change_settings(g, groups.changes[g]);
+    if (groups.initial_lrs[g]) initial_lrs_[g] = {.rate = groups.initial_lrs[g], .loaded = true};
+  }
   steps_ = static_cast<std::int64_t>(*steps);
   state_ = std::move(loaded);
 }
@@ -237,10 +256,20 @@ auto Optimizer::read_group_settings(const StateDict& state, bool strict, std::ve
   const std::vector<std::string> names = setting_names();
   std::map<std::size_t, std::set<std::string>> present;  // by group, valid or not
   std::map<std::size_t, SettingValues> given;            // by group, those that hold a number
+  LoadedGroups loaded;
+  loaded.initial_lrs.resize(num_groups_);
   for (const auto& [key, tensor] : state) {
     const auto parsed = group_key(key);
     if (!parsed) continue;
     const auto& [g, name] = *parsed;
+    if (name == kInitialLr && g < num_groups_) {
+      const std::optional<double> value = one_number(key, tensor, problems);
+      if (value && !(std::isfinite(*value) && *value >= 0.0))
+        problems.push_back(str(key, " ", *value, " must be finite and >= 0"));
+      else
+        loaded.initial_lrs[g] = value;
+      continue;
+    }
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       if (strict) problems.push_back("unexpected: " + key);
       continue;
@@ -255,7 +284,6 @@ auto Optimizer::read_group_settings(const StateDict& state, bool strict, std::ve
     problems.push_back(str("the state holds ", state_groups,
                            state_groups == 1 ? " parameter group" : " parameter groups", ", this optimizer ",
                            num_groups_));
-  LoadedGroups loaded;
   for (std::size_t g = 0; g < num_groups_; ++g) {
     SettingValues& changes = loaded.changes.emplace_back();
     if (g < state_groups) {

@@ -113,6 +113,16 @@ class Optimizer : public Stateful {
   std::size_t num_groups() const { return num_groups_; }
   double group_lr(std::size_t group) const { return group_setting(group, "lr"); }
   void set_group_lr(std::size_t group, double lr);
+  // The rate a schedule computes a group's rates from (its base rate, PyTorch's
+  // initial_lr); nothing until a schedule is made. The state dict keeps it
+  // ("group.<g>.initial_lr"), so that a resumed schedule runs from the saved run's base
+  // rates, whatever rates the optimizer was made with.
+  std::optional<double> group_initial_lr(std::size_t group) const { return initial_lrs_.at(group).rate; }
+  // For a schedule being made: the group's base rate from now on. That is the one a
+  // loaded state gave, if no schedule has taken it yet (a schedule made after
+  // load_state_dict); else the group's rate now (a schedule made before a load gets the
+  // loaded one as load_state_dict replaces it).
+  double take_initial_lr(std::size_t group);
   // Any setting of a group by name ("beta1"); flags read 1 or 0.
   virtual double group_setting(std::size_t group, const std::string& name) const = 0;
   virtual std::vector<std::string> setting_names() const = 0;  // as the optimizer's table orders them
@@ -120,8 +130,8 @@ class Optimizer : public Stateful {
   const NamedParameters& parameters() const { return parameters_; }
 
   // "group.<g>.<setting>" for every group and setting (flags as 0/1, e.g.
-  // "group.0.nesterov"), "step", and per parameter "state.<name>.<buffer>" (e.g.
-  // exp_avg) and "state.<name>.step" for the parameters that have been updated.
+  // "group.0.nesterov"), "group.<g>.initial_lr" once a schedule set it, "step", and per parameter
+  // "state.<name>.<buffer>" (e.g. exp_avg) and "state.<name>.step" for the parameters that have been updated.
   // load_state_dict also reads older checkpoints, which hold only rates (see
   // upgrade_legacy_state in optimizer.cpp).
   StateDict state_dict() const override;
@@ -180,6 +190,7 @@ class Optimizer : public Stateful {
   struct LoadedGroups {
     std::vector<SettingValues> changes;
     std::vector<std::vector<std::string>> buffers;
+    std::vector<std::optional<double>> initial_lrs;  // nothing where the state has none
   };
   // load_state_dict's parts: each reads its keys of `state` and adds what is wrong with
   // them to `problems`, changing nothing.
@@ -191,6 +202,11 @@ class Optimizer : public Stateful {
   NamedParameters parameters_;         // every group's, in order
   std::vector<std::size_t> group_of_;  // parameters_[i] belongs to group group_of_[i]
   std::size_t num_groups_;
+  struct InitialLr {
+    std::optional<double> rate;
+    bool loaded = false;  // from a state, not yet taken by a schedule
+  };
+  std::vector<InitialLr> initial_lrs_;  // per group
   std::vector<ParamState> state_;
   std::int64_t steps_ = 0;
   double grad_factor_ = 1.0;

@@ -9,14 +9,14 @@
 namespace xgrad::optim {
 
 LRSchedule::LRSchedule(Optimizer& optimizer) : optimizer_(optimizer) {
-  for (std::size_t g = 0; g < optimizer.num_groups(); ++g) base_lrs_.push_back(optimizer.group_lr(g));
+  for (std::size_t g = 0; g < optimizer.num_groups(); ++g) optimizer.take_initial_lr(g);
 }
 
 void LRSchedule::apply() {
-  for (std::size_t g = 0; g < base_lrs_.size(); ++g) {
-    const double rate = rate_from(base_lrs_[g], updates_);
+  for (std::size_t g = 0; g < optimizer_.num_groups(); ++g) {
+    const double rate = rate_from(base_lr(g), updates_);
     XGRAD_CHECK(std::isfinite(rate) && rate >= 0.0, "LRSchedule", "the rate of update ", updates_, " for group ", g,
-                " (base ", base_lrs_[g], ") is ", rate, ": it must be finite and >= 0");
+                " (base ", base_lr(g), ") is ", rate, ": it must be finite and >= 0");
     optimizer_.set_group_lr(g, rate);
   }
   applied_ = true;
@@ -60,9 +60,9 @@ WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, std::int64_t warmup, std::i
     : LRSchedule(optimizer), warmup_(warmup), total_(total), min_lr_(min_lr) {
   XGRAD_CHECK(warmup >= 0 && total > warmup, "WarmupCosineLR", "needs 0 <= warmup < total, got warmup ", warmup,
               ", total ", total);
-  for (const double base : base_lrs_)
-    XGRAD_CHECK(min_lr >= 0.0 && min_lr <= base, "WarmupCosineLR", "min_lr ", min_lr, " must lie in [0, base rate ",
-                base, "]");
+  for (std::size_t g = 0; g < optimizer.num_groups(); ++g)
+    XGRAD_CHECK(min_lr >= 0.0 && min_lr <= base_lr(g), "WarmupCosineLR", "min_lr ", min_lr,
+                " must lie in [0, base rate ", base_lr(g), "]");
   apply();
 }
 

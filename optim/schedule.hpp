@@ -1,8 +1,13 @@
 #pragma once
-// Learning-rate schedules. A schedule remembers each parameter group's rate when it is
-// made (its base rate), sets rate(0) at once, and after each optimizer.step() its own
-// step() sets rate(k) for the next update: update k (counting from 0) runs at rate(k),
-// computed from each group's own base (as PyTorch's schedulers do).
+// Learning-rate schedules. A schedule takes each parameter group's rate when it is made
+// as the group's base rate (kept in the optimizer as the group's initial_lr, as PyTorch
+// keeps it, and in its state dict), sets rate(0) at once, and after each
+// optimizer.step() its own step() sets rate(k) for the next update: update k (counting
+// from 0) runs at rate(k), computed from each group's own base (as PyTorch's schedulers do).
+//
+// Resuming: make the optimizer and its schedule, load the optimizer's state (the saved
+// run's base rates come with it, whatever rates the optimizer was made with; a schedule
+// made after the load takes them too), then set_updates(k) with the updates done.
 //
 //   optim::WarmupCosineLR schedule(adam, 100, 5000);
 //   for (...) { ...; adam.step(); schedule.step(); }
@@ -27,16 +32,15 @@ class LRSchedule {
   void step();  // advance to the next update and set its rate
   // The rate of update `update` for a group whose base rate is `base`.
   virtual double rate_from(double base, std::int64_t update) const = 0;
-  double rate(std::int64_t update) const { return rate_from(base_lrs_[0], update); }  // the first group's
+  double rate(std::int64_t update) const { return rate_from(base_lr(), update); }  // the first group's
   std::int64_t updates() const { return updates_; }
-  double base_lr() const { return base_lrs_[0]; }
+  double base_lr(std::size_t group = 0) const { return *optimizer_.group_initial_lr(group); }
   // Continue a resumed run: the next update is `update`.
   void set_updates(std::int64_t update);
 
  protected:
   void apply();  // sets every group's rate for update updates_
   Optimizer& optimizer_;
-  std::vector<double> base_lrs_;  // per group
   std::int64_t updates_ = 0;
 
  private:

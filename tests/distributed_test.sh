@@ -22,13 +22,51 @@ check "and is named" grep -q "juggle" err
 "$train" --task sort --steps 5 --eval-size 100 --quiet --save one.st >/dev/null
 mpi 2 "$train" --resume one.st --steps 10 >out 2>err
 check "np 2 resuming 1 micro-batch a step exits non-zero" test $? -ne 0
-check "and asks for --accum-steps" grep -q "1 micro-batches per step, which 2 ranks cannot share" err
+check "and asks for --accum-steps" grep -q "1 micro-batch per step, which 2 ranks cannot share" err
 # (Under the sanitizers, leaks in the Open MPI components unloaded at exit, which no
 # suppression can name, would make the status 1: this status is the tool's own.)
 ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 mpi 2 "$train" --resume one.st --eval-only >out 2>err
 code=$?
 check "np 2 --eval-only of it exits 0 (got $code: $(head -c 300 err))" test "$code" -eq 0
 check "and prints its losses" grep -q "at step 5" out
+
+# Ranks given other runs (each rank its own folder, as hosts each have theirs; the same
+# flags): another text of the same name, a stale copy of the checkpoint, another rate.
+# Each is refused before training, once, naming the rank; nothing is written.
+mpmd() { timeout 300 mpirun --allow-run-as-root --oversubscribe -np 1 --wdir r0 "$train" "$@" : -np 1 --wdir r1 "$train" "$@"; }
+mkdir r0 r1
+/usr/bin/python3 -c "print('the quick brown fox jumps over the lazy dog ' * 40)" >r0/t.txt
+/usr/bin/python3 -c "print('the quick brown fox jumps over the lazy cat ' * 40)" >r1/t.txt
+small=(--task lm --text t.txt --seq-len 16 --batch 4 --layers 1 --d-model 16 --heads 2 --eval-every 2 --threads 1
+  --eval-batches 1 --quiet)
+refused_ranks() {
+  local name=$1 expected=$2
+  shift 2
+  ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 mpmd "$@" >out 2>err
+  local code=$?
+  check "$name: exits non-zero (got $code)" test "$code" -ne 0
+  check "... says so once ($(grep xgrad-train err | head -c 300))" test "$(grep -c "$expected" err)" -eq 1
+  check "... writes nothing" test ! -e r0/new.st -a ! -e r1/new.st
+}
+refused_ranks "another text under the same name" \
+  "rank 1 was given other data (another text, or other shards or tokenizer) than rank 0" \
+  "${small[@]}" --steps 4 --save new.st
+cp r0/t.txt r1/t.txt
+(cd r0 && "$train" "${small[@]}" --accum-steps 2 --steps 2 --save c.st >/dev/null && cp c.st ../r1/c.st &&
+  "$train" --resume c.st --steps 4 --threads 1 --save c.st >/dev/null)
+refused_ranks "a stale copy of the checkpoint" "rank 1 was given other checkpoint to start from" \
+  --resume c.st --steps 6 --threads 1 --save new.st
+cp r0/c.st r1/c.st
+ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 mpmd --resume c.st --steps 6 --threads 1 --save new.st >out 2>err
+code=$?
+check "the same copy goes on (got $code: $(grep xgrad-train err | head -c 300))" test "$code" -eq 0
+rm -f r0/new.st
+ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 timeout 300 mpirun --allow-run-as-root --oversubscribe \
+  -np 1 --wdir r0 "$train" --task sort --steps 4 --lr 0.01 --threads 1 --save new.st : \
+  -np 1 --wdir r1 "$train" --task sort --steps 4 --lr 0.02 --threads 1 --save new.st >out 2>err
+check "another --lr on one rank exits non-zero" test $? -ne 0
+check "... naming the settings" test "$(grep -c "rank 1 was given other settings" err)" -eq 1
+check "... writes nothing" test ! -e r0/new.st -a ! -e r1/new.st
 
 # A rank that fails ends the job with its message, within 30 s: rank 0's checkpoint
 # folder disappears under it.

@@ -180,8 +180,25 @@ for format in gguf hf; do
     "--from wide-bytes.st: a model of a text's bytes .*: --tokenizer would name other text" \
     "$export_" --from wide-bytes.st --out m.$format --format $format --tokenizer shards
 done
-# A folder says nothing of its tokens: a tokenizer it cannot hold is refused by size.
+# Its folder says so (config.json's xgrad_text_bytes: the text's distinct bytes, in order),
+# and is refused as the checkpoint is; exported again, it says so still.
 "$export_" --from bytes.st --out bytes-hf >/dev/null
+check "a folder of a model of a text's bytes lists them in config.json" /usr/bin/python3 -c "
+import json; assert json.load(open('bytes-hf/config.json'))['xgrad_text_bytes'] == sorted(set(open('text.txt', 'rb').read()))"
+refused "--tokenizer for a folder's model of a text's bytes" \
+  "--from bytes-hf: a model of a text's bytes .*: --tokenizer would name other text" \
+  "$export_" --from bytes-hf --out m.gguf --tokenizer shards
+refused "GGUF of a folder's model of a text's bytes" "--from bytes-hf: a model of a text's bytes" \
+  "$export_" --from bytes-hf --out m.gguf
+"$export_" --from bytes-hf --out bytes-again-hf >/dev/null
+check "... a folder exported from it keeps them" cmp <(/usr/bin/python3 -c "
+import json; print(json.load(open('bytes-hf/config.json'))['xgrad_text_bytes'])") <(/usr/bin/python3 -c "
+import json; print(json.load(open('bytes-again-hf/config.json'))['xgrad_text_bytes'])")
+# A folder that says nothing of its tokens (made elsewhere): a tokenizer it cannot hold is
+# refused by size.
+/usr/bin/python3 -c "
+import json; c = json.load(open('bytes-hf/config.json')); del c['xgrad_text_bytes']
+json.dump(c, open('bytes-hf/config.json', 'w'))"
 refused "--tokenizer larger than the model's vocabulary" "more than the model's vocabulary" "$export_" \
   --from bytes-hf --out m.gguf --tokenizer shards
 # --overwrite makes a folder this export's: the tokenizer of the model it replaces goes with
@@ -191,7 +208,8 @@ cp -r gpt2-hf replaced-hf
 code=$(run "$export_" --from bytes.st --out replaced-hf --overwrite)
 check "a model without a tokenizer over one with exits 0 ($code: $(cat err))" test "$code" -eq 0
 check "... and the old model's tokenizer is gone" test ! -e replaced-hf/vocab.json -a ! -e replaced-hf/merges.txt
-refused "... so GGUF from it asks for one" "holds no tokenizer" "$export_" --from replaced-hf --out m.gguf
+refused "... so GGUF from it is refused as a model of a text's bytes" "replaced-hf: a model of a text's bytes" \
+  "$export_" --from replaced-hf --out m.gguf
 mkdir -p beside-hf && cp gpt2-hf/vocab.json gpt2-hf/merges.txt beside-hf/
 code=$(run "$export_" --from bytes.st --out beside-hf --overwrite)
 check "a model put beside a tokenizer alone keeps it ($code: $(cat err))" \

@@ -166,7 +166,8 @@ import json; c = json.load(open('ff-gpt2-hf/config.json'))
 assert c['n_inner'] == 48 and c['embd_pdrop'] == c['attn_pdrop'] == c['resid_pdrop'] == 0.1, c"
 
 # A folder's model goes on only with the data it learnt: the tokenizer beside it, or (a
-# model of a text's bytes, whose folder keeps no alphabet) as many distinct bytes.
+# model of a text's bytes) a text of the bytes its config.json lists (xgrad_text_bytes),
+# or, in a folder made elsewhere that lists none, as many distinct bytes.
 "$tokenize" --text other.txt --out other-vocab --vocab-size 280 --threads 1 >/dev/null
 refused "shards of another tokenizer than the folder's" "is not the one --init-from gpt2-hf's model learnt with" \
   "$train" --task lm --init-from gpt2-hf --data other-vocab --seq-len 16 --batch 4 --threads 1 --steps 2 \
@@ -179,8 +180,28 @@ code=$(run "$train" --init-from bytes-hf --text text.txt --seq-len 16 --batch 4 
 check "a folder's model of a text's bytes goes on with that text, --task lm implied (got $code: $(cat err))" \
   test "$code" -eq 0
 /usr/bin/python3 -c "print('ab' * 400)" >ab.txt
-refused "a text of other bytes for a folder's model of bytes" "distinct bytes of --text ab.txt" "$train" --task lm \
+check "... whose config.json lists the text's distinct bytes" /usr/bin/python3 -c "
+import json; assert json.load(open('bytes-hf/config.json'))['xgrad_text_bytes'] == sorted(set(open('text.txt', 'rb').read()))"
+# As many distinct bytes, one of them another: refused by the list.
+/usr/bin/python3 -c "
+t = open('text.txt', 'rb').read(); old = max(set(t)); new = next(b for b in range(33, 127) if b not in t)
+open('swapped.txt', 'wb').write(t.replace(bytes([old]), bytes([new])))"
+refused "a text of as many but other bytes for a folder's model of bytes" \
+  "--text swapped.txt: its [0-9]* distinct bytes are not the [0-9]* its model learnt (--init-from bytes-hf's config.json" \
+  "$train" --task lm --init-from bytes-hf --text swapped.txt --seq-len 16 --batch 4 --threads 1 --steps 2 \
+  --save nothing.st
+refused "shards for a folder's model of bytes" "--init-from bytes-hf: its model learnt the bytes of a text" \
+  "$train" --task lm --init-from bytes-hf --data other-vocab --seq-len 16 --batch 4 --threads 1 --steps 2 \
+  --save nothing.st
+refused "a text of other bytes for a folder's model of bytes" "distinct bytes" "$train" --task lm \
   --init-from bytes-hf --text ab.txt --seq-len 16 --batch 4 --threads 1 --steps 2 --save nothing.st
+# A folder that lists no bytes: their count.
+cp -r bytes-hf unlisted-hf
+/usr/bin/python3 -c "
+import json; c = json.load(open('unlisted-hf/config.json')); del c['xgrad_text_bytes']
+json.dump(c, open('unlisted-hf/config.json', 'w'))"
+refused "a text of other bytes for a folder's model that lists none" "distinct bytes of --text ab.txt" "$train" \
+  --task lm --init-from unlisted-hf --text ab.txt --seq-len 16 --batch 4 --threads 1 --steps 2 --save nothing.st
 
 # A config's vocabulary wider than the text's bytes (ids no byte has): samples, in training
 # and in xgrad-generate, draw only the text's bytes.

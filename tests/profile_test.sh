@@ -88,6 +88,14 @@ for config in optimizers overhead; do
   refused "xgrad-bench --precision of $config" "--precision is not used by --config $config" "$bench" --config $config \
     --precision bf16
 done
+# Under mpirun every rank would time its own copy on the same cores: only allreduce runs there.
+for config in tiny sgemm optimizers; do
+  code=$(ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 \
+    "$bench" --config $config --steps 1 >out 2>err; echo $?)
+  check "xgrad-bench --config $config under mpirun -np 2 is refused (exit $code)" test "$code" -ne 0
+  check "... saying it runs alone ($(head -c 200 err))" grep -q "^xgrad-bench: --config $config runs alone" err
+  check "... and times nothing" test ! -s out
+done
 check "nothing was written by a refused run" test ! -e notes.json -a ! -e p.json -a ! -e s.json -a ! -e same.json
 check "the files found are kept" grep -q "my notes" notes.png
 finish

@@ -397,6 +397,28 @@ BOOST_AUTO_TEST_CASE(bad_input_names_the_op_and_shapes) {
   o = {};
   o.dropout_p = 1.0;
   check_error([&] { scaled_dot_product_attention(q, k, v, o); }, {"dropout_p"});
+  // A bias that requires grad would never train: refused, through the heads-in-place form
+  // and MultiHeadAttention's attn_bias too; detached, or under no_grad, it is a constant.
+  o = {};
+  o.additive_mask = randn64({5, 7}, 36).requires_grad_();
+  check_error([&] { scaled_dot_product_attention(q, k, v, o); },
+              {"scaled_dot_product_attention", "additive_mask [5, 7] requires grad", "detach()"});
+  const Tensor x = randn64({2, 5, 6}, 37);
+  AttentionOptions square;
+  square.additive_mask = randn64({5, 5}, 39).requires_grad_();
+  check_error([&] { multi_head_attention({x}, {x}, {x}, std::size_t{2}, true, square); },
+              {"additive_mask [5, 5] requires grad"});
+  nn::MultiHeadAttention attention(nn::MultiHeadAttentionOptions{.embed_dim = 6, .num_heads = 2});
+  attention.to(DType::float64);
+  nn::AttentionArgs args;
+  args.attn_bias = randn64({5, 5}, 38).requires_grad_();
+  check_error([&] { attention.forward(x, x, x, args); }, {"requires grad"});
+  {
+    const NoGradGuard no_grad;
+    BOOST_CHECK_NO_THROW(scaled_dot_product_attention(q, k, v, o));
+  }
+  o.additive_mask = o.additive_mask.detach();
+  BOOST_CHECK_NO_THROW(scaled_dot_product_attention(q, k, v, o));
   o = {};
   o.window = 4;  // a causal window: without is_causal it would say nothing of the future
   check_error([&] { scaled_dot_product_attention(q, k, v, o); },

@@ -203,18 +203,35 @@ BOOST_AUTO_TEST_CASE(a_fingerprint_is_the_same_on_any_thread_count_and_moves_wit
 }
 
 // What a tool's handler of Ctrl-C does before dying of it: the temporaries of writers
-// still open are removed (committed files, and other files, stay).
-BOOST_AUTO_TEST_CASE(open_temporaries_are_removed_for_a_dying_process) {
+// still open are removed, and the files and folders listed as unfinished (the folders
+// only once empty, inner ones listed after or before their parent); committed files,
+// other files and the folders holding them stay, as do paths listed by objects gone.
+BOOST_AUTO_TEST_CASE(unfinished_outputs_are_removed_for_a_dying_process) {
   const fs::path folder = fresh_folder("test-files", "dying");
   const pid_t child = ::fork();
   BOOST_REQUIRE(child >= 0);
   if (child == 0) {
+    using Kind = RemovedIfKilled::Kind;
     write_file_atomically((folder / "done.bin").string(), "whole", "test");
     AtomicFileWriter first((folder / "a.bin").string(), "test"), second((folder / "b.bin").string(), "test");
     first.write(std::string(1 << 20, 'x'));
     second.write("part");
+    // An output of nested folders, the outer listed last; one holding a user's file.
+    fs::create_directories(folder / "out" / "inner" / "deepest");
+    fs::create_directories(folder / "kept");
+    write_file_atomically((folder / "out" / "inner" / "shard.bin").string(), "shard", "test");
+    write_file_atomically((folder / "kept" / "user.txt").string(), "user's", "test");
+    write_file_atomically((folder / "released.bin").string(), "finished", "test");
+    std::vector<RemovedIfKilled> unfinished;
+    for (const char* path : {"out/inner", "out/inner/deepest", "out", "kept"})
+      unfinished.emplace_back((folder / path).string(), Kind::folder);
+    unfinished.emplace_back((folder / "out" / "inner" / "shard.bin").string(), Kind::file);
+    unfinished.emplace_back((folder / "released.bin").string(), Kind::file).release();
+    { RemovedIfKilled gone((folder / "done.bin").string(), Kind::file); }
+    // Moved, it stays listed once.
+    RemovedIfKilled moved = std::move(unfinished[4]);  // the shard
     std::signal(SIGTERM, [](int signal) {
-      remove_open_temporaries();
+      remove_unfinished_outputs();
       std::signal(signal, SIG_DFL);
       std::raise(signal);
     });
@@ -224,5 +241,6 @@ BOOST_AUTO_TEST_CASE(open_temporaries_are_removed_for_a_dying_process) {
   int status = 0;
   ::waitpid(child, &status, 0);
   BOOST_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
-  BOOST_CHECK((names_in(folder) == std::vector<std::string>{"done.bin"}));
+  BOOST_CHECK((names_in(folder) == std::vector<std::string>{"done.bin", "kept", "released.bin"}));
+  BOOST_CHECK(fs::exists(folder / "kept" / "user.txt"));
 }

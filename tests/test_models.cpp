@@ -571,6 +571,58 @@ BOOST_AUTO_TEST_CASE(save_pretrained_writes_its_dtype_and_refuses_a_larger_token
   std::filesystem::remove_all(dir);
 }
 
+// A model of a text's bytes has no tokenizer: config.json lists the byte each id stands
+// for (xgrad_text_bytes), kept through reading and writing; a list that is no set of
+// bytes in order, or longer than the vocabulary, is refused, and such a model takes no
+// tokenizer, in a folder or a GGUF file.
+BOOST_AUTO_TEST_CASE(a_model_of_a_texts_bytes_lists_them_in_its_config) {
+  const auto parsed = [](const std::string& list) {
+    return models::parse_model_config(R"({"model_type": "gpt2", "vocab_size": 4, "n_positions": 4, "n_embd": 4,
+                                          "n_layer": 1, "n_head": 1, "xgrad_text_bytes": )" +
+                                          list + "}",
+                                      "bytes");
+  };
+  const models::ModelConfig read = parsed("[10, 32, 97]");
+  BOOST_CHECK((std::get<models::GPT2Config>(read).token_ids.text_bytes == std::vector<std::uint8_t>{10, 32, 97}));
+  BOOST_CHECK(nlohmann::json::parse(models::model_config_json(read))["xgrad_text_bytes"] ==
+              nlohmann::json({10, 32, 97}));
+  BOOST_CHECK(std::get<models::GPT2Config>(parsed("null")).token_ids.text_bytes.empty());
+  for (const char* bad : {"[]", "[32, 10]", "[10, 10]", "[256]", "[-1]", "[1.5]", "\"ab\"", "[\"a\"]"})
+    check_error([&] { parsed(bad); }, {"bytes", "field \"xgrad_text_bytes\" must be a list of bytes"});
+  check_error([&] { parsed("[1, 2, 3, 4, 5]"); },
+              {"bytes", "field \"xgrad_text_bytes\" holds 5 bytes, more than vocab_size 4"});
+  // Given when saving (a model of a text trained from flags), or kept from the config.
+  const std::vector<std::uint8_t> bytes = {10, 32, 97, 98};
+  const std::vector<std::uint8_t> other = {10, 32, 97, 99};
+  const models::ModelConfig bare = small_gpt2(true);
+  BOOST_CHECK(nlohmann::json::parse(models::model_config_json(bare, {.text_bytes = &bytes}))["xgrad_text_bytes"] ==
+              nlohmann::json(bytes));
+  BOOST_CHECK(!nlohmann::json::parse(models::model_config_json(bare)).contains("xgrad_text_bytes"));
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("xgrad-test-bytes-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  manual_seed(11);
+  models::GPT2Config wide = std::get<models::GPT2Config>(bare);
+  wide.vocab_size = 256;  // room for a tokenizer of the 256 bytes: refused as no model of them
+  models::GPT2LMHeadModel model(wide);
+  models::save_pretrained(model, dir, {.text_bytes = &bytes});
+  const auto loaded = models::load_pretrained(dir);
+  BOOST_CHECK(std::get<models::GPT2Config>(loaded->config()).token_ids.text_bytes == bytes);
+  models::save_pretrained(*loaded, dir, {.overwrite = true});  // kept without being given
+  BOOST_CHECK(nlohmann::json::parse(file_bytes(dir + "/config.json"))["xgrad_text_bytes"] == nlohmann::json(bytes));
+  check_error([&] { models::save_pretrained(*loaded, dir, {.overwrite = true, .text_bytes = &other}); },
+              {"save_pretrained", "the text bytes given are not those the model's config holds"});
+  std::vector<std::string> ranks;
+  for (int b = 0; b < 256; ++b) ranks.emplace_back(1, static_cast<char>(b));
+  const text::Tokenizer tokenizer(ranks);
+  check_error([&] { models::save_pretrained(*loaded, dir + "-tok", {.tokenizer = &tokenizer}); },
+              {"save_pretrained", "a model of a text's bytes", "cannot be given a tokenizer"});
+  check_error([&] { models::save_gguf(*loaded, tokenizer, dir + ".gguf"); },
+              {"a model of a text's bytes", "takes no tokenizer's ids"});
+  BOOST_CHECK(!std::filesystem::exists(dir + "-tok") && !std::filesystem::exists(dir + ".gguf"));
+  std::filesystem::remove_all(dir);
+}
+
 // A tied model whose file holds the shared matrix as lm_head.weight alone, as
 // safetensors' save_model writes it (the first of the shared names): that is the
 // embedding. Tied GPT-2 and Llama give the logits of the model saved.

@@ -197,6 +197,75 @@ BOOST_AUTO_TEST_CASE(state_dict_round_trip_continues_identically) {
   }
 }
 
+// A schedule's base rates (each group's initial_lr) travel in the optimizer's state: a
+// resumed run whose optimizer was made with other rates (the defaults), its schedule made
+// before the load or after it, runs every later update at the uninterrupted run's rates,
+// to the bit, for every kind of schedule and per group. A second schedule made later
+// takes the rates of its time, as before.
+BOOST_AUTO_TEST_CASE(a_resumed_schedule_runs_from_the_saved_base_rates) {
+  using Make = std::function<std::unique_ptr<optim::LRSchedule>(optim::Optimizer&)>;
+  const std::vector<std::pair<std::string, Make>> schedules = {
+      {"step", [](optim::Optimizer& o) { return std::make_unique<optim::StepLR>(o, 2, 0.5); }},
+      {"cosine", [](optim::Optimizer& o) { return std::make_unique<optim::WarmupCosineLR>(o, 2, 9, 0.0); }},
+      {"noam", [](optim::Optimizer& o) { return std::make_unique<optim::NoamLR>(o, 16, 3); }},
+      {"lambda", [](optim::Optimizer& o) {
+         return std::make_unique<optim::LambdaLR>(o, [](std::int64_t u) { return 1.0 / (1.0 + u); });
+       }}};
+  const auto groups = [](const Problem& p) {
+    return std::vector<optim::ParamGroup>{{{{"w", p.w}}, {}}, {{{"b", p.b}}, {{"lr", 0.05}}}};
+  };
+  for (const auto& [name, make] : schedules)
+    for (const bool schedule_first : {true, false}) {
+      BOOST_TEST_CONTEXT(name << (schedule_first ? ", made before the load" : ", made after the load")) {
+        Problem a = fixture_problem();
+        optim::SGD sgd(groups(a), {.lr = 0.1, .momentum = 0.9});
+        const auto schedule = make(sgd);
+        const auto run = [](const Problem& p, optim::Optimizer& opt, optim::LRSchedule& s, int steps) {
+          std::vector<double> rates;
+          for (int i = 0; i < steps; ++i) {
+            train_steps(p, opt, 1);
+            s.step();
+            rates.push_back(opt.group_lr(0)), rates.push_back(opt.group_lr(1));
+          }
+          return rates;
+        };
+        run(a, sgd, *schedule, 3);
+        const StateDict saved = sgd.state_dict();
+        BOOST_CHECK_EQUAL(saved.at("group.0.initial_lr").item(), 0.1);
+        BOOST_CHECK_EQUAL(saved.at("group.1.initial_lr").item(), 0.05);
+        Problem b = fixture_problem();
+        b.w.set_data(a.w), b.b.set_data(a.b);
+        optim::SGD fresh(groups(b), {});  // the default rate, as a tool that takes the rest from the state
+        std::unique_ptr<optim::LRSchedule> resumed;
+        if (schedule_first) resumed = make(fresh);
+        fresh.load_state_dict(saved);
+        if (!schedule_first) resumed = make(fresh);
+        resumed->set_updates(3);
+        BOOST_CHECK_EQUAL(fresh.group_lr(0), sgd.group_lr(0));
+        BOOST_CHECK_EQUAL(fresh.group_lr(1), sgd.group_lr(1));
+        BOOST_CHECK(run(a, sgd, *schedule, 4) == run(b, fresh, *resumed, 4));
+        BOOST_CHECK(a.w.to_vector() == b.w.to_vector() && a.b.to_vector() == b.b.to_vector());
+      }
+    }
+  // A schedule made after another (and after set_lr) starts from the rate of its time.
+  Problem p = fixture_problem();
+  optim::SGD sgd(p.parameters(), {.lr = 0.1});
+  { optim::StepLR first(sgd, 1, 0.5); }
+  sgd.set_lr(0.7);
+  optim::ConstantLR second(sgd);
+  BOOST_CHECK_EQUAL(sgd.lr(), 0.7);
+  BOOST_CHECK_EQUAL(*sgd.group_initial_lr(0), 0.7);
+  // A state's base rate is checked as a rate is.
+  StateDict bad = sgd.state_dict();
+  bad["group.0.initial_lr"] = Tensor::scalar(-1.0, DType::float64);
+  check_error([&] { sgd.load_state_dict(bad); }, {"SGD: load_state_dict", "group.0.initial_lr -1", "finite and >= 0"});
+  bad["group.0.initial_lr"] = Tensor::scalar(0.2, DType::float64);
+  bad["group.1.initial_lr"] = Tensor::scalar(0.2, DType::float64);  // a group this optimizer lacks
+  check_error([&] { sgd.load_state_dict(bad); }, {"SGD: load_state_dict", "unexpected: group.1.initial_lr"});
+  sgd.load_state_dict(bad, /*strict=*/false);
+  BOOST_CHECK_EQUAL(*sgd.group_initial_lr(0), 0.2);
+}
+
 BOOST_AUTO_TEST_CASE(state_dict_load_errors_change_nothing) {
   Problem p = fixture_problem();
   optim::Adam adam(p.parameters(), {.lr = 0.01});

@@ -226,6 +226,11 @@ AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const 
               " is a causal sliding window: it needs is_causal");
   XGRAD_CHECK(!options.scale || std::isfinite(*options.scale), kOp, "scale = ", options.scale.value_or(0.0),
               " is not a finite number");
+  // A learned bias (a relative position bias, ALiBi's slopes) would silently never train.
+  XGRAD_CHECK(!options.additive_mask.defined() || !options.additive_mask.requires_grad() || !grad_enabled(), kOp,
+              "additive_mask ", shape_str(options.additive_mask.shape()),
+              " requires grad, but it is a constant here (no gradient flows into it): detach() it, or add a learned "
+              "bias to the scores with ops of its own");
   const std::size_t lq = layout.lq, lk = layout.lk;
   const bool has_mask = options.mask.defined(), has_bias = options.additive_mask.defined();
   const MaskLayout keep_layout = has_mask ? mask_layout("mask", options.mask, lq, lk) : MaskLayout{};

@@ -72,7 +72,9 @@ tools::Settings<BenchOptions> settings_table(std::type_identity<BenchOptions>) {
   using namespace tools::setting;
   return {
       "xgrad-bench",
-      Text::of("one benchmark configuration, printed as one JSON line"),
+      Text::of(
+          "one benchmark configuration, printed as JSON lines (one for a model's step or sgemm; optimizers one per "
+          "optimizer, allreduce one per size)"),
       {
           choice(&BenchOptions::config, "config",
                  {"tiny", "medium", "long", "xlong", "lm", "gpt2", "encoder-124m", "sgemm", "optimizers", "overhead",
@@ -599,6 +601,11 @@ int run(const BenchOptions& o, Precision precision, const ProfileRequest& profil
     const distributed::Communicator world;
     return run_allreduce(world, threads, steps);
   }
+  // Every rank would time its own copy on the same cores, each printing its own figure.
+  if (distributed::launched_by_mpirun())
+    throw tools::UsageError(str(flag(&BenchOptions::config), " ", config,
+                                " runs alone: under mpirun each rank would time its own run on the same cores ",
+                                "(only allreduce runs under mpirun)"));
   if (config == "sgemm") return run_sgemm(threads, steps, precision);
   if (config == "overhead") return run_overhead(threads, steps);
   if (config == "optimizers") return run_optimizer(threads, steps);

@@ -73,7 +73,7 @@ void check_stdout() {
 namespace {
 
 void die_by_signal(int signal) {
-  xgrad::remove_open_temporaries();
+  xgrad::remove_unfinished_outputs();
   std::signal(signal, SIG_DFL);
   std::raise(signal);
 }

@@ -37,7 +37,8 @@ bool read_micro_batches(std::int64_t micro_batches, Config& c) {
     return true;
   }
   if (micro_batches % c.ranks != 0)
-    throw UsageError(xgrad::str("the checkpoint's run took ", micro_batches, " micro-batches per step, which ", c.ranks,
+    throw UsageError(xgrad::str("the checkpoint's run took ", micro_batches,
+                                micro_batches == 1 ? " micro-batch" : " micro-batches", " per step, which ", c.ranks,
                                 " ranks cannot share: give ", flag(&Config::accum_steps)));
   const std::int64_t each = micro_batches / c.ranks;
   if (each < std::numeric_limits<int>::min() || each > std::numeric_limits<int>::max()) return false;
@@ -117,7 +118,7 @@ Rows learning_rows() {
       choice(&Config::schedule, "schedule", {"constant", "cosine", "noam", "step"})
           .help("the rate over the steps: cosine warms up linearly, then falls to ", &Config::min_lr, " at ",
                 &Config::steps, "; noam warms up, peaking at ", &Config::lr, ", then decays; step halves it every ",
-                &Config::steps, "/4")
+                &Config::steps, "/4 steps, rounded down (at least 1)")
           .learning()
           .fallback("constant")
           .with(lm, "cosine")

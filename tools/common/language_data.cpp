@@ -28,6 +28,7 @@ class CharData : public LanguageData {
       : corpus_(std::move(corpus)), seq_len_(seq_len) {}
 
   std::size_t vocabulary_size() const override { return corpus_->vocabulary().size(); }
+  const std::vector<std::uint8_t>* byte_alphabet() const override { return &corpus_->vocabulary(); }
 
   Batch training_batch(std::uint64_t seed, std::int64_t step, std::size_t rows, std::size_t micro,
                        std::size_t micro_batches) const override {

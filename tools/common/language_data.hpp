@@ -42,6 +42,9 @@ class LanguageData {
   virtual const char* unit() const = 0;
   // The tokenizer of a model of tokens; nothing for a model of a text's bytes.
   virtual const xgrad::text::Tokenizer* tokenizer() const { return nullptr; }
+  // The bytes a model of a text's bytes numbers (the text's distinct bytes, in order);
+  // nothing for a model of tokens.
+  virtual const std::vector<std::uint8_t>* byte_alphabet() const { return nullptr; }
   // The checkpoint's entries for it: the vocabulary of bytes, or the tokenizer whole; and
   // lm.data, the data's size and fingerprint ("4332554 bytes, fingerprint 0123456789abcdef"),
   // which a resumed run's data must match.

@@ -303,7 +303,7 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   // for the block running backward (its gradients); logits 4 x vocab per token; for one
   // micro-batch at a time. (Measured peaks, xgrad-train at widths 64 and 256: 0.7 to 0.95
   // of the per-layer count.) Under --recompute only each block's input is kept, and one
-  // block's values while it runs backward. The reducer keeps every micro-batch's
+  // block's values while it runs backward. The reducer keeps each of the rank's micro-batches'
   // gradients (so that their sum is the same in any number of processes), and every rank
   // its own copy of the text; each rank on this machine needs all of it. In bf16 the
   // products also keep their operands rounded (2 bytes a value) for backward: every
@@ -319,7 +319,9 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   // While the model is made, each weight's new values are drawn beside its zeros: the
   // weights and the largest table (the embedding, an MLP's or attention's projection).
   const double making = (m.parameters + m.width * std::max({m.vocab, m.ff, 3 * m.query_width})) * 4;
-  const double reducer = micro_batches > 1 && !c.eval_only ? (micro_batches + 1) * trained * 4 : 0;
+  // The reducer (when there are several micro-batches, over ranks or accumulation) keeps
+  // this rank's micro-batches' gradients and their sum.
+  const double reducer = micro_batches > 1 && !c.eval_only ? (c.accum_steps + 1.0) * trained * 4 : 0;
   const double block = 6 * d + 3 * m.query_width + 3 * m.kv_width + m.ff_values * ff;
   const double rounded = 2 * d + 2 * m.query_width + 2 * m.kv_width + ff;
   const double blocks_kept = (c.recompute ? m.layers * d + block : m.layers * block) + 2 * block;
@@ -358,7 +360,9 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
       bf16 && !c.eval_only ? " (and their bf16 copies)" : "", c.eval_only ? " (" : " of a micro-batch (",
       flag(&Config::batch), " ", c.batch, c.eval_only ? "" : xgrad::str(" / ", c.micro_batches()), " x ",
       flag(&Config::seq_len), " ", c.seq_len, c.recompute ? xgrad::str(", ", flag(&Config::recompute)) : "", ")",
-      reducer > 0 ? xgrad::str(", ", gib(reducer), " for the gradients of ", c.micro_batches(), " micro-batches") : "",
+      reducer > 0 ? xgrad::str(", ", gib(reducer), " for the gradients of ", c.accum_steps,
+                               c.accum_steps == 1 ? " micro-batch" : " micro-batches", " and their sum")
+                  : "",
       windows > 0 ? xgrad::str(", ", gib(windows), " for the evaluation windows (", flag(&Config::eval_batches), " ",
                                c.eval_batches, " of each split)")
                   : "",

@@ -92,7 +92,7 @@ tools::Settings<ExportOptions> settings_table(std::type_identity<ExportOptions>)
 struct Source {
   std::unique_ptr<models::PretrainedModel> model;
   std::optional<tools::NamedTokenizer> tokenizer;
-  std::size_t text_bytes = 0;  // a model of a text's bytes: its vocabulary, no tokenizer's
+  std::vector<std::uint8_t> text_bytes;  // a model of a text's bytes: the bytes its ids stand for
 };
 
 // The model --from names, its adapters merged, and its tokenizer if it has one.
@@ -110,6 +110,10 @@ Source read_source(const ExportOptions& o) {
       throw tools::UsageError(str(from, " ", o.from, ": the tensor ", *bad, " holds NaN or infinite values"));
     tools::refuse_half_pair(o.from, from.dashed());
     if (tools::holds_tokenizer_files(o.from)) source.tokenizer = tools::read_tokenizer(o.from, from.dashed());
+    source.text_bytes = std::visit([](const auto& c) { return c.token_ids.text_bytes; }, source.model->config());
+    if (!source.text_bytes.empty() && source.tokenizer)
+      throw tools::UsageError(str(from, " ", o.from, ": its config.json's xgrad_text_bytes says its model learnt ",
+                                  "the bytes of a text, but the folder holds a tokenizer (vocab.json, merges.txt)"));
     return source;
   }
   std::error_code error;
@@ -129,7 +133,7 @@ Source read_source(const ExportOptions& o) {
   nn::merge_lora(*trained.model);  // no-op without adapters
   source.model.reset(dynamic_cast<models::PretrainedModel*>(trained.model.release()));
   source.tokenizer = std::move(trained.tokens.tokenizer);
-  if (!source.tokenizer) source.text_bytes = trained.tokens.bytes.size();
+  if (!source.tokenizer) source.text_bytes = std::move(trained.tokens.bytes);
   return source;
 }
 
@@ -137,13 +141,13 @@ Source read_source(const ExportOptions& o) {
 // sorted bytes, which no tokenizer's ids are.
 std::string text_bytes_model(const ExportOptions& o, const Source& source) {
   return str(flag(&ExportOptions::from), " ", o.from, ": a model of a text's bytes (its ids are the text's ",
-             source.text_bytes, " distinct bytes, in order), which no tokenizer's ids are");
+             source.text_bytes.size(), " distinct bytes, in order), which no tokenizer's ids are");
 }
 
 // --tokenizer fills in a tokenizer --from lacks; it may not replace one.
 void take_tokenizer_flag(const ExportOptions& o, Source& source) {
   if (o.tokenizer.empty()) return;
-  if (source.text_bytes)
+  if (!source.text_bytes.empty())
     throw tools::UsageError(str(text_bytes_model(o, source), ": ", flag(&ExportOptions::tokenizer),
                                 " would name other text; export it without one, as ", flag(&ExportOptions::format),
                                 " onnx or hf"));
@@ -226,7 +230,7 @@ void write(const ExportOptions& o, const Source& source) {
   const tools::Flag out = flag(&ExportOptions::out);
   try {
     if (o.format == "gguf") {
-      if (source.text_bytes)
+      if (!source.text_bytes.empty())
         throw tools::UsageError(str(text_bytes_model(o, source), ", and GGUF carries a tokenizer: export it as ",
                                     flag(&ExportOptions::format), " onnx or hf"));
       if (!source.tokenizer)
@@ -239,9 +243,10 @@ void write(const ExportOptions& o, const Source& source) {
     } else if (o.format == "onnx") {
       models::save_onnx(*source.model, o.out, {.overwrite = o.overwrite});
     } else {
-      models::save_pretrained(
-          *source.model, o.out,
-          {.overwrite = o.overwrite, .tokenizer = source.tokenizer ? &source.tokenizer->tokenizer : nullptr});
+      models::save_pretrained(*source.model, o.out,
+                              {.overwrite = o.overwrite,
+                               .tokenizer = source.tokenizer ? &source.tokenizer->tokenizer : nullptr,
+                               .text_bytes = &source.text_bytes});
     }
   } catch (const Error& e) {
     throw tools::UsageError(str(out, " ", o.out, ": ", e.what()));

@@ -91,10 +91,16 @@ OutputFolder::~OutputFolder() {
   for (auto folder = made_.rbegin(); folder != made_.rend(); ++folder) ::rmdir(folder->c_str());
 }
 
+void OutputFolder::keep() noexcept {
+  kept_ = true;
+  unfinished_.clear();
+}
+
 void OutputFolder::make() {
   for (const std::string& folder : missing_) {
     if (::mkdir(folder.c_str(), 0777) == 0) {
       made_.push_back(folder);
+      unfinished_.emplace_back(folder, xgrad::RemovedIfKilled::Kind::folder);
       continue;
     }
     const int error = errno;
@@ -113,6 +119,7 @@ void OutputFolder::make() {
 
 std::string OutputFolder::claim(const std::string& name) {
   claimed_.push_back((fs::path(path_) / name).string());
+  unfinished_.emplace_back(claimed_.back(), xgrad::RemovedIfKilled::Kind::file);
   return claimed_.back();
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "flag.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/text/token_shards.hpp"
 
 namespace tools::tokenize {
@@ -38,7 +39,7 @@ class OutputFolder {
   // when the folder was checked, so it is removed if the run fails.
   std::string claim(const std::string& name);
   // The run succeeded: everything stays.
-  void keep() noexcept { kept_ = true; }
+  void keep() noexcept;
 
   const std::string& path() const noexcept { return path_; }
 
@@ -47,6 +48,7 @@ class OutputFolder {
   std::string path_;
   std::vector<std::string> missing_;  // folders to make, the outermost first
   std::vector<std::string> made_, claimed_;
+  std::vector<xgrad::RemovedIfKilled> unfinished_;  // the same, for a second Ctrl-C
   bool kept_ = false;
 };
 

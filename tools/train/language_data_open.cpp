@@ -2,10 +2,13 @@
 // tokenizer (--data, --tokenizer), checked against the checkpoint or Hugging Face folder a
 // run starts from, so that a run never mixes vocabularies or tokenizers.
 
+#include <filesystem>
+
 #include "language_model.hpp"
 #include "trainer.hpp"
 #include "workload.hpp"
 #include "xgrad/autograd/error.hpp"
+#include "xgrad/models/config.hpp"
 
 namespace tools {
 
@@ -19,9 +22,26 @@ bool hf_folder_with_tokenizer(const Config& c) {
   return is_hf_directory(c.init_from) && holds_tokenizer_files(c.init_from);
 }
 
+// The bytes a Hugging Face folder's model of a text's bytes numbers (config.json's
+// xgrad_text_bytes, which --save-hf writes); empty for any other folder, and for none.
+std::vector<std::uint8_t> hf_folder_text_bytes(const Config& c) {
+  if (!is_hf_directory(c.init_from)) return {};
+  try {
+    const models::ModelConfig config =
+        models::read_model_config((std::filesystem::path(c.init_from) / "config.json").string());
+    return std::visit([](const auto& m) { return m.token_ids.text_bytes; }, config);
+  } catch (const Error& e) {
+    throw UsageError(str(flag(&Config::init_from), ": ", e.what()));
+  }
+}
+
 // The checkpoint's model (or the Hugging Face folder's) must have learnt the same kind of
 // tokens.
 void check_same_kind(const Config& c, const Start& start, bool shards) {
+  if (shards && !hf_folder_text_bytes(c).empty())
+    throw UsageError(str(flag(&Config::init_from), " ", c.init_from,
+                         ": its model learnt the bytes of a text (its config.json's xgrad_text_bytes), not token ",
+                         "shards: give it a text of the same characters with ", flag(&Config::text)));
   if (!shards && hf_folder_with_tokenizer(c))
     throw UsageError(
         str(flag(&Config::init_from), " ", c.init_from,
@@ -55,6 +75,11 @@ std::shared_ptr<const LanguageData> open_text(const Config& c, const Start& star
                            " distinct bytes are not the vocabulary the checkpoint was trained on (",
                            it->second.size() / 2, " bytes): give the same text, or one with the same characters"));
   }
+  if (const std::vector<std::uint8_t> learnt = hf_folder_text_bytes(c);
+      !learnt.empty() && learnt != corpus->vocabulary())
+    throw UsageError(str(text, ": its ", corpus->vocabulary().size(), " distinct bytes are not the ", learnt.size(),
+                         " its model learnt (", flag(&Config::init_from), " ", c.init_from,
+                         "'s config.json, xgrad_text_bytes): give a text of the same characters"));
   for (const Split split : {Split::train, Split::validation}) {
     const std::size_t bytes = corpus->split_end(split) - corpus->split_begin(split);
     if (bytes < static_cast<std::size_t>(c.seq_len) + 1)

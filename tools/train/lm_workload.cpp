@@ -114,7 +114,8 @@ class LanguageWorkload : public Workload {
       if (config_.lora > 0)  // the adapters alone, as PEFT saves them
         nn::save_adapter(config_.save_hf, published, lora_config(config_));
       else
-        models::save_pretrained(published, config_.save_hf, {.tokenizer = data_->tokenizer()});
+        models::save_pretrained(published, config_.save_hf,
+                                {.tokenizer = data_->tokenizer(), .text_bytes = data_->byte_alphabet()});
     } catch (const Error& e) {
       throw UsageError(str(flag(&Config::save_hf), ": ", e.what()));
     }

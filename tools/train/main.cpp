@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "workload.hpp"
 #include "xgrad/autograd/blas.hpp"
 #include "xgrad/autograd/denormals.hpp"
+#include "xgrad/autograd/files.hpp"
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/distributed/communicator.hpp"
@@ -28,9 +30,55 @@ using namespace tools;
 
 namespace {
 
+// What every rank of a job must share, each as a fingerprint: the settings a checkpoint
+// records, the data (its size and fingerprint, its vocabulary or tokenizer), and the
+// checkpoint it starts from (its metadata: settings, step, curve). Ranks each read their
+// own flags and files (on their own hosts), and only the weights go out from rank 0: a
+// rank given another --lr, a stale copy of the text or of the checkpoint would train on,
+// silently.
+struct RankRecord {
+  std::uint64_t data = 0, start = 0, settings = 0;  // in this order, as the first that differs is named
+};
+
+std::uint64_t fingerprint_of(const Metadata& metadata) {
+  std::string bytes;
+  for (const auto& [key, value] : metadata) bytes += str(key.size(), ":", key, value.size(), ":", value);
+  return fingerprint(bytes);
+}
+
+RankRecord rank_record(const Config& c, const LanguageData* data, const Start& start) {
+  Metadata data_record;
+  if (data) data->add_metadata(data_record);
+  return {.data = fingerprint_of(data_record),
+          .start = start.flag ? fingerprint_of(start.contents.metadata) : 0,
+          .settings = fingerprint_of(to_metadata(c))};
+}
+
+// Whether every rank's record is rank 0's; if not, what differs, naming the first rank
+// that differs. A collective: every rank calls it.
+std::optional<std::string> ranks_disagree(const distributed::Communicator& communicator, const RankRecord& record) {
+  std::vector<double> halves;  // each 64-bit fingerprint as two 32-bit halves, which doubles hold exactly
+  for (const std::uint64_t part : {record.data, record.start, record.settings})
+    halves.push_back(static_cast<double>(part >> 32)), halves.push_back(static_cast<double>(part & 0xffffffffu));
+  const std::vector<double> all = communicator.all_gather(halves);
+  const std::size_t parts = halves.size();
+  // A rank's data or checkpoint that differs makes settings drawn from them differ too
+  // (the vocabulary, the step): named first.
+  const char* what[] = {"data (another text, or other shards or tokenizer)",
+                        "checkpoint to start from (another step, settings or curve)",
+                        "settings (other flags, or the checkpoint's)"};
+  for (std::size_t part = 0; part < parts; part += 2)
+    for (std::size_t rank = 1; rank * parts < all.size(); ++rank)
+      if (all[rank * parts + part] != all[part] || all[rank * parts + part + 1] != all[part + 1])
+        return str("rank ", rank, " was given other ", what[part / 2], " than rank 0: every rank must be given ",
+                   "the same flags and the same files (on every host)");
+  return std::nullopt;
+}
+
 // Everything before training: the settings, files and outputs checked, the model made.
 // Nothing here talks to the other ranks.
-std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::Communicator& communicator) {
+std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::Communicator& communicator,
+                                RankRecord& record) {
   c.ranks = communicator.size();
   Given given;
   if (!parse_command_line(argc, argv, c, given)) return nullptr;  // --help or --version
@@ -83,6 +131,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
       data ? language_model_config(c, data->vocabulary_size(), checkpoint) : std::nullopt;
   check_memory(c, model_shape(c, published ? &*published : nullptr, model_config_source(c, checkpoint)),
                communicator.local_size(), data ? data->resident_bytes() : 0);
+  record = rank_record(c, data.get(), start);
   communicator.set_timeout(std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)));
   if (!communicator.is_root()) {  // rank 0 alone prints and writes
     c.save.clear(), c.save_hf.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
@@ -94,7 +143,8 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
   else if (communicator.local_size() > 1)  // the machine's cores shared among its ranks
     set_num_threads(std::max(1, num_threads() / communicator.local_size()));
   if (c.verbose)
-    std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads() << " threads"
+    std::cout << "xgrad-train: BLAS " << blas_summary() << ", " << num_threads()
+              << (num_threads() == 1 ? " thread" : " threads")
               << (communicator.size() > 1 ? str(" in each of ", communicator.size(), " ranks") : std::string())
               << "; products in " << c.precision
               << (c.precision == "bf16" ? str(" (", bf16_summary(), ")") : std::string()) << std::endl;
@@ -105,13 +155,15 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
 
 // Under mpirun the ranks first agree that every one of them could set up: a bad flag or
 // file then ends every rank with exit code 2 (rank 0 saying why, or the rank that failed
-// alone), instead of some ranks waiting for the others forever.
+// alone), instead of some ranks waiting for the others forever; then that they were all
+// given the same run (RankRecord).
 int run(int argc, char** argv, distributed::Communicator& communicator) {
   Config c;
   std::unique_ptr<Trainer> trainer;
   std::optional<std::string> error;
+  RankRecord record;
   try {
-    trainer = set_up(argc, argv, c, communicator);
+    trainer = set_up(argc, argv, c, communicator, record);
   } catch (const std::exception& e) {
     error = unbroken(e.what());
   }
@@ -120,6 +172,10 @@ int run(int argc, char** argv, distributed::Communicator& communicator) {
     if (error && (communicator.is_root() || failed[0] == 0.0))
       std::fprintf(stderr, "xgrad-train: %s%s\n",
                    communicator.is_root() ? "" : str("rank ", communicator.rank(), ": ").c_str(), error->c_str());
+    return 2;
+  }
+  if (const std::optional<std::string> differs = ranks_disagree(communicator, record)) {
+    if (communicator.is_root()) std::fprintf(stderr, "xgrad-train: %s\n", differs->c_str());
     return 2;
   }
   if (!trainer) return 0;

@@ -14,7 +14,7 @@ volatile std::sig_atomic_t interrupted = 0;
 
 void on_interrupt(int signal) {
   if (interrupted) {  // the second: at once, a checkpoint half written removed
-    xgrad::remove_open_temporaries();
+    xgrad::remove_unfinished_outputs();
     ::_exit(128 + signal);
   }
   interrupted = signal;

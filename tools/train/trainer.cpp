@@ -282,7 +282,8 @@ void Trainer::write_metrics(const std::string& line) {
 void Trainer::announce() const {
   if (c_.quiet) return;
   std::cout << "xgrad-train: " << c_.task << ", " << workload_->sizes() << ", seq-len " << c_.seq_len << ", vocab "
-            << c_.vocab << ", " << model_.num_parameters() << " parameters, " << num_threads() << " threads"
+            << c_.vocab << ", " << model_.num_parameters() << " parameters, " << num_threads()
+            << (num_threads() == 1 ? " thread" : " threads")
             << (start_step_ ? ", resuming at step " + std::to_string(start_step_) : std::string()) << std::endl;
 }
 
@@ -384,7 +385,9 @@ int Trainer::run() {
   if (!c_.resume.empty() && !evaluation_due && (start_step_ >= c_.steps || target_met)) return report_finished();
   if (!c_.resume.empty() && !c_.metrics.empty()) keep_metrics_up_to(c_, start_step_);
   catch_interrupts();
-  live_ = ProgressLine(::isatty(::fileno(stdout)) && !c_.quiet);
+  // Under mpirun a rank's output reaches mpirun's, not the user's, terminal: whether that
+  // is one cannot be told here, and a rewritten line would land in logs as is.
+  live_ = ProgressLine(::isatty(::fileno(stdout)) && !c_.quiet && communicator_.size() == 1);
   profile_ = std::make_unique<ProfileWindow>(c_, start_step_, communicator_.rank() == 0);
   announce();
   try {
