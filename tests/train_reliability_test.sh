@@ -125,6 +125,10 @@ done <<<"$table"
 # CLI11's words said plainly: a flag twice, a flag without its value.
 refused "--steps given twice" "^xgrad-train: --steps is given 2 times: give it once$" --task sort --steps 1 --steps 2
 refused "--lr with no value" "^xgrad-train: --lr needs a value$" --task sort --lr
+# A flag for ranks, without ranks: it would do nothing.
+refused "--comm-timeout in a run of one process" \
+  "^xgrad-train: --comm-timeout is used by ranks waiting for each other: a run of one process has no other rank" \
+  --task sort --comm-timeout 5
 check "the table holds every flag of --help ($(comm -23 flags <(cut -d'|' -f1 <<<"$table" | sort) | tr '\n' ' '))" \
   test -z "$(comm -23 flags <(cut -d'|' -f1 <<<"$table" | sort))"
 

@@ -124,6 +124,10 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
     validate_read(c, start.contents.metadata, given, start.source());
   else
     validate(c);
+  if (given.count(flag(&Config::comm_timeout).name()) && communicator.size() == 1)
+    throw SettingError(flag(&Config::comm_timeout),
+                       " is used by ranks waiting for each other: a run of one process has no other rank (it is for "
+                       "mpirun -np 2 or more)");
   std::shared_ptr<const LanguageData> data;
   if (c.language_model()) data = open_language_data(c, start);
   const Metadata* checkpoint = start.flag ? &start.contents.metadata : nullptr;
