@@ -7,7 +7,9 @@
 //                            seeing those before it
 //   forward(tokens, cache)   the same for tokens that continue the cached ones: each block
 //                            appends their keys and values, so generation feeds each new
-//                            token once (inference only: no gradient flows through a cache)
+//                            token once. Gradients flow through a cache as through the
+//                            whole forward, so a cache keeps every step's graph alive
+//                            unless generation runs under a NoGradGuard, as it should
 //
 // Parameter names are Hugging Face's ("transformer.h.0.attn.c_attn.weight",
 // "model.layers.0.self_attn.q_proj.weight"). hf_state_dict() gives the tensors as that

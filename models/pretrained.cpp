@@ -1,8 +1,10 @@
 #include "xgrad/models/pretrained.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -90,7 +92,7 @@ DirectoryTensors read_tensors(const std::string& dir) {
 // a float (F32, F64, F16 or BF16; safetensors readers take integers and booleans for masks
 // and indices, which no weight is), buffers the model ignores aside (GPT-2's attn.bias was
 // saved as U8 or BOOL).
-StateDict match_tensors(const PretrainedModel& model, DirectoryTensors file) {
+StateDict match_tensors(const PretrainedModel& model, DirectoryTensors file, DType target) {
   const std::string& source = file.source;
   const std::map<std::string, Shape> expected = model.hf_shapes();
   StateDict matched;
@@ -126,7 +128,21 @@ StateDict match_tensors(const PretrainedModel& model, DirectoryTensors file) {
     else
       mismatched.push_back(str(tied, " (as lm_head.weight, the head tied to it) is ", tied_head->shape(),
                                " in the file, ", expected.at(tied), " in the model"));
+  } else if (tied_head) {
+    // Both: the head must be the embedding it is tied to, or one of them would be dropped.
+    const auto embedding = matched.find(tied);
+    XGRAD_CHECK(embedding == matched.end() || (tied_head->shape() == embedding->second.shape() &&
+                                               tied_head->to_vector() == embedding->second.to_vector()),
+                source, "holds lm_head.weight ", tied_head->shape(), " beside ", tied, ", but they differ, and ",
+                "config.json ties them (tie_word_embeddings): one of them would be dropped");
   }
+  // A finite value past float32's range would become an infinity.
+  if (target == DType::float32)
+    for (const auto& [name, tensor] : matched)
+      if (file.dtypes[named_as.count(name) ? named_as.at(name) : "lm_head.weight"] == "F64")
+        for (const double v : tensor.to_vector())
+          XGRAD_CHECK(!std::isfinite(v) || std::isfinite(static_cast<float>(v)), source, "\"", name, "\" holds ", v,
+                      ", past float32's range: the model in float32 would hold an infinity");
   for (const auto& named : expected)
     if (!matched.count(named.first) && std::find_if(mismatched.begin(), mismatched.end(), [&](const std::string& m) {
                                          return m.starts_with(named.first + " is ");
@@ -138,13 +154,22 @@ StateDict match_tensors(const PretrainedModel& model, DirectoryTensors file) {
   return matched;
 }
 
-// The model's files in a directory: what an earlier save left.
+// Whether `name` is a shard's, as save_pretrained names them ("model-00001-of-00003.safetensors").
+bool is_shard_name(const std::string& name) {
+  static const std::regex shard(R"(model-[0-9]{5,}-of-[0-9]{5,}\.safetensors)");
+  return std::regex_match(name, shard);
+}
+
+// The model's files in a directory: what an earlier save left (files, or links; not a
+// model_ema.safetensors or a folder of a shard's name, which no save writes).
 std::vector<fs::path> model_files(const fs::path& dir) {
   std::vector<fs::path> found;
   if (!fs::is_directory(dir)) return found;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if (name == "config.json" || (name.starts_with("model") && name.ends_with(".safetensors")) || name == kIndexFile)
+    std::error_code ignored;
+    if (entry.is_directory(ignored) && !entry.is_symlink(ignored)) continue;
+    if (name == "config.json" || name == kSingleFile || is_shard_name(name) || name == kIndexFile)
       found.push_back(entry.path());
   }
   return found;
@@ -180,7 +205,7 @@ std::unique_ptr<PretrainedModel> load_pretrained(const std::string& dir, DType d
     model = make_model(config);
   }
   model->to(dtype);
-  model->load_hf_state_dict(match_tensors(*model, read_tensors(dir)));
+  model->load_hf_state_dict(match_tensors(*model, read_tensors(dir), dtype));
   return model;
 }
 
@@ -299,7 +324,12 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
     throw;
   }
   for (const fs::path& old : old_files)  // a shard layout or a tokenizer the new save does not write
-    if (std::find(files.begin(), files.end(), old) == files.end()) fs::remove(old);
+    if (std::find(files.begin(), files.end(), old) == files.end()) {
+      std::error_code error;
+      fs::remove(old, error);
+      XGRAD_CHECK(!error, source, "wrote the model, but cannot remove the old model's ", old.filename().string(), " (",
+                  error.message(), ")");
+    }
 }
 
 }  // namespace xgrad::models

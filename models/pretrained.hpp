@@ -11,10 +11,13 @@
 //                                        it (text/vocabulary_files.hpp's encoder.json and
 //                                        vocab.bpe, under these names), when one is given
 //
-// Reading takes F32, F64, F16 and BF16 tensors and converts them to the model's dtype;
+// Reading takes F32, F64, F16 and BF16 tensors and converts them to the model's dtype (a
+// finite F64 value past float32's range, for a float32 model, is an Error; NaN and
+// infinities are taken as they are: xgrad's tools refuse them);
 // names saved from the base model alone ("h.0.attn.c_attn.weight" for
 // "transformer.h.0...") are found, and the buffers a family's files may carry are
-// skipped (PretrainedModel::ignored_on_load). Every other mismatch is an Error naming the file:
+// skipped (PretrainedModel::ignored_on_load); a tied model's lm_head.weight beside its
+// embedding must equal it. Every other mismatch is an Error naming the file:
 // a missing or extra tensor (named), a shape that differs (both shapes), an index naming
 // a shard that is not there.
 //
@@ -39,7 +42,8 @@ struct SaveOptions {
   std::size_t max_shard_bytes = 0;
   // A directory that already holds a model (config.json or model*.safetensors), or the
   // vocab.json and merges.txt this save writes (a link there counts), is an Error unless
-  // this is set; then its old shards are removed, and the old model's tokenizer files
+  // this is set; then its old files are removed (config.json, model.safetensors, the
+  // index and files named as its shards: model-00001-of-00003.safetensors), and the old model's tokenizer files
   // (vocab.json and merges.txt, encoder.json and vocab.bpe) that this save does not write.
   bool overwrite = false;
   // Written beside the model when given (vocab.json and merges.txt).

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <numbers>
 
 #include "xgrad/models/models.hpp"
@@ -649,7 +650,64 @@ BOOST_AUTO_TEST_CASE(a_tied_model_stored_as_its_head_alone_loads) {
     nn::write_safetensors(dir + "/model.safetensors", contents.tensors, contents.metadata);
     check_error([&] { models::load_pretrained(dir); },
                 {embedding + " (as lm_head.weight, the head tied to it) is [3, 3]"});
+    // Both, the same values (an older save): loads. Both, differing (or NaN in the head,
+    // or another shape): one of them would be dropped, so refused.
+    contents.tensors[embedding] = contents.tensors["lm_head.weight"] = model->hf_state_dict().at(embedding);
+    nn::write_safetensors(dir + "/model.safetensors", contents.tensors, contents.metadata);
+    BOOST_CHECK(models::load_pretrained(dir)->forward(kTokens).to_vector() == model->forward(kTokens).to_vector());
+    for (const Tensor& head : {contents.tensors[embedding] * Tensor::scalar(2.0f),
+                               contents.tensors[embedding] * Tensor::scalar(std::nanf("")), Tensor::zeros({3, 3})}) {
+      contents.tensors["lm_head.weight"] = head;
+      nn::write_safetensors(dir + "/model.safetensors", contents.tensors, contents.metadata);
+      check_error([&] { models::load_pretrained(dir); },
+                  {"holds lm_head.weight", "beside " + embedding, "but they differ", "tie_word_embeddings"});
+    }
   }
+  std::filesystem::remove_all(dir);
+}
+
+// A finite float64 value a float32 model cannot hold is refused, naming the tensor; the
+// same file loads into float64.
+BOOST_AUTO_TEST_CASE(a_float64_value_past_float32_is_refused_for_float32) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("xgrad-test-f64-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  manual_seed(12);
+  models::GPT2LMHeadModel model(small_gpt2(false));
+  model.to(DType::float64);
+  models::save_pretrained(model, dir);
+  nn::SafetensorsContents contents = nn::read_safetensors(dir + "/model.safetensors");
+  Tensor& bias = contents.tensors.at("transformer.h.0.ln_1.bias");
+  std::vector<double> values = bias.to_vector();
+  values[1] = 1e300;
+  bias = Tensor::from_vector(values, bias.shape(), DType::float64);
+  nn::write_safetensors(dir + "/model.safetensors", contents.tensors, contents.metadata);
+  check_error([&] { models::load_pretrained(dir); }, {"transformer.h.0.ln_1.bias", "1e+300", "past float32's range"});
+  BOOST_CHECK_NO_THROW(models::load_pretrained(dir, DType::float64));
+  std::filesystem::remove_all(dir);
+}
+
+// Replacing a model removes its own files only: not a file that merely starts with
+// "model" (an EMA copy) nor a folder of a shard's name.
+BOOST_AUTO_TEST_CASE(an_overwrite_removes_the_old_model_files_alone) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("xgrad-test-keep-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  manual_seed(13);
+  models::LlamaForCausalLM model(small_llama(2, false));
+  models::save_pretrained(model, dir, {.max_shard_bytes = 4000});
+  BOOST_REQUIRE(std::filesystem::exists(dir + "/model-00001-of-00002.safetensors") ||
+                std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  for (const char* kept : {"model_ema.safetensors", "modelcard.safetensors"})
+    std::ofstream(dir + "/" + kept) << "the user's";
+  std::filesystem::create_directories(dir + "/model-00009-of-00009.safetensors/inside");
+  models::save_pretrained(model, dir, {.overwrite = true});
+  BOOST_CHECK(std::filesystem::exists(dir + "/model.safetensors"));
+  BOOST_CHECK(!std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  BOOST_CHECK(!std::filesystem::exists(dir + "/model-00001-of-00002.safetensors"));
+  BOOST_CHECK(std::filesystem::exists(dir + "/model_ema.safetensors"));
+  BOOST_CHECK(std::filesystem::exists(dir + "/modelcard.safetensors"));
+  BOOST_CHECK(std::filesystem::exists(dir + "/model-00009-of-00009.safetensors/inside"));
   std::filesystem::remove_all(dir);
 }
 
