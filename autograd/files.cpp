@@ -289,9 +289,9 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, std::string_view op)
   // A short name, so that a target name near the 255-byte limit still has a temporary.
   static std::atomic<unsigned> counter{0};
   temporary_ = str(folder_of(target_), "/", temporary_name(target_, ::getpid(), counter++));
+  listed_ = RemovedIfKilled(temporary_, RemovedIfKilled::Kind::file);  // first: listing may throw
   fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   XGRAD_CHECK(fd_ >= 0, op, "cannot create a file in '", folder_of(target_), "': ", error_text(errno));
-  listed_ = RemovedIfKilled(temporary_, RemovedIfKilled::Kind::file);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {

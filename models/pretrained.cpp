@@ -1,7 +1,11 @@
 #include "xgrad/models/pretrained.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -273,17 +277,32 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   }
   XGRAD_CHECK(old_files.empty() || options.overwrite, source, "already holds ", old_files.front().filename().string(),
               ": choose another directory, or overwrite");
-  // The folder and the parents it lacks, the innermost first, and the files new to it:
-  // removed again if the save fails half way, or the process dies of a signal meanwhile.
+  // A model of a text's bytes takes no tokenizer: not one already in the folder either
+  // (one an overwrite replaces goes with the old model, above).
+  for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+    XGRAD_CHECK(text_bytes.empty() || !taken(fs::path(dir) / name) ||
+                    std::find(old_files.begin(), old_files.end(), fs::path(dir) / name) != old_files.end(),
+                source, "holds a tokenizer (", name, "), and a model of a text's bytes takes none: choose another ",
+                "folder");
+  // The folders made (the folder and the parents it lacks, each as the path goes: through
+  // its links and ..) and the files new to it: removed again if the save fails half way,
+  // or the process dies of a signal meanwhile.
   std::vector<fs::path> made_folders, created;
-  fs::path folder = fs::path(dir).lexically_normal();
-  if (!folder.has_filename()) folder = folder.parent_path();
-  for (; !folder.empty() && !taken(folder); folder = folder.parent_path()) made_folders.push_back(folder);
   std::vector<RemovedIfKilled> unfinished;
   try {
-    fs::create_directories(dir, ec);
-    XGRAD_CHECK(!ec, source, "cannot make the folder (", ec.message(), ")");
-    for (const fs::path& made : made_folders) unfinished.emplace_back(made.string(), RemovedIfKilled::Kind::folder);
+    fs::path folder;
+    for (const fs::path& part : fs::path(dir)) {
+      folder /= part;
+      if (part.empty() || ::mkdir(folder.c_str(), 0777) != 0) {
+        const int error = errno;
+        XGRAD_CHECK(part.empty() || error == EEXIST, source, "cannot make the folder ", folder.string(), " (",
+                    std::strerror(error), ")");
+        continue;
+      }
+      made_folders.insert(made_folders.begin(), folder);  // the innermost first
+      unfinished.emplace_back(folder.string(), RemovedIfKilled::Kind::folder);
+    }
+    XGRAD_CHECK(fs::is_directory(dir, ec), source, "is ", kind_of_file(dir), ", not a folder");
     for (const fs::path& file : files)
       if (!taken(file)) {
         created.push_back(file);
@@ -323,6 +342,7 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
     for (const fs::path& made : made_folders) fs::remove(made, ignored);  // only if empty
     throw;
   }
+  unfinished.clear();                    // the new model is whole: a signal now must not remove it
   for (const fs::path& old : old_files)  // a shard layout or a tokenizer the new save does not write
     if (std::find(files.begin(), files.end(), old) == files.end()) {
       std::error_code error;

@@ -240,10 +240,14 @@ void Optimizer::load_state_dict(const StateDict& given, bool strict) {
   std::vector<ParamState> loaded = read_parameter_state(state, groups, strict, problems);
   if (!problems.empty()) fail(type_, "load_state_dict: ", listed(problems, "; "));
 
+  bool bases = false;
   for (std::size_t g = 0; g < num_groups_; ++g) {
     change_settings(g, groups.changes[g]);
-    if (groups.initial_lrs[g]) initial_lrs_[g] = {.rate = groups.initial_lrs[g], .loaded = true};
+    if (groups.initial_lrs[g])
+      initial_lrs_[g] = {.rate = groups.initial_lrs[g], .loaded = true, .loaded_rate = groups.initial_lrs[g]},
+      bases = true;
   }
+  if (bases) ++initial_lr_loads_;
   steps_ = static_cast<std::int64_t>(*steps);
   state_ = std::move(loaded);
 }

@@ -8,8 +8,19 @@
 
 namespace xgrad::optim {
 
-LRSchedule::LRSchedule(Optimizer& optimizer) : optimizer_(optimizer) {
-  for (std::size_t g = 0; g < optimizer.num_groups(); ++g) optimizer.take_initial_lr(g);
+LRSchedule::LRSchedule(Optimizer& optimizer) : optimizer_(optimizer), loads_seen_(optimizer.initial_lr_loads()) {
+  for (std::size_t g = 0; g < optimizer.num_groups(); ++g) base_lrs_.push_back(optimizer.take_initial_lr(g));
+}
+
+double LRSchedule::base_lr(std::size_t group) const {
+  if (loads_seen_ != optimizer_.initial_lr_loads()) {
+    for (std::size_t g = 0; g < base_lrs_.size(); ++g)
+      base_lrs_[g] = optimizer_.loaded_initial_lr(g).value_or(base_lrs_[g]);
+    loads_seen_ = optimizer_.initial_lr_loads();
+  }
+  XGRAD_CHECK(group < base_lrs_.size(), "LRSchedule", "group ", group, " does not exist (the optimizer has ",
+              base_lrs_.size(), ")");
+  return base_lrs_[group];
 }
 
 void LRSchedule::apply() {

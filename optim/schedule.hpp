@@ -1,13 +1,13 @@
 #pragma once
 // Learning-rate schedules. A schedule takes each parameter group's rate when it is made
-// as the group's base rate (kept in the optimizer as the group's initial_lr, as PyTorch
-// keeps it, and in its state dict), sets rate(0) at once, and after each
+// as the group's base rate (and the optimizer keeps it as the group's initial_lr, as
+// PyTorch does, in its state dict too), sets rate(0) at once, and after each
 // optimizer.step() its own step() sets rate(k) for the next update: update k (counting
 // from 0) runs at rate(k), computed from each group's own base (as PyTorch's schedulers do).
 //
 // Resuming: make the optimizer and its schedule, load the optimizer's state (the saved
-// run's base rates come with it, whatever rates the optimizer was made with; a schedule
-// made after the load takes them too), then set_updates(k) with the updates done.
+// run's base rates come with it, whatever rates the optimizer was made with: the schedule
+// takes them; one made after the load too), then set_updates(k) with the updates done.
 //
 //   optim::WarmupCosineLR schedule(adam, 100, 5000);
 //   for (...) { ...; adam.step(); schedule.step(); }
@@ -34,7 +34,7 @@ class LRSchedule {
   virtual double rate_from(double base, std::int64_t update) const = 0;
   double rate(std::int64_t update) const { return rate_from(base_lr(), update); }  // the first group's
   std::int64_t updates() const { return updates_; }
-  double base_lr(std::size_t group = 0) const { return *optimizer_.group_initial_lr(group); }
+  double base_lr(std::size_t group = 0) const;
   // Continue a resumed run: the next update is `update`.
   void set_updates(std::int64_t update);
 
@@ -44,6 +44,10 @@ class LRSchedule {
   std::int64_t updates_ = 0;
 
  private:
+  // Each group's base, mutable: taken anew from the optimizer once it has loaded a state
+  // with base rates since this schedule last looked.
+  mutable std::vector<double> base_lrs_;
+  mutable std::uint64_t loads_seen_ = 0;
   bool applied_ = false;  // whether rate(0) was set, by the subclass's constructor
 };
 

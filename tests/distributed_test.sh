@@ -62,6 +62,13 @@ code=$?
 check "the same copy goes on (got $code: $(grep xgrad-train err | head -c 300))" test "$code" -eq 0
 rm -f r0/new.st
 ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 timeout 300 mpirun --allow-run-as-root --oversubscribe \
+  -np 1 --wdir r0 "$train" --resume c.st --steps 6 --threads 1 --save new.st : \
+  -np 1 --wdir r1 "$train" --init-from c.st --text t.txt --steps 6 --threads 1 --accum-steps 1 --save new.st \
+  >out 2>err
+check "one rank resuming, the other starting from the same file, exits non-zero" test $? -ne 0
+check "... naming the settings" test "$(grep -c "rank 1 was given other settings" err)" -eq 1
+check "... writes nothing" test ! -e r0/new.st -a ! -e r1/new.st
+ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 timeout 300 mpirun --allow-run-as-root --oversubscribe \
   -np 1 --wdir r0 "$train" --task sort --steps 4 --lr 0.01 --threads 1 --save new.st : \
   -np 1 --wdir r1 "$train" --task sort --steps 4 --lr 0.02 --threads 1 --save new.st >out 2>err
 check "another --lr on one rank exits non-zero" test $? -ne 0

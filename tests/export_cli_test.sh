@@ -211,9 +211,16 @@ check "... and the old model's tokenizer is gone" test ! -e replaced-hf/vocab.js
 refused "... so GGUF from it is refused as a model of a text's bytes" "replaced-hf: a model of a text's bytes" \
   "$export_" --from replaced-hf --out m.gguf
 mkdir -p beside-hf && cp gpt2-hf/vocab.json gpt2-hf/merges.txt beside-hf/
-code=$(run "$export_" --from bytes.st --out beside-hf --overwrite)
+mkdir -p untokenized-hf && cp gpt2-hf/config.json gpt2-hf/model.safetensors untokenized-hf/
+code=$(run "$export_" --from untokenized-hf --out beside-hf --overwrite)
 check "a model put beside a tokenizer alone keeps it ($code: $(cat err))" \
   test "$code" -eq 0 -a -s beside-hf/vocab.json -a -s beside-hf/merges.txt -a -s beside-hf/config.json
+# ... but a model of a text's bytes takes none: such a folder no reader would take.
+rm -rf beside-hf && mkdir -p beside-hf && cp gpt2-hf/vocab.json gpt2-hf/merges.txt beside-hf/
+refused "a model of a text's bytes beside a tokenizer" \
+  "beside-hf: .*holds a tokenizer (vocab.json), and a model of a text's bytes takes none" \
+  "$export_" --from bytes.st --out beside-hf --overwrite
+check "... leaving the folder as it was" test "$(ls beside-hf | tr '\n' ' ')" = "merges.txt vocab.json "
 # A link where a file goes is taken (its target is written, the link stays): without
 # --overwrite refused; a failed write leaves the user's link where it was.
 mkdir -p linked-hf && ln -s /no/such/folder/vocab.json linked-hf/vocab.json

@@ -211,14 +211,14 @@ BOOST_AUTO_TEST_CASE(a_resumed_schedule_runs_from_the_saved_base_rates) {
       {"lambda", [](optim::Optimizer& o) {
          return std::make_unique<optim::LambdaLR>(o, [](std::int64_t u) { return 1.0 / (1.0 + u); });
        }}};
-  const auto groups = [](const Problem& p) {
-    return std::vector<optim::ParamGroup>{{{{"w", p.w}}, {}}, {{{"b", p.b}}, {{"lr", 0.05}}}};
+  const auto groups = [](const Problem& p, double second_lr) {
+    return std::vector<optim::ParamGroup>{{{{"w", p.w}}, {}}, {{{"b", p.b}}, {{"lr", second_lr}}}};
   };
   for (const auto& [name, make] : schedules)
     for (const bool schedule_first : {true, false}) {
       BOOST_TEST_CONTEXT(name << (schedule_first ? ", made before the load" : ", made after the load")) {
         Problem a = fixture_problem();
-        optim::SGD sgd(groups(a), {.lr = 0.1, .momentum = 0.9});
+        optim::SGD sgd(groups(a, 0.05), {.lr = 0.1, .momentum = 0.9});
         const auto schedule = make(sgd);
         const auto run = [](const Problem& p, optim::Optimizer& opt, optim::LRSchedule& s, int steps) {
           std::vector<double> rates;
@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_schedule_runs_from_the_saved_base_rates) {
         BOOST_CHECK_EQUAL(saved.at("group.1.initial_lr").item(), 0.05);
         Problem b = fixture_problem();
         b.w.set_data(a.w), b.b.set_data(a.b);
-        optim::SGD fresh(groups(b), {});  // the default rate, as a tool that takes the rest from the state
+        optim::SGD fresh(groups(b, 0.7), {});  // other rates: the state brings the settings
         std::unique_ptr<optim::LRSchedule> resumed;
         if (schedule_first) resumed = make(fresh);
         fresh.load_state_dict(saved);
@@ -247,14 +247,17 @@ BOOST_AUTO_TEST_CASE(a_resumed_schedule_runs_from_the_saved_base_rates) {
         BOOST_CHECK(a.w.to_vector() == b.w.to_vector() && a.b.to_vector() == b.b.to_vector());
       }
     }
-  // A schedule made after another (and after set_lr) starts from the rate of its time.
+  // A schedule made after another (and after set_lr) starts from the rate of its time;
+  // the first, still alive, keeps its own base.
   Problem p = fixture_problem();
   optim::SGD sgd(p.parameters(), {.lr = 0.1});
-  { optim::StepLR first(sgd, 1, 0.5); }
+  optim::WarmupCosineLR first(sgd, 10, 100);
   sgd.set_lr(0.7);
   optim::ConstantLR second(sgd);
   BOOST_CHECK_EQUAL(sgd.lr(), 0.7);
   BOOST_CHECK_EQUAL(*sgd.group_initial_lr(0), 0.7);
+  BOOST_CHECK_EQUAL(first.base_lr(), 0.1);
+  BOOST_CHECK_CLOSE(first.rate(50), first.rate_from(0.1, 50), 1e-12);
   // A state's base rate is checked as a rate is.
   StateDict bad = sgd.state_dict();
   bad["group.0.initial_lr"] = Tensor::scalar(-1.0, DType::float64);

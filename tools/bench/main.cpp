@@ -604,8 +604,8 @@ int run(const BenchOptions& o, Precision precision, const ProfileRequest& profil
   // Every rank would time its own copy on the same cores, each printing its own figure.
   if (distributed::launched_by_mpirun())
     throw tools::UsageError(str(flag(&BenchOptions::config), " ", config,
-                                " runs alone: under mpirun each rank would time its own run on the same cores ",
-                                "(only allreduce runs under mpirun)"));
+                                " runs alone, not under mpirun (each rank would time its own run on the same ",
+                                "cores; only allreduce runs under mpirun)"));
   if (config == "sgemm") return run_sgemm(threads, steps, precision);
   if (config == "overhead") return run_overhead(threads, steps);
   if (config == "optimizers") return run_optimizer(threads, steps);

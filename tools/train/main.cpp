@@ -24,6 +24,7 @@
 #include "xgrad/autograd/parallel.hpp"
 #include "xgrad/autograd/precision.hpp"
 #include "xgrad/distributed/communicator.hpp"
+#include "xgrad/models/config.hpp"
 
 using namespace xgrad;
 using namespace tools;
@@ -46,12 +47,21 @@ std::uint64_t fingerprint_of(const Metadata& metadata) {
   return fingerprint(bytes);
 }
 
-RankRecord rank_record(const Config& c, const LanguageData* data, const Start& start) {
+RankRecord rank_record(const Config& c, const LanguageData* data, const Start& start,
+                       const std::optional<models::ModelConfig>& published) {
   Metadata data_record;
   if (data) data->add_metadata(data_record);
+  // The settings a checkpoint records, and those it does not that change what a rank
+  // does: how it starts (a resume loads the optimizer's state), whether it trains, and a
+  // published model's whole config (from a Hugging Face folder or --model-config, whose
+  // weights come from rank 0 but whose rope_theta or epsilon are each rank's own).
+  Metadata settings = to_metadata(c);
+  settings["rank.resume"] = start.resume ? "1" : "0";
+  settings["rank.eval_only"] = c.eval_only ? "1" : "0";
+  if (published) settings["rank.model_config"] = models::model_config_json(*published);
   return {.data = fingerprint_of(data_record),
           .start = start.flag ? fingerprint_of(start.contents.metadata) : 0,
-          .settings = fingerprint_of(to_metadata(c))};
+          .settings = fingerprint_of(settings)};
 }
 
 // Whether every rank's record is rank 0's; if not, what differs, naming the first rank
@@ -135,7 +145,7 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
       data ? language_model_config(c, data->vocabulary_size(), checkpoint) : std::nullopt;
   check_memory(c, model_shape(c, published ? &*published : nullptr, model_config_source(c, checkpoint)),
                communicator.local_size(), data ? data->resident_bytes() : 0);
-  record = rank_record(c, data.get(), start);
+  record = rank_record(c, data.get(), start, published);
   communicator.set_timeout(std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)));
   if (!communicator.is_root()) {  // rank 0 alone prints and writes
     c.save.clear(), c.save_hf.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();

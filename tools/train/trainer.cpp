@@ -387,7 +387,7 @@ int Trainer::run() {
   catch_interrupts();
   // Under mpirun a rank's output reaches mpirun's, not the user's, terminal: whether that
   // is one cannot be told here, and a rewritten line would land in logs as is.
-  live_ = ProgressLine(::isatty(::fileno(stdout)) && !c_.quiet && communicator_.size() == 1);
+  live_ = ProgressLine(::isatty(::fileno(stdout)) && !c_.quiet && !distributed::launched_by_mpirun());
   profile_ = std::make_unique<ProfileWindow>(c_, start_step_, communicator_.rank() == 0);
   announce();
   try {
