@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -92,6 +93,20 @@ DirectoryTensors read_tensors(const std::string& dir) {
   return read_sharded(dir, index);
 }
 
+// Whether two tensors hold the same values, element by element in place (a NaN equals a
+// NaN in the same place: a copy of a matrix holding one is the same matrix).
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  if (a.dtype() != b.dtype()) return a.to(DType::float64).to_vector() == b.to(DType::float64).to_vector();
+  const auto same = [&](const auto* x, const auto* y) {
+    for (std::size_t i = 0; i < a.numel(); ++i)
+      if (x[i] != y[i] && !(std::isnan(x[i]) && std::isnan(y[i]))) return false;
+    return true;
+  };
+  return a.dtype() == DType::float64 ? same(a.data<double>(), b.data<double>())
+                                     : same(a.data<float>(), b.data<float>());
+}
+
 // The file's tensors under the model's names, checked against what the model expects: each
 // a float (F32, F64, F16 or BF16; safetensors readers take integers and booleans for masks
 // and indices, which no weight is), buffers the model ignores aside (GPT-2's attn.bias was
@@ -135,18 +150,19 @@ StateDict match_tensors(const PretrainedModel& model, DirectoryTensors file, DTy
   } else if (tied_head) {
     // Both: the head must be the embedding it is tied to, or one of them would be dropped.
     const auto embedding = matched.find(tied);
-    XGRAD_CHECK(embedding == matched.end() || (tied_head->shape() == embedding->second.shape() &&
-                                               tied_head->to_vector() == embedding->second.to_vector()),
-                source, "holds lm_head.weight ", tied_head->shape(), " beside ", tied, ", but they differ, and ",
+    XGRAD_CHECK(embedding == matched.end() || same_values(*tied_head, embedding->second), source,
+                "holds lm_head.weight ", tied_head->shape(), " beside ", tied, ", but they differ, and ",
                 "config.json ties them (tie_word_embeddings): one of them would be dropped");
   }
   // A finite value past float32's range would become an infinity.
   if (target == DType::float32)
     for (const auto& [name, tensor] : matched)
-      if (file.dtypes[named_as.count(name) ? named_as.at(name) : "lm_head.weight"] == "F64")
-        for (const double v : tensor.to_vector())
-          XGRAD_CHECK(!std::isfinite(v) || std::isfinite(static_cast<float>(v)), source, "\"", name, "\" holds ", v,
-                      ", past float32's range: the model in float32 would hold an infinity");
+      if (tensor.dtype() == DType::float64) {
+        const double* values = tensor.data<double>();
+        for (std::size_t i = 0; i < tensor.numel(); ++i)
+          XGRAD_CHECK(!std::isfinite(values[i]) || std::isfinite(static_cast<float>(values[i])), source, "\"", name,
+                      "\" holds ", values[i], ", past float32's range: the model in float32 would hold an infinity");
+      }
   for (const auto& named : expected)
     if (!matched.count(named.first) && std::find_if(mismatched.begin(), mismatched.end(), [&](const std::string& m) {
                                          return m.starts_with(named.first + " is ");
@@ -156,6 +172,12 @@ StateDict match_tensors(const PretrainedModel& model, DirectoryTensors file, DTy
   XGRAD_CHECK(missing.empty(), source, "tensors missing: ", listed(missing));
   XGRAD_CHECK(extra.empty(), source, "tensors the ", model.type_name(), " does not have: ", listed(extra));
   return matched;
+}
+
+constexpr std::array<const char*, 4> kTokenizerFiles = {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"};
+
+bool is_tokenizer_file(const std::string& name) {
+  return std::find(kTokenizerFiles.begin(), kTokenizerFiles.end(), name) != kTokenizerFiles.end();
 }
 
 // Whether `name` is a shard's, as save_pretrained names them ("model-00001-of-00003.safetensors").
@@ -268,7 +290,7 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   // The tokenizer beside a model replaced is that model's: it goes with it, unless this
   // save writes it anew.
   if (!old_files.empty())
-    for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+    for (const char* name : kTokenizerFiles)
       if (taken(fs::path(dir) / name)) old_files.push_back(fs::path(dir) / name);
   for (const fs::path& file : files) {
     XGRAD_CHECK(!fs::is_directory(file), source, file.filename().string(), " is a folder; a file goes there");
@@ -279,7 +301,7 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
               ": choose another directory, or overwrite");
   // A model of a text's bytes takes no tokenizer: not one already in the folder either
   // (one an overwrite replaces goes with the old model, above).
-  for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+  for (const char* name : kTokenizerFiles)
     XGRAD_CHECK(text_bytes.empty() || !taken(fs::path(dir) / name) ||
                     std::find(old_files.begin(), old_files.end(), fs::path(dir) / name) != old_files.end(),
                 source, "holds a tokenizer (", name, "), and a model of a text's bytes takes none: choose another ",
@@ -331,6 +353,15 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
       write_file_atomically((fs::path(dir) / "vocab.json").string(), vocabulary.encoder_json, source);
       write_file_atomically((fs::path(dir) / "merges.txt").string(), vocabulary.vocab_bpe, source);
     }
+    // The old model's tokenizer goes before the new config.json appears: no reader may
+    // take the new model for one with that tokenizer.
+    for (const fs::path& old : old_files)
+      if (is_tokenizer_file(old.filename().string()) && std::find(files.begin(), files.end(), old) == files.end()) {
+        std::error_code error;
+        fs::remove(old, error);
+        XGRAD_CHECK(!error, source, "cannot remove the old model's ", old.filename().string(), " (", error.message(),
+                    ")");
+      }
     write_file_atomically(files.back().string(),
                           model_config_json(config, {.tokenizer = options.tokenizer,
                                                      .text_bytes = &text_bytes,

@@ -53,7 +53,9 @@ Optimizer::Optimizer(std::string type, const std::vector<ParamGroup>& groups)
   XGRAD_CHECK(!parameters_.empty(), type_, "got an empty parameter list (", groups.size(),
               groups.size() == 1 ? " group" : " groups", ", no parameter)");
   state_.resize(parameters_.size());
-  initial_lrs_.resize(num_groups_);
+  bases_ = std::make_shared<ScheduleBases>();
+  bases_->rates.resize(num_groups_);
+  bases_->loaded.resize(num_groups_);
   std::set<std::string> names;
   std::map<const void*, std::string> tensors;  // each parameter's node, to catch one tensor given twice
   for (const auto& [name, p] : parameters_) {
@@ -83,14 +85,6 @@ void Optimizer::set_group_lr(std::size_t group, double lr) {
   const SettingsCheck checked = check_settings(group, change);
   if (!checked.problems.empty()) fail(type_, listed(checked.problems, "; "));
   change_settings(group, change);
-}
-
-double Optimizer::take_initial_lr(std::size_t group) {
-  check_group(group);
-  InitialLr& initial = initial_lrs_[group];
-  if (!initial.loaded) initial.rate = group_lr(group);
-  initial.loaded = false;
-  return *initial.rate;
 }
 
 void Optimizer::zero_grad() {
@@ -158,7 +152,7 @@ StateDict Optimizer::state_dict() const {
     for (const std::string& name : names)
       state[str("group.", g, ".", name)] = Tensor::scalar(group_setting(g, name), DType::float64);
   for (std::size_t g = 0; g < num_groups_; ++g)
-    if (const std::optional<double> rate = initial_lrs_[g].rate)
+    if (const std::optional<double> rate = bases_->rates[g])
       state[str("group.", g, ".", kInitialLr)] = Tensor::scalar(*rate, DType::float64);
   state["step"] = Tensor::scalar(static_cast<double>(steps_), DType::float64);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
@@ -240,14 +234,11 @@ void Optimizer::load_state_dict(const StateDict& given, bool strict) {
   std::vector<ParamState> loaded = read_parameter_state(state, groups, strict, problems);
   if (!problems.empty()) fail(type_, "load_state_dict: ", listed(problems, "; "));
 
-  bool bases = false;
   for (std::size_t g = 0; g < num_groups_; ++g) {
     change_settings(g, groups.changes[g]);
-    if (groups.initial_lrs[g])
-      initial_lrs_[g] = {.rate = groups.initial_lrs[g], .loaded = true, .loaded_rate = groups.initial_lrs[g]},
-      bases = true;
+    bases_->loaded[g] = groups.initial_lrs[g].has_value();
+    if (groups.initial_lrs[g]) bases_->rates[g] = groups.initial_lrs[g];
   }
-  if (bases) ++initial_lr_loads_;
   steps_ = static_cast<std::int64_t>(*steps);
   state_ = std::move(loaded);
 }

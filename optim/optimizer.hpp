@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -113,19 +114,22 @@ class Optimizer : public Stateful {
   std::size_t num_groups() const { return num_groups_; }
   double group_lr(std::size_t group) const { return group_setting(group, "lr"); }
   void set_group_lr(std::size_t group, double lr);
-  // The rate schedules compute a group's rates from (its base rate, PyTorch's initial_lr):
-  // the base of the last schedule made on the optimizer, or of the last state loaded;
-  // nothing before. The state dict keeps it ("group.<g>.initial_lr"), so that a resumed
-  // schedule runs from the saved run's base rates, whatever rates the optimizer was made with.
-  std::optional<double> group_initial_lr(std::size_t group) const { return initial_lrs_.at(group).rate; }
-  // For a schedule being made: its base rate for the group, which becomes the group's
-  // initial_lr. That is the one a loaded state gave, if no schedule was made since the
-  // load; else the group's rate now.
-  double take_initial_lr(std::size_t group);
-  // How many loads have brought base rates, and the last one's for a group: a schedule
-  // that saw fewer loads takes those (a schedule made before load_state_dict).
-  std::uint64_t initial_lr_loads() const { return initial_lr_loads_; }
-  std::optional<double> loaded_initial_lr(std::size_t group) const { return initial_lrs_.at(group).loaded_rate; }
+  // The base rates schedules compute each group's rates from (PyTorch's initial_lr),
+  // kept here and in the state dict ("group.<g>.initial_lr"), so that a resumed schedule
+  // runs from the saved run's base rates whatever rates the optimizer was made with. A
+  // schedule sets them when it is made (each group's rate then, or those a state loaded
+  // since gave); a load replaces them. Shared with the optimizer's schedule (at most one
+  // at a time), which may outlive it.
+  struct ScheduleBases {
+    std::vector<std::optional<double>> rates;  // per group; nothing until a schedule or a state sets it
+    std::vector<bool> loaded;                  // per group: from the last load, taken by no schedule yet
+    bool scheduled = false;                    // a schedule lives
+  };
+  std::optional<double> group_initial_lr(std::size_t group) const {
+    check_group(group);
+    return bases_->rates[group];
+  }
+  const std::shared_ptr<ScheduleBases>& schedule_bases() { return bases_; }
   // Any setting of a group by name ("beta1"); flags read 1 or 0.
   virtual double group_setting(std::size_t group, const std::string& name) const = 0;
   virtual std::vector<std::string> setting_names() const = 0;  // as the optimizer's table orders them
@@ -205,13 +209,7 @@ class Optimizer : public Stateful {
   NamedParameters parameters_;         // every group's, in order
   std::vector<std::size_t> group_of_;  // parameters_[i] belongs to group group_of_[i]
   std::size_t num_groups_;
-  struct InitialLr {
-    std::optional<double> rate;
-    bool loaded = false;                // from a state, not yet taken by a schedule made since
-    std::optional<double> loaded_rate;  // the last state's
-  };
-  std::vector<InitialLr> initial_lrs_;  // per group
-  std::uint64_t initial_lr_loads_ = 0;
+  std::shared_ptr<ScheduleBases> bases_;
   std::vector<ParamState> state_;
   std::int64_t steps_ = 0;
   double grad_factor_ = 1.0;

@@ -8,19 +8,30 @@
 
 namespace xgrad::optim {
 
-LRSchedule::LRSchedule(Optimizer& optimizer) : optimizer_(optimizer), loads_seen_(optimizer.initial_lr_loads()) {
-  for (std::size_t g = 0; g < optimizer.num_groups(); ++g) base_lrs_.push_back(optimizer.take_initial_lr(g));
+LRSchedule::LRSchedule(Optimizer& optimizer)
+    : optimizer_(optimizer), bases_(optimizer.schedule_bases()), before_(*bases_) {
+  XGRAD_CHECK(!bases_->scheduled, "LRSchedule", "the ", optimizer.type(),
+              " optimizer has a schedule already: one at a time (the base rates its state saves are that "
+              "schedule's); combine rates in one LambdaLR");
+  for (std::size_t g = 0; g < bases_->rates.size(); ++g) {
+    if (!bases_->loaded[g]) bases_->rates[g] = optimizer.group_lr(g);
+    bases_->loaded[g] = false;
+  }
+  bases_->scheduled = true;
+}
+
+LRSchedule::~LRSchedule() {
+  if (!applied_) {  // a subclass's constructor threw: as if never made
+    bases_->rates = before_.rates;
+    bases_->loaded = before_.loaded;
+  }
+  bases_->scheduled = false;
 }
 
 double LRSchedule::base_lr(std::size_t group) const {
-  if (loads_seen_ != optimizer_.initial_lr_loads()) {
-    for (std::size_t g = 0; g < base_lrs_.size(); ++g)
-      base_lrs_[g] = optimizer_.loaded_initial_lr(g).value_or(base_lrs_[g]);
-    loads_seen_ = optimizer_.initial_lr_loads();
-  }
-  XGRAD_CHECK(group < base_lrs_.size(), "LRSchedule", "group ", group, " does not exist (the optimizer has ",
-              base_lrs_.size(), ")");
-  return base_lrs_[group];
+  XGRAD_CHECK(group < bases_->rates.size(), "LRSchedule", "group ", group, " does not exist (the optimizer has ",
+              bases_->rates.size(), ")");
+  return *bases_->rates[group];
 }
 
 void LRSchedule::apply() {
@@ -78,6 +89,8 @@ WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, std::int64_t warmup, std::i
 }
 
 double WarmupCosineLR::rate_from(double base, std::int64_t update) const {
+  // A base loaded after the constructor's check (a resume) is checked here.
+  XGRAD_CHECK(min_lr_ <= base, "WarmupCosineLR", "min_lr ", min_lr_, " must lie in [0, base rate ", base, "]");
   if (update < warmup_) return base * static_cast<double>(update + 1) / static_cast<double>(warmup_);
   const double progress = std::min(1.0, static_cast<double>(update - warmup_) / static_cast<double>(total_ - warmup_));
   return min_lr_ + (base - min_lr_) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));

@@ -9,6 +9,10 @@
 // run's base rates come with it, whatever rates the optimizer was made with: the schedule
 // takes them; one made after the load too), then set_updates(k) with the updates done.
 //
+// An optimizer has one schedule at a time (the base rates it saves are that schedule's):
+// a second made while the first lives is an Error; combine rates in one LambdaLR. A
+// schedule whose constructor throws leaves the base rates as they were.
+//
 //   optim::WarmupCosineLR schedule(adam, 100, 5000);
 //   for (...) { ...; adam.step(); schedule.step(); }
 //
@@ -19,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "xgrad/optim/optimizer.hpp"
@@ -28,13 +33,15 @@ namespace xgrad::optim {
 class LRSchedule {
  public:
   explicit LRSchedule(Optimizer& optimizer);
-  virtual ~LRSchedule() = default;
+  virtual ~LRSchedule();
+  LRSchedule(const LRSchedule&) = delete;
+  LRSchedule& operator=(const LRSchedule&) = delete;
   void step();  // advance to the next update and set its rate
   // The rate of update `update` for a group whose base rate is `base`.
   virtual double rate_from(double base, std::int64_t update) const = 0;
   double rate(std::int64_t update) const { return rate_from(base_lr(), update); }  // the first group's
   std::int64_t updates() const { return updates_; }
-  double base_lr(std::size_t group = 0) const;
+  double base_lr(std::size_t group = 0) const;  // the group's base rate
   // Continue a resumed run: the next update is `update`.
   void set_updates(std::int64_t update);
 
@@ -44,11 +51,9 @@ class LRSchedule {
   std::int64_t updates_ = 0;
 
  private:
-  // Each group's base, mutable: taken anew from the optimizer once it has loaded a state
-  // with base rates since this schedule last looked.
-  mutable std::vector<double> base_lrs_;
-  mutable std::uint64_t loads_seen_ = 0;
-  bool applied_ = false;  // whether rate(0) was set, by the subclass's constructor
+  std::shared_ptr<Optimizer::ScheduleBases> bases_;  // the optimizer's, shared: it may go first
+  Optimizer::ScheduleBases before_;                  // as they were, restored if never applied
+  bool applied_ = false;                             // whether rate(0) was set, by the subclass's constructor
 };
 
 // base * factor(update): a schedule as a function, as PyTorch's LambdaLR.

@@ -247,17 +247,20 @@ BOOST_AUTO_TEST_CASE(a_resumed_schedule_runs_from_the_saved_base_rates) {
         BOOST_CHECK(a.w.to_vector() == b.w.to_vector() && a.b.to_vector() == b.b.to_vector());
       }
     }
-  // A schedule made after another (and after set_lr) starts from the rate of its time;
-  // the first, still alive, keeps its own base.
+  // One schedule at a time: a second while the first lives is refused (the state saves one
+  // base a group). One made after the first is gone (and after set_lr) starts from the
+  // rate of its time.
   Problem p = fixture_problem();
   optim::SGD sgd(p.parameters(), {.lr = 0.1});
-  optim::WarmupCosineLR first(sgd, 10, 100);
+  {
+    optim::WarmupCosineLR first(sgd, 10, 100);
+    check_error([&] { optim::ConstantLR second(sgd); }, {"LRSchedule", "has a schedule already", "LambdaLR"});
+    BOOST_CHECK_EQUAL(first.base_lr(), 0.1);
+  }
   sgd.set_lr(0.7);
   optim::ConstantLR second(sgd);
   BOOST_CHECK_EQUAL(sgd.lr(), 0.7);
   BOOST_CHECK_EQUAL(*sgd.group_initial_lr(0), 0.7);
-  BOOST_CHECK_EQUAL(first.base_lr(), 0.1);
-  BOOST_CHECK_CLOSE(first.rate(50), first.rate_from(0.1, 50), 1e-12);
   // A state's base rate is checked as a rate is.
   StateDict bad = sgd.state_dict();
   bad["group.0.initial_lr"] = Tensor::scalar(-1.0, DType::float64);
@@ -267,6 +270,35 @@ BOOST_AUTO_TEST_CASE(a_resumed_schedule_runs_from_the_saved_base_rates) {
   check_error([&] { sgd.load_state_dict(bad); }, {"SGD: load_state_dict", "unexpected: group.1.initial_lr"});
   sgd.load_state_dict(bad, /*strict=*/false);
   BOOST_CHECK_EQUAL(*sgd.group_initial_lr(0), 0.2);
+  BOOST_CHECK_EQUAL(second.base_lr(), 0.2);  // the live schedule runs from the loaded base
+}
+
+// A schedule whose constructor throws leaves the base rates as they were: the next one
+// takes a loaded state's base, not the rate the state left mid-schedule. A later load of a
+// state without base rates (an older checkpoint) leaves no earlier load's base to take.
+BOOST_AUTO_TEST_CASE(a_failed_schedule_leaves_the_base_rates_alone) {
+  Problem p = fixture_problem();
+  optim::SGD sgd(p.parameters(), {.lr = 0.05});
+  StateDict saved;
+  {
+    optim::StepLR decay(sgd, 1, 0.5);
+    train_steps(p, sgd, 1);
+    decay.step();
+    saved = sgd.state_dict();
+  }
+  optim::SGD fresh(p.parameters(), {});
+  fresh.load_state_dict(saved);
+  BOOST_CHECK_EQUAL(fresh.lr(), 0.025);  // mid-schedule
+  check_error([&] { optim::WarmupCosineLR(fresh, 100, 50); }, {"WarmupCosineLR", "warmup < total"});
+  optim::StepLR resumed(fresh, 1, 0.5);
+  BOOST_CHECK_EQUAL(resumed.base_lr(), 0.05);
+  StateDict older = saved;
+  older.erase("group.0.initial_lr");
+  optim::SGD again(p.parameters(), {});
+  again.load_state_dict(saved);
+  again.load_state_dict(older);
+  optim::ConstantLR constant(again);
+  BOOST_CHECK_EQUAL(constant.base_lr(), 0.025);  // the rate the older state gave
 }
 
 BOOST_AUTO_TEST_CASE(state_dict_load_errors_change_nothing) {

@@ -56,6 +56,10 @@ RankRecord rank_record(const Config& c, const LanguageData* data, const Start& s
   // published model's whole config (from a Hugging Face folder or --model-config, whose
   // weights come from rank 0 but whose rope_theta or epsilon are each rank's own).
   Metadata settings = to_metadata(c);
+  // Where the data lies may differ between hosts (the default text is a path compiled
+  // into each host's build): what it holds is the data's fingerprint's to compare.
+  for (const Flag& path : {flag(&Config::text), flag(&Config::data), flag(&Config::tokenizer)})
+    settings.erase("run." + path.name()), settings.erase("config." + path.name());
   settings["rank.resume"] = start.resume ? "1" : "0";
   settings["rank.eval_only"] = c.eval_only ? "1" : "0";
   if (published) settings["rank.model_config"] = models::model_config_json(*published);
