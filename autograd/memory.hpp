@@ -10,4 +10,8 @@ namespace xgrad {
 // address-space limit (RLIMIT_AS). Read once.
 std::size_t usable_memory_bytes();
 
+// Whether the address-space limit is what caps it: then memory reserved and never touched
+// (a thread's stack, an allocator's arena, a library's buffer mapped whole) counts too.
+bool address_space_limited();
+
 }  // namespace xgrad

@@ -221,9 +221,14 @@ void check_integers_fit(const SafetensorsContents& contents, const Stateful& mod
   }
 }
 
-}  // namespace
+// A file's layout: its header (the 8-byte length and the JSON, padded), then the tensors'
+// bytes in this order.
+struct SafetensorsLayout {
+  std::string header;
+  std::vector<std::pair<std::string, Tensor>> order;
+};
 
-std::string encode_safetensors(const StateDict& tensors, const Metadata& metadata) {
+SafetensorsLayout safetensors_layout(const StateDict& tensors, const Metadata& metadata) {
   // Wider types first, so every tensor's data starts aligned to its own size.
   std::vector<std::pair<std::string, Tensor>> order(tensors.begin(), tensors.end());
   for (const auto& [name, t] : order)
@@ -261,14 +266,23 @@ std::string encode_safetensors(const StateDict& tensors, const Metadata& metadat
   const std::uint64_t length = text.size();
   std::memcpy(bytes.data(), &length, 8);
   bytes += text;
-  bytes.reserve(bytes.size() + offset);
-  for (const auto& entry : order) {
-    const Tensor& t = entry.second;  // (a named variable: clang 14 cannot capture a structured binding)
-    if (t.numel() == 0) continue;    // nothing to write, and no buffer to read
-    const char* data =
-        dispatch(t.dtype(), [&](auto tag) { return reinterpret_cast<const char*>(t.data<decltype(tag)>()); });
-    bytes.append(data, t.numel() * item_size(t.dtype()));
-  }
+  return {std::move(bytes), std::move(order)};
+}
+
+// A tensor's bytes as the file holds them (none for an empty one, which has no buffer).
+std::string_view tensor_bytes(const Tensor& t) {
+  if (t.numel() == 0) return {};
+  const char* data =
+      dispatch(t.dtype(), [&](auto tag) { return reinterpret_cast<const char*>(t.data<decltype(tag)>()); });
+  return {data, t.numel() * item_size(t.dtype())};
+}
+
+}  // namespace
+
+std::string encode_safetensors(const StateDict& tensors, const Metadata& metadata) {
+  const SafetensorsLayout layout = safetensors_layout(tensors, metadata);
+  std::string bytes = layout.header;
+  for (const auto& entry : layout.order) bytes += tensor_bytes(entry.second);
   return bytes;
 }
 
@@ -359,8 +373,14 @@ SafetensorsContents decode_safetensors(std::string_view bytes, const std::string
   return contents;
 }
 
+// Written tensor by tensor from the tensors' own memory: a checkpoint needs no second
+// copy of the model and its optimizer state in memory.
 void write_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
-  write_file_atomically(path, encode_safetensors(tensors, metadata), "save");
+  const SafetensorsLayout layout = safetensors_layout(tensors, metadata);
+  AtomicFileWriter out(path, "save");
+  out.write(layout.header);
+  for (const auto& entry : layout.order) out.write(tensor_bytes(entry.second));
+  out.commit();
 }
 
 SafetensorsContents read_safetensors(const std::string& path) {

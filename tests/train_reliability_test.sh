@@ -351,5 +351,23 @@ for args in "--seq-len 100000" "--batch 1000000" "--vocab 2000000000" "--d-model
   check "$args names the flag" grep -q -- "${args%% *}" err
 done
 refused "an unwritable --save found before training" "cannot write" "${small[@]}" --steps 100000 --save run.st/x.st
+# Under an address-space limit (ulimit -v) each thread's reserved memory (its BLAS buffer
+# and allocator arena) counts, and so does --save's buffer: a run below its need is refused
+# at once, one given it trains and saves (it failed at its first save: std::bad_alloc, no
+# checkpoint; or OpenBLAS waited forever for a buffer). Not under the sanitizers, whose
+# shadow memory no address-space limit holds.
+if ! ldd "$train" | grep -q asan; then
+  /usr/bin/python3 -c "
+import random; random.seed(3); words = ['the', 'lord', 'said', 'unto', 'moses', 'and', 'of', 'in', 'his', 'land']
+print(' '.join(random.choice(words) for _ in range(60000)))" >limited.txt
+  wide=(--task lm --text limited.txt --d-model 512 --layers 8 --steps 2 --eval-every 2 --eval-batches 2 --threads 2
+    --quiet)
+  code=$( (ulimit -v $((1300 * 1024)); "$train" "${wide[@]}" --save limited.st >/dev/null 2>err; echo $?) )
+  check "ulimit -v 1300 MiB: refused at once (exit $code)" test "$code" -eq 2
+  check "... counting the threads' reserved memory ($(cut -c1-200 err))" grep -q "reserved by 2 threads" err
+  check "... nothing written" test ! -e limited.st
+  code=$( (ulimit -v $((1700 * 1024)); "$train" "${wide[@]}" --save limited.st >/dev/null 2>err; echo $?) )
+  check "ulimit -v 1700 MiB: trains and saves (exit $code: $(cut -c1-200 err))" test "$code" -eq 0 -a -s limited.st
+fi
 
 finish

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <regex>
 
 #include "xgrad/autograd/error.hpp"
@@ -94,7 +95,13 @@ int run_tool(const char* tool, const std::function<int()>& body, const ErrorRepo
     check_stdout();
     return status;
   } catch (const std::exception& e) {
-    const std::string line = xgrad::str(tool, ": ", unbroken(e.what()));
+    // A bare std::bad_alloc says nothing of what to do.
+    const bool out_of_memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    const std::string line =
+        xgrad::str(tool, ": ",
+                   out_of_memory ? "out of memory (std::bad_alloc): the machine's memory, or a limit on it (ulimit -v, "
+                                   "a cgroup), is too small for this run"
+                                 : unbroken(e.what()));
     if (report)
       report(line, e);
     else

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "memory.hpp"
@@ -315,7 +316,14 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   const double trained = c.eval_only ? 0 : m.trained;
   const double adapters = c.lora > 0 ? m.adapters * 4 : 0;  // their own values, besides the base's
   const double state = m.parameters * 4 + adapters + trained * 3 * 4 + (bf16 ? m.parameters * 2 : 0);
-  const double loading = c.resume.empty() && c.init_from.empty() ? 0 : m.parameters * 4 * 2;
+  // A checkpoint is read whole (its optimizer state too) before the model and optimizer
+  // take their copies; a Hugging Face folder's tensors are the weights, once.
+  const std::string& start = c.resume.empty() ? c.init_from : c.resume;
+  std::error_code no_size;
+  const double start_file = start.empty() || std::filesystem::is_directory(start, no_size)
+                                ? 0
+                                : static_cast<double>(std::filesystem::file_size(start, no_size));
+  const double loading = start.empty() ? 0 : state + std::max(start_file, m.parameters * 4);
   // While the model is made, each weight's new values are drawn beside its zeros: the
   // weights and the largest table (the embedding, an MLP's or attention's projection).
   const double making = (m.parameters + m.width * std::max({m.vocab, m.ff, 3 * m.query_width})) * 4;
@@ -334,10 +342,13 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
   // split, each token an input and a target id of 8 bytes, each batch about 512 bytes of
   // its own (its two arrays and shapes).
   const double windows = c.language_model() ? 2.0 * c.eval_batches * (c.batch * L * 2 * 8 + 512) : 0;
-  // The libraries and OpenBLAS's buffers (address space an `ulimit -v` counts): about
-  // 0.25 GiB on 2 threads.
-  constexpr double kRuntime = 256.0 * 1024 * 1024;
-  const double per_rank = kRuntime + static_cast<double>(text_bytes) + windows +
+  // The libraries: about 0.25 GiB. Under an address-space limit (`ulimit -v`), which counts
+  // memory reserved and never touched, each thread's OpenBLAS buffer (128 MiB, mapped
+  // whole) and glibc arena (64 MiB) too: OpenBLAS waits forever for a buffer it cannot map.
+  constexpr double kRuntime = 256.0 * 1024 * 1024, kPerThreadReserved = 192.0 * 1024 * 1024;
+  const double threads = c.threads > 0 ? c.threads : std::max(1u, std::thread::hardware_concurrency());
+  const double reserved = xgrad::address_space_limited() ? threads * kPerThreadReserved : 0;
+  const double per_rank = kRuntime + reserved + static_cast<double>(text_bytes) + windows +
                           std::max({state + reducer + std::max(training, evaluation), loading, making});
   const double needed = per_rank * std::max(ranks_here, 1);
   const auto available = static_cast<double>(xgrad::usable_memory_bytes());
@@ -352,7 +363,8 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
       ranks_here > 1 ? xgrad::str("machine's ", ranks_here, " ranks") : std::string("process"),
       " may use: ", gib(state), " for ", count_text(m.parameters), " parameters (", m.sized_by, ")", what_is_trained,
       bf16 ? " and bf16 copies" : "",
-      loading > state ? xgrad::str(" (", gib(loading), " while they are read: the model and the file's copy)")
+      loading > state
+          ? xgrad::str(" (", gib(loading), " while they are read: the model, its state and the file's copy)")
       : making > state
           ? xgrad::str(" (", gib(making), " while the model is made: its weights and a table's new values)")
           : "",
@@ -367,6 +379,10 @@ void check_memory(const Config& c, const ModelShape& m, int ranks_here, std::siz
                                c.eval_batches, " of each split)")
                   : "",
       text_bytes > 0 ? xgrad::str(", ", gib(static_cast<double>(text_bytes)), " for the text") : "",
+      reserved > 0 ? xgrad::str(", ", gib(reserved), " reserved by ", static_cast<int>(threads),
+                                threads == 1 ? " thread" : " threads",
+                                " (BLAS buffers and allocator arenas, which an address-space limit counts)")
+                   : "",
       ranks_here > 1 ? xgrad::str(", in each of ", ranks_here, " ranks") : ""));
 }
 
