@@ -555,9 +555,7 @@ BOOST_AUTO_TEST_CASE(token_ids_are_kept_or_named_never_left_to_defaults) {
 // A folder says what its tensors are (torch_dtype), and never holds a tokenizer its model
 // cannot embed.
 BOOST_AUTO_TEST_CASE(save_pretrained_writes_its_dtype_and_refuses_a_larger_tokenizer) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("xgrad-test-dtype-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_folder("models", "dtype").string();
   manual_seed(9);
   models::LlamaForCausalLM model(small_llama(2, false));
   model.to(DType::float64);
@@ -599,9 +597,7 @@ BOOST_AUTO_TEST_CASE(a_model_of_a_texts_bytes_lists_them_in_its_config) {
   BOOST_CHECK(nlohmann::json::parse(models::model_config_json(bare, {.text_bytes = &bytes}))["xgrad_text_bytes"] ==
               nlohmann::json(bytes));
   BOOST_CHECK(!nlohmann::json::parse(models::model_config_json(bare)).contains("xgrad_text_bytes"));
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("xgrad-test-bytes-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_folder("models", "bytes").string();
   manual_seed(11);
   models::GPT2Config wide = std::get<models::GPT2Config>(bare);
   wide.vocab_size = 256;  // room for a tokenizer of the 256 bytes: refused as no model of them
@@ -628,8 +624,7 @@ BOOST_AUTO_TEST_CASE(a_model_of_a_texts_bytes_lists_them_in_its_config) {
 // safetensors' save_model writes it (the first of the shared names): that is the
 // embedding. Tied GPT-2 and Llama give the logits of the model saved.
 BOOST_AUTO_TEST_CASE(a_tied_model_stored_as_its_head_alone_loads) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("xgrad-test-tied-" + std::to_string(::getpid()))).string();
+  const std::string dir = fresh_folder("models", "tied").string();
   manual_seed(10);
   const std::vector<std::pair<std::unique_ptr<models::PretrainedModel>, std::string>> models_and_embeddings = [] {
     std::vector<std::pair<std::unique_ptr<models::PretrainedModel>, std::string>> made;
@@ -678,9 +673,7 @@ BOOST_AUTO_TEST_CASE(a_tied_model_stored_as_its_head_alone_loads) {
 // A finite float64 value a float32 model cannot hold is refused, naming the tensor; the
 // same file loads into float64.
 BOOST_AUTO_TEST_CASE(a_float64_value_past_float32_is_refused_for_float32) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("xgrad-test-f64-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_folder("models", "f64").string();
   manual_seed(12);
   models::GPT2LMHeadModel model(small_gpt2(false));
   model.to(DType::float64);
@@ -699,9 +692,7 @@ BOOST_AUTO_TEST_CASE(a_float64_value_past_float32_is_refused_for_float32) {
 // Replacing a model removes its own files only: not a file that merely starts with
 // "model" (an EMA copy) nor a folder of a shard's name.
 BOOST_AUTO_TEST_CASE(an_overwrite_removes_the_old_model_files_alone) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("xgrad-test-keep-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_folder("models", "keep").string();
   manual_seed(13);
   models::LlamaForCausalLM model(small_llama(2, false));
   models::save_pretrained(model, dir, {.max_shard_bytes = 4000});
@@ -723,9 +714,7 @@ BOOST_AUTO_TEST_CASE(an_overwrite_removes_the_old_model_files_alone) {
 BOOST_AUTO_TEST_CASE(save_pretrained_refuses_to_replace_a_model) {
   manual_seed(7);
   models::LlamaForCausalLM model(small_llama(2, false));
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("xgrad-test-models-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_folder("models", "models").string();
   models::save_pretrained(model, dir);
   check_error([&] { models::save_pretrained(model, dir); },
               {"already holds", "choose another directory, or overwrite"});
