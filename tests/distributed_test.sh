@@ -51,6 +51,13 @@ refused_ranks() {
 refused_ranks "another text under the same name" \
   "rank 1 was given other data (another text, or other shards or tokenizer) than rank 0" \
   "${small[@]}" --steps 4 --save new.st
+# A rank whose set-up takes far longer than --comm-timeout (its text 100,000 times larger,
+# read, counted and fingerprinted) is waited for: the ranks still meet to compare runs.
+/usr/bin/python3 -c "import sys; sys.stdout.write('the quick brown fox jumps over the lazy cat\n' * 4000000)" >r1/t.txt
+refused_ranks "a rank slower to set up than --comm-timeout" \
+  "rank 1 was given other data (another text, or other shards or tokenizer) than rank 0" \
+  "${small[@]}" --steps 4 --save new.st --comm-timeout 0.05
+check "... no wait ran out ($(grep -o 'no answer within.*' err | head -c 200))" test "$(grep -c 'no answer within' err)" -eq 0
 cp r0/t.txt r1/t.txt
 (cd r0 && "$train" "${small[@]}" --accum-steps 2 --steps 2 --save c.st >/dev/null && cp c.st ../r1/c.st &&
   "$train" --resume c.st --steps 4 --threads 1 --save c.st >/dev/null)

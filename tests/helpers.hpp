@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <set>
 #include <sstream>
 #include <string>
+#include <system_error>
 
 #include "xgrad/autograd/gradcheck.hpp"
 #include "xgrad/autograd/ops.hpp"
@@ -81,12 +83,32 @@ inline void check_close(const std::vector<double>& actual, const std::vector<dou
                         "element " << i << ": " << actual[i] << " vs expected " << expected[i]);
 }
 
-// A fresh, empty folder for one test: <tmp>/xgrad-<suite>-<pid>/<name>.
+// The folders fresh_folder made under the temporary directory, removed with what they
+// hold when the test program ends (after a failed test too).
+struct TestFolders {
+  std::set<std::filesystem::path> roots;
+  TestFolders() = default;
+  TestFolders(const TestFolders&) = delete;
+  TestFolders& operator=(const TestFolders&) = delete;
+  ~TestFolders() {
+    std::error_code ignored;
+    for (const std::filesystem::path& root : roots) std::filesystem::remove_all(root, ignored);
+  }
+};
+inline TestFolders& test_folders() {
+  static TestFolders folders;
+  return folders;
+}
+
+// A fresh, empty folder for one test: <tmp>/xgrad-<suite>-<pid>/<name>, removed when the
+// test program ends.
 inline std::filesystem::path fresh_folder(const std::string& suite, const std::string& name) {
-  const std::filesystem::path folder =
-      std::filesystem::temp_directory_path() / ("xgrad-" + suite + "-" + std::to_string(::getpid())) / name;
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("xgrad-" + suite + "-" + std::to_string(::getpid()));
+  const std::filesystem::path folder = root / name;
   std::filesystem::remove_all(folder);
   std::filesystem::create_directories(folder);
+  test_folders().roots.insert(root);
   return folder;
 }
 

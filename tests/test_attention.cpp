@@ -543,7 +543,7 @@ BOOST_AUTO_TEST_CASE(heads_in_place_weights_and_dropout_match_split_heads) {
 
 BOOST_AUTO_TEST_CASE(heads_in_place_reject_bad_layouts) {
   const Tensor x = randn64({2, 5, 12}, 51, false), y = randn64({3, 5, 12}, 52, false);
-  const char* op = "scaled_dot_product_attention";
+  const char* op = "multi_head_attention";
   check_error([&] { multi_head_attention({x, 0, 4}, {x, 4, 4}, {x, 8, 4}, 3, true); }, {op, "[2, 5, 12]", "heads 3"});
   check_error([&] { multi_head_attention({x, 10, 4}, {x}, {x}, 2, true); }, {op, "columns [10, +4)"});
   // A range whose end wraps past 2^64 is outside too (once read memory before x).

@@ -279,7 +279,7 @@ BOOST_AUTO_TEST_CASE(same_bits_on_any_thread_count) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_input_names_the_op_and_shapes) {
-  const char* op = "scaled_dot_product_attention";
+  const char* op = "multi_head_attention";
   const Tensor x = randn64({2, 5, 24}, 81, false);  // q [0, 12): 4 heads of 3
   check_error(
       [&] {
@@ -319,6 +319,7 @@ BOOST_AUTO_TEST_CASE(bad_input_names_the_op_and_shapes) {
   const Tensor q = randn64({2, 4, 5, 3}, 83, false), k = randn64({2, 3, 5, 3}, 84, false);
   o = {};
   o.enable_gqa = true;
+  op = "scaled_dot_product_attention";
   check_error([&] { scaled_dot_product_attention(q, k, k, o); },
               {op, "k and v heads (3) must divide q's heads (4)", "q [2, 4, 5, 3]", "k [2, 3, 5, 3]"});
   const Tensor k2 = randn64({2, 2, 5, 3}, 85, false);

@@ -15,7 +15,10 @@ namespace xgrad {
 
 namespace {
 
+// The kernel's name, which the profiler shows for both entry points; errors name the
+// entry point the caller used.
 constexpr const char* kOp = "scaled_dot_product_attention";
+constexpr const char* kMultiHeadOp = "multi_head_attention";
 
 // A mask padded to at least two axes: its batch axes and the [rows, cols] it spreads
 // over each [Lq, Lk] score matrix (each either 1 or the full size).
@@ -24,11 +27,11 @@ struct MaskLayout {
   std::size_t rows = 1, cols = 1;
 };
 
-MaskLayout mask_layout(const char* what, const Tensor& mask, std::size_t lq, std::size_t lk) {
+MaskLayout mask_layout(const char* op, const char* what, const Tensor& mask, std::size_t lq, std::size_t lk) {
   Shape shape = mask.shape();
   while (shape.size() < 2) shape.insert(shape.begin(), 1);
   MaskLayout m{Shape(shape.begin(), shape.end() - 2), shape[shape.size() - 2], shape.back()};
-  XGRAD_CHECK((m.rows == 1 || m.rows == lq) && (m.cols == 1 || m.cols == lk), kOp, what, " of shape ", mask.shape(),
+  XGRAD_CHECK((m.rows == 1 || m.rows == lq) && (m.cols == 1 || m.cols == lk), op, what, " of shape ", mask.shape(),
               " does not broadcast to the scores [..., ", lq, ", ", lk, "]");
   return m;
 }
@@ -217,34 +220,35 @@ void attention_backward(BackwardContext<T>& ctx, const SavedAttention<T>& saved)
 // Masks, dropout and need_weights checked and converted; the kernel run; the backward
 // recorded. q, k, v are given as tensors (possibly the same one, at different columns).
 AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const Layout& layout,
-                       const AttentionOptions& options, const std::string& operands) {
-  check_same_dtype(kOp, q, k);
-  check_same_dtype(kOp, q, v);
-  XGRAD_CHECK(options.dropout_p >= 0.0 && options.dropout_p < 1.0, kOp, "dropout_p = ", options.dropout_p,
+                       const AttentionOptions& options, const std::string& operands, const char* op) {
+  check_same_dtype(op, q, k);
+  check_same_dtype(op, q, v);
+  XGRAD_CHECK(options.dropout_p >= 0.0 && options.dropout_p < 1.0, op, "dropout_p = ", options.dropout_p,
               " is outside [0, 1)");
-  XGRAD_CHECK(options.window == 0 || options.is_causal, kOp, "window = ", options.window,
+  XGRAD_CHECK(options.window == 0 || options.is_causal, op, "window = ", options.window,
               " is a causal sliding window: it needs is_causal");
-  XGRAD_CHECK(!options.scale || std::isfinite(*options.scale), kOp, "scale = ", options.scale.value_or(0.0),
+  XGRAD_CHECK(!options.scale || std::isfinite(*options.scale), op, "scale = ", options.scale.value_or(0.0),
               " is not a finite number");
   // A learned bias (a relative position bias, ALiBi's slopes) would silently never train.
-  XGRAD_CHECK(!options.additive_mask.defined() || !options.additive_mask.requires_grad() || !grad_enabled(), kOp,
+  XGRAD_CHECK(!options.additive_mask.defined() || !options.additive_mask.requires_grad() || !grad_enabled(), op,
               "additive_mask ", shape_str(options.additive_mask.shape()),
               " requires grad, but it is a constant here (no gradient flows into it): detach() it, or add a learned "
               "bias to the scores with ops of its own");
   const std::size_t lq = layout.lq, lk = layout.lk;
   const bool has_mask = options.mask.defined(), has_bias = options.additive_mask.defined();
-  const MaskLayout keep_layout = has_mask ? mask_layout("mask", options.mask, lq, lk) : MaskLayout{};
-  const MaskLayout bias_layout = has_bias ? mask_layout("additive_mask", options.additive_mask, lq, lk) : MaskLayout{};
+  const MaskLayout keep_layout = has_mask ? mask_layout(op, "mask", options.mask, lq, lk) : MaskLayout{};
+  const MaskLayout bias_layout =
+      has_bias ? mask_layout(op, "additive_mask", options.additive_mask, lq, lk) : MaskLayout{};
   const Shape batch = layout.batch;
   const auto broadcasts_to_batch = [&](const Shape& mask_batch) {
     try {
-      return broadcast_shapes(kOp, batch, mask_batch) == batch;
+      return broadcast_shapes(op, batch, mask_batch) == batch;
     } catch (const Error&) {
       return false;
     }
   };
   if (!broadcasts_to_batch(keep_layout.batch) || !broadcasts_to_batch(bias_layout.batch)) {
-    fail(kOp, "masks do not broadcast to the batch ", batch, ": ", operands,
+    fail(op, "masks do not broadcast to the batch ", batch, ": ", operands,
          (has_mask ? ", mask " + shape_str(options.mask.shape()) : ""),
          (has_bias ? ", additive_mask " + shape_str(options.additive_mask.shape()) : ""));
   }
@@ -320,7 +324,7 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   }
   // The batch: q's, k's, v's and the masks' leading axes broadcast together.
   const auto mask_batch = [&](const Tensor& m, const char* what) {
-    return m.defined() ? mask_layout(what, m, l.lq, l.lk).batch : Shape{};
+    return m.defined() ? mask_layout(kOp, what, m, l.lq, l.lk).batch : Shape{};
   };
   try {
     l.batch = broadcast_shapes(kOp, broadcast_shapes(kOp, batch_of(qs), k_batch), v_batch);
@@ -349,7 +353,7 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   l.v_rows = rows(vs, l.lk, l.dv, l.group);
   l.out_rows = kernels::BatchRows::dense(numel(l.batch), l.lq, l.dv);
   l.out_shape = with_matrix(l.batch, l.lq, l.dv);
-  return attend(q, k, v, l, options, describe());
+  return attend(q, k, v, l, options, describe(), kOp);
 }
 
 AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
@@ -360,7 +364,7 @@ AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const C
 AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const Columns& v, std::size_t heads,
                                      std::size_t kv_heads, bool batch_first, const AttentionOptions& options) {
   const std::array<const Columns*, 3> operands = {&q, &k, &v};
-  for (const Columns* c : operands) check_defined(kOp, c->tensor);
+  for (const Columns* c : operands) check_defined(kMultiHeadOp, c->tensor);
   const auto describe = [&] {
     std::string s;
     const char* names[] = {"q", "k", "v"};
@@ -369,29 +373,31 @@ AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const C
                operands[i]->width, ")");
     return s + str(", heads ", heads) + (kv_heads != heads ? str(", kv_heads ", kv_heads) : "");
   };
-  XGRAD_CHECK(heads != 0, kOp, "heads must be positive: ", describe());
-  XGRAD_CHECK(kv_heads != 0 && heads % kv_heads == 0, kOp, "kv_heads must be positive and divide heads: ", describe());
+  XGRAD_CHECK(heads != 0, kMultiHeadOp, "heads must be positive: ", describe());
+  XGRAD_CHECK(kv_heads != 0 && heads % kv_heads == 0, kMultiHeadOp,
+              "kv_heads must be positive and divide heads: ", describe());
   // q splits into `heads` equal parts, k and v into `kv_heads`.
   std::array<std::size_t, 3> widths{};
   for (std::size_t i = 0; i < 3; ++i) {
     const Shape& s = operands[i]->tensor.shape();
-    XGRAD_CHECK(s.size() == 3, kOp, "q, k and v must be ", (batch_first ? "[N, L, C]" : "[L, N, C]"), ": ", describe());
+    XGRAD_CHECK(s.size() == 3, kMultiHeadOp, "q, k and v must be ", (batch_first ? "[N, L, C]" : "[L, N, C]"), ": ",
+                describe());
     widths[i] = operands[i]->width ? operands[i]->width : s[2] - std::min(s[2], operands[i]->begin);
     XGRAD_CHECK(operands[i]->begin <= s[2] && widths[i] <= s[2] - operands[i]->begin && widths[i] != 0 &&
                     widths[i] % (i == 0 ? heads : kv_heads) == 0,
-                kOp, "column ranges must lie inside the tensors and split into equal heads: ", describe());
+                kMultiHeadOp, "column ranges must lie inside the tensors and split into equal heads: ", describe());
   }
   const Shape &qs = q.tensor.shape(), &ks = k.tensor.shape(), &vs = v.tensor.shape();
   const std::size_t n = batch_first ? qs[0] : qs[1];
   const auto length = [&](const Shape& s) { return batch_first ? s[1] : s[0]; };
   const auto batch_size = [&](const Shape& s) { return batch_first ? s[0] : s[1]; };
-  XGRAD_CHECK(batch_size(ks) == n && batch_size(vs) == n && length(ks) == length(vs), kOp,
+  XGRAD_CHECK(batch_size(ks) == n && batch_size(vs) == n && length(ks) == length(vs), kMultiHeadOp,
               "batch or key length disagree: ", describe());
   Layout l;
   l.batch = {n, heads};
   l.lq = length(qs), l.lk = length(ks), l.dk = widths[0] / heads, l.dv = widths[2] / kv_heads;
   l.group = heads / kv_heads;
-  XGRAD_CHECK(widths[1] / kv_heads == l.dk, kOp,
+  XGRAD_CHECK(widths[1] / kv_heads == l.dk, kMultiHeadOp,
               "q and k widths differ per head (k must be kv_heads x q's width / heads): ", describe());
   // Head h of batch entry n: rows of the [N, L, C] (or [L, N, C]) tensor, its columns;
   // with group > 1, k's and v's head h / group.
@@ -411,7 +417,7 @@ AttentionOutput multi_head_attention(const Columns& q, const Columns& k, const C
   l.out_shape = batch_first ? Shape{n, l.lq, heads * l.dv} : Shape{l.lq, n, heads * l.dv};
   l.grads_in_place = true;
   for (std::size_t i = 0; i < 3; ++i) l.columns[i] = {operands[i]->begin, widths[i]};
-  return attend(q.tensor, k.tensor, v.tensor, l, options, describe());
+  return attend(q.tensor, k.tensor, v.tensor, l, options, describe(), kMultiHeadOp);
 }
 
 }  // namespace xgrad

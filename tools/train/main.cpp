@@ -68,6 +68,9 @@ RankRecord rank_record(const Config& c, const LanguageData* data, const Start& s
           .settings = fingerprint_of(settings)};
 }
 
+// How long the ranks wait for each other's set-up (see run).
+constexpr std::chrono::milliseconds kSetUpTimeout = std::chrono::minutes(15);
+
 // Whether every rank's record is rank 0's; if not, what differs, naming the first rank
 // that differs. A collective: every rank calls it.
 std::optional<std::string> ranks_disagree(const distributed::Communicator& communicator, const RankRecord& record) {
@@ -150,7 +153,6 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
   check_memory(c, model_shape(c, published ? &*published : nullptr, model_config_source(c, checkpoint)),
                communicator.local_size(), data ? data->resident_bytes() : 0);
   record = rank_record(c, data.get(), start, published);
-  communicator.set_timeout(std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)));
   if (!communicator.is_root()) {  // rank 0 alone prints and writes
     c.save.clear(), c.save_hf.clear(), c.metrics.clear(), c.plot.clear(), c.attention_png.clear();
     c.quiet = true;
@@ -174,12 +176,15 @@ std::unique_ptr<Trainer> set_up(int argc, char** argv, Config& c, distributed::C
 // Under mpirun the ranks first agree that every one of them could set up: a bad flag or
 // file then ends every rank with exit code 2 (rank 0 saying why, or the rank that failed
 // alone), instead of some ranks waiting for the others forever; then that they were all
-// given the same run (RankRecord).
+// given the same run (RankRecord). Those two waits allow each rank its whole set-up
+// (reading and fingerprinting shards from a cold cache can take minutes on one host
+// alone), up to kSetUpTimeout; every later one --comm-timeout.
 int run(int argc, char** argv, distributed::Communicator& communicator) {
   Config c;
   std::unique_ptr<Trainer> trainer;
   std::optional<std::string> error;
   RankRecord record;
+  communicator.set_timeout(kSetUpTimeout);
   try {
     trainer = set_up(argc, argv, c, communicator, record);
   } catch (const std::exception& e) {
@@ -197,6 +202,7 @@ int run(int argc, char** argv, distributed::Communicator& communicator) {
     return 2;
   }
   if (!trainer) return 0;
+  communicator.set_timeout(std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)));
   set_flush_denormal(!c.keep_denormals);
   // Every forward of the run (training, evaluation, samples) runs on this thread.
   const AutocastGuard precision(c.precision == "bf16" ? Precision::bfloat16 : Precision::float32);
