@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -295,15 +296,15 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, std::string_view op)
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
-  if (fd_ >= 0) {  // not committed
-    ::close(fd_);
-    ::unlink(temporary_.c_str());
-  }
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temporary_.c_str());
 }
 
 void AtomicFileWriter::check_open(const char* call) const {
   XGRAD_CHECK(fd_ >= 0 && !failed_, op_, call, " on the writer of '", path_, "' after ",
-              failed_ ? "an error: nothing more is written" : "commit()");
+              failed_                    ? "an error: nothing more is written"
+              : finished_ && !committed_ ? "finish()"
+                                         : "commit()");
 }
 
 void AtomicFileWriter::write_at(std::uint64_t offset, std::string_view bytes) {
@@ -333,27 +334,50 @@ void AtomicFileWriter::write(std::string_view bytes) {
   failed_ = false;
 }
 
-void AtomicFileWriter::commit() {
-  check_open("commit()");
+void AtomicFileWriter::finish() {
+  check_open("finish()");
   failed_ = true;
   // fchmod: the mode as asked, whatever the umask.
   XGRAD_CHECK(::fchmod(fd_, mode_) == 0 && ::fsync(fd_) == 0, op_, "flushing '", path_,
               "' failed: ", error_text(errno));
-  if (::close(std::exchange(fd_, -1)) != 0) {
-    const int error = errno;
-    ::unlink(temporary_.c_str());
-    fail(op_, "closing '", path_, "' failed: ", error_text(error));
-  }
-  if (std::rename(temporary_.c_str(), target_.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temporary_.c_str());
-    fail(op_, "cannot move the new file to '", target_, "': ", error_text(error));
-  }
+  if (::close(std::exchange(fd_, -1)) != 0) fail(op_, "closing '", path_, "' failed: ", error_text(errno));
   failed_ = false;
+  finished_ = true;
+}
+
+void AtomicFileWriter::commit() {
+  if (!finished_) finish();
+  XGRAD_CHECK(!failed_ && !committed_, op_, "commit() on the writer of '", path_, "' after ",
+              failed_ ? "an error" : "commit()");
+  failed_ = true;
+  if (std::rename(temporary_.c_str(), target_.c_str()) != 0)
+    fail(op_, "cannot move the new file to '", target_, "': ", error_text(errno));
+  failed_ = false;
+  committed_ = true;
   listed_.release();  // after the rename: a signal before it removes the temporary
   // Make the rename itself durable.
   FileDescriptor folder(::open(folder_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (folder.get() >= 0) ::fsync(folder.get());
+}
+
+namespace {
+std::atomic<int> deferring{0};
+volatile std::sig_atomic_t deferred_signal = 0;
+}  // namespace
+
+SignalsDeferred::SignalsDeferred() noexcept { deferring.fetch_add(1); }
+
+SignalsDeferred::~SignalsDeferred() {
+  if (deferring.fetch_sub(1) != 1 || !deferred_signal) return;
+  const int signal = deferred_signal;
+  deferred_signal = 0;
+  ::raise(signal);
+}
+
+bool signal_deferred(int signal) noexcept {
+  if (deferring.load() == 0) return false;
+  deferred_signal = signal;
+  return true;
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes, std::string_view op) {

@@ -55,6 +55,22 @@ class RemovedIfKilled {
 // folders that are empty. The tools call it before dying of a signal.
 void remove_unfinished_outputs() noexcept;
 
+// While one lives, a signal that would end the process waits: the tools' handlers ask
+// signal_deferred() first, which records the signal; when the last one goes, the signal
+// is raised again. For the renames that must land together (a model's files, config.json
+// last): then only SIGKILL can part them.
+class SignalsDeferred {
+ public:
+  SignalsDeferred() noexcept;
+  ~SignalsDeferred();
+  SignalsDeferred(const SignalsDeferred&) = delete;
+  SignalsDeferred& operator=(const SignalsDeferred&) = delete;
+};
+
+// For a signal handler about to end the process: true, with the signal recorded for
+// later, while a SignalsDeferred lives (async-signal-safe).
+bool signal_deferred(int signal) noexcept;
+
 class AtomicFileWriter {
  public:
   // Opens the temporary beside `path` (beside the file it finally names, symlinks
@@ -71,7 +87,10 @@ class AtomicFileWriter {
   // Writes `bytes` over what was written at [offset, offset + bytes.size()): a header
   // whose fields are known only at the end. An Error past what was written.
   void write_at(std::uint64_t offset, std::string_view bytes);
-  // Flushes the temporary to disk and renames it over the target (then flushes the
+  // Flushes the temporary to disk and closes it: all that can fail for want of space,
+  // done before commit() (for files that are committed together). No more writes.
+  void finish();
+  // finish() unless done, then renames the temporary over the target (and flushes the
   // folder, so the rename itself lasts). After commit(), or after any call that threw,
   // the writer takes no more calls.
   void commit();
@@ -89,7 +108,7 @@ class AtomicFileWriter {
   RemovedIfKilled listed_;  // the temporary, until the rename
   std::uint64_t size_ = 0;
   unsigned mode_ = 0644;
-  bool failed_ = false;
+  bool failed_ = false, finished_ = false, committed_ = false;
 };
 
 // A writer with the bytes given, committed.

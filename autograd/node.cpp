@@ -29,8 +29,9 @@ void Node::check_unmodified() const {
   for (std::size_t i = 0; i < inputs.size(); ++i)
     XGRAD_CHECK(!inputs[i] || !changed(*inputs[i], recorded_versions[i]), op, "input ", i, " (", inputs[i]->shape(),
                 " ", inputs[i]->dtype(), ") was changed in place after '", op,
-                "' used it (set_data, load_state_dict, Module::to, an optimizer step or a write through "
-                "Tensor::data()), so its gradient cannot be computed; run the forward pass again after the change");
+                "' used it (set_data, load_state_dict, Module::to, an optimizer step, or Tensor::data() called on a "
+                "non-const Tensor, which counts as a write even to read: read through a const Tensor&), so its "
+                "gradient cannot be computed; run the forward pass again after the change");
   XGRAD_CHECK(!changed(*this, recorded_versions.back()), op, "its output (", shape(), " ", dtype(),
               ") was changed in place after the op made it, so its gradient cannot be computed; clone() the "
               "output before writing to it");

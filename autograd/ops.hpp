@@ -98,6 +98,8 @@ Tensor log_softmax(const Tensor& x, int axis = -1);
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 
 // ---- reductions (ops/reduce.cpp) ----
+// An empty list of axes reduces nothing, as numpy's axis=() (PyTorch 1.13's sum(dim=())
+// reduces every axis): sum(x) reduces them all.
 Tensor sum(const Tensor& x);  // all elements, shape []
 Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
 Tensor mean(const Tensor& x);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -311,6 +313,7 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
   // or the process dies of a signal meanwhile.
   std::vector<fs::path> made_folders, created;
   std::vector<RemovedIfKilled> unfinished;
+  std::optional<SignalsDeferred> held;  // while the files are renamed into place, to the end
   try {
     fs::path folder;
     for (const fs::path& part : fs::path(dir)) {
@@ -330,9 +333,24 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
         created.push_back(file);
         unfinished.emplace_back(file.string(), RemovedIfKilled::Kind::file);
       }
+    // Every file goes to its temporary first: what can fail (for want of space) fails
+    // with the old model untouched. Then they are renamed into place, config.json last,
+    // with signals held off: no reader sees new weights beside an old config.json or
+    // tokenizer (only SIGKILL, between two renames, could part them).
+    std::vector<std::unique_ptr<AtomicFileWriter>> staged;
+    const auto stage = [&](const fs::path& file) -> AtomicFileWriter& {
+      return *staged.emplace_back(std::make_unique<AtomicFileWriter>(file.string(), source));
+    };
+    const auto stage_bytes = [&](const fs::path& file, const std::string& bytes) {
+      AtomicFileWriter& out = stage(file);
+      out.write(bytes);
+      out.finish();
+    };
     const nn::Metadata metadata{{"format", "pt"}};
     if (shards.size() == 1) {
-      nn::write_safetensors(files.front().string(), tensors, metadata);
+      AtomicFileWriter& out = stage(files.front());
+      nn::write_safetensors(out, tensors, metadata);
+      out.finish();
     } else {
       json weight_map = json::object();
       std::size_t total = 0;
@@ -343,16 +361,23 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
           weight_map[name] = shard_name(i, shards.size());
           total += part[name].numel() * (part[name].dtype() == DType::float64 ? 8 : 4);
         }
-        nn::write_safetensors(files[i].string(), part, metadata);
+        AtomicFileWriter& out = stage(files[i]);
+        nn::write_safetensors(out, part, metadata);
+        out.finish();
       }
       const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-      write_file_atomically((fs::path(dir) / kIndexFile).string(), index.dump(2) + "\n", source);
+      stage_bytes(fs::path(dir) / kIndexFile, index.dump(2) + "\n");
     }
     if (options.tokenizer) {
       const text::Gpt2Vocabulary vocabulary = text::format_gpt2_vocabulary(*options.tokenizer);
-      write_file_atomically((fs::path(dir) / "vocab.json").string(), vocabulary.encoder_json, source);
-      write_file_atomically((fs::path(dir) / "merges.txt").string(), vocabulary.vocab_bpe, source);
+      stage_bytes(fs::path(dir) / "vocab.json", vocabulary.encoder_json);
+      stage_bytes(fs::path(dir) / "merges.txt", vocabulary.vocab_bpe);
     }
+    stage_bytes(files.back(), model_config_json(config, {.tokenizer = options.tokenizer,
+                                                         .text_bytes = &text_bytes,
+                                                         .torch_dtype = dtype_name(tensors.begin()->second.dtype())}));
+    held.emplace();
+    for (std::size_t i = 0; i + 1 < staged.size(); ++i) staged[i]->commit();
     // The old model's tokenizer goes before the new config.json appears: no reader may
     // take the new model for one with that tokenizer.
     for (const fs::path& old : old_files)
@@ -362,11 +387,7 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
         XGRAD_CHECK(!error, source, "cannot remove the old model's ", old.filename().string(), " (", error.message(),
                     ")");
       }
-    write_file_atomically(files.back().string(),
-                          model_config_json(config, {.tokenizer = options.tokenizer,
-                                                     .text_bytes = &text_bytes,
-                                                     .torch_dtype = dtype_name(tensors.begin()->second.dtype())}),
-                          source);
+    staged.back()->commit();
   } catch (...) {
     std::error_code ignored;
     for (const fs::path& file : created) fs::remove(file, ignored);

@@ -375,11 +375,15 @@ SafetensorsContents decode_safetensors(std::string_view bytes, const std::string
 
 // Written tensor by tensor from the tensors' own memory: a checkpoint needs no second
 // copy of the model and its optimizer state in memory.
-void write_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
+void write_safetensors(AtomicFileWriter& out, const StateDict& tensors, const Metadata& metadata) {
   const SafetensorsLayout layout = safetensors_layout(tensors, metadata);
-  AtomicFileWriter out(path, "save");
   out.write(layout.header);
   for (const auto& entry : layout.order) out.write(tensor_bytes(entry.second));
+}
+
+void write_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
+  AtomicFileWriter out(path, "save");
+  write_safetensors(out, tensors, metadata);
   out.commit();
 }
 

@@ -25,6 +25,10 @@
 
 #include "xgrad/autograd/state.hpp"
 
+namespace xgrad {
+class AtomicFileWriter;
+}
+
 namespace xgrad::nn {
 
 using Metadata = std::map<std::string, std::string>;
@@ -42,6 +46,8 @@ std::string encode_safetensors(const StateDict& tensors, const Metadata& metadat
 SafetensorsContents decode_safetensors(std::string_view bytes, const std::string& source = "<memory>");
 
 void write_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
+// The same bytes into an open writer, left for its owner to commit (with other files).
+void write_safetensors(AtomicFileWriter& out, const StateDict& tensors, const Metadata& metadata = {});
 SafetensorsContents read_safetensors(const std::string& path);
 
 // A model's state, and optionally an optimizer's under the prefix "optimizer.", in one

@@ -365,8 +365,17 @@ void save_adapter(const std::string& dir, const Module& model, const LoRAConfig&
   std::filesystem::create_directories(dir, error);
   XGRAD_CHECK(std::filesystem::is_directory(dir), op, "cannot make the folder (",
               error ? error.message() : "a file has that name", ")");
-  write_file_atomically(join_path(dir, kAdapterWeightsFile), weights, op);
-  write_file_atomically(join_path(dir, kAdapterConfigFile), config_text, op);
+  // Both written whole before either is renamed into place, the config last, signals held
+  // off meanwhile: new adapters never sit beside an old config (another scale).
+  AtomicFileWriter weights_out(join_path(dir, kAdapterWeightsFile), op),
+      config_out(join_path(dir, kAdapterConfigFile), op);
+  weights_out.write(weights);
+  weights_out.finish();
+  config_out.write(config_text);
+  config_out.finish();
+  const SignalsDeferred held;
+  weights_out.commit();
+  config_out.commit();
 }
 
 LoRAConfig read_adapter_config(const std::string& path) {

@@ -210,6 +210,34 @@ check "a model without a tokenizer over one with exits 0 ($code: $(cat err))" te
 check "... and the old model's tokenizer is gone" test ! -e replaced-hf/vocab.json -a ! -e replaced-hf/merges.txt
 refused "... so GGUF from it is refused as a model of a text's bytes" "replaced-hf: a model of a text's bytes" \
   "$export_" --from replaced-hf --out m.gguf
+# Ctrl-C as the first new file lands in a folder being overwritten: the folder is the old
+# model or the new one, whole, never new weights beside the old config.json (which read
+# as a model, silently wrong). The files are renamed in together, the signal held off.
+check "a signal during an overwrite leaves one model, whole, in five tries" /usr/bin/python3 - "$export_" <<'PY'
+import json, os, shutil, signal, struct, subprocess, sys
+def family(folder):
+    with open(folder + "/model.safetensors", "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        names = json.loads(f.read(n))
+    weights = "llama" if any(k.startswith("model.layers.") for k in names) else "gpt2"
+    return json.load(open(folder + "/config.json"))["model_type"], weights
+for attempt in range(5):
+    shutil.rmtree("signalled-hf", ignore_errors=True)
+    shutil.copytree("gpt2-hf", "signalled-hf")
+    before = {name: os.stat("signalled-hf/" + name).st_ino for name in os.listdir("signalled-hf")}
+    p = subprocess.Popen([sys.argv[1], "--from", "llama.st", "--out", "signalled-hf", "--overwrite", "--threads", "1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while p.poll() is None:
+        now = {name: os.stat("signalled-hf/" + name).st_ino for name in os.listdir("signalled-hf")
+               if not name.startswith(".xgrad-")}
+        if any(before.get(name) != ino for name, ino in now.items()):
+            p.send_signal(signal.SIGINT)
+            break
+    p.wait()
+    config, weights = family("signalled-hf")
+    assert config == weights, (attempt, config, weights)
+    assert not [n for n in os.listdir("signalled-hf") if n.startswith(".xgrad-")], os.listdir("signalled-hf")
+PY
 mkdir -p beside-hf && cp gpt2-hf/vocab.json gpt2-hf/merges.txt beside-hf/
 mkdir -p untokenized-hf && cp gpt2-hf/config.json gpt2-hf/model.safetensors untokenized-hf/
 code=$(run "$export_" --from untokenized-hf --out beside-hf --overwrite)

@@ -87,6 +87,69 @@ BOOST_AUTO_TEST_CASE(a_writer_takes_no_calls_after_commit_or_past_its_bytes) {
   BOOST_CHECK_EQUAL(file_bytes(target), "12345");
 }
 
+// finish() flushes and closes without the rename: files committed together are all
+// whole on disk first. A finished writer never committed leaves nothing.
+BOOST_AUTO_TEST_CASE(a_finished_writer_commits_later_or_leaves_nothing) {
+  const fs::path folder = fresh_folder("test-files", "finish");
+  const std::string target = (folder / "x.bin").string();
+  put_file(target, "old");
+  {
+    AtomicFileWriter abandoned(target, "shard");
+    abandoned.write("never");
+    abandoned.finish();
+    check_error([&] { abandoned.write("more"); }, {"shard", "write()", "after finish()"});
+    check_error([&] { abandoned.finish(); }, {"finish()", "after finish()"});
+    BOOST_CHECK_EQUAL(names_in(folder).size(), 2u);  // x.bin and the finished temporary
+  }
+  BOOST_CHECK(names_in(folder) == std::vector<std::string>{"x.bin"});
+  BOOST_CHECK_EQUAL(file_bytes(target), "old");
+  AtomicFileWriter writer(target, "shard");
+  writer.write("new");
+  writer.finish();
+  BOOST_CHECK_EQUAL(file_bytes(target), "old");
+  writer.commit();
+  BOOST_CHECK_EQUAL(file_bytes(target), "new");
+  BOOST_CHECK(names_in(folder) == std::vector<std::string>{"x.bin"});
+  check_error([&] { writer.commit(); }, {"commit()", "after commit()"});
+}
+
+// A signal that would end the process, arriving while files are renamed into place
+// together, waits for the last SignalsDeferred to go: the renames all land, then the
+// process dies of it (its handler run again) with nothing left unfinished.
+BOOST_AUTO_TEST_CASE(a_signal_waits_for_files_committed_together) {
+  BOOST_CHECK(!signal_deferred(SIGTERM));  // no deferral: the handler goes on
+  const fs::path folder = fresh_folder("test-files", "deferred");
+  const pid_t child = ::fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    std::signal(SIGTERM, [](int signal) {
+      if (signal_deferred(signal)) return;
+      remove_unfinished_outputs();
+      std::signal(signal, SIG_DFL);
+      std::raise(signal);
+    });
+    AtomicFileWriter a((folder / "a.bin").string(), "test"), b((folder / "b.bin").string(), "test");
+    a.write("a");
+    b.write("b");
+    a.finish();
+    b.finish();
+    {
+      const SignalsDeferred outer;
+      {
+        const SignalsDeferred inner;  // nested: the outer one's end raises it
+        a.commit();
+        std::raise(SIGTERM);
+      }
+      b.commit();
+    }
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  BOOST_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  BOOST_CHECK((names_in(folder) == std::vector<std::string>{"a.bin", "b.bin"}));
+}
+
 BOOST_AUTO_TEST_CASE(a_streamed_write_keeps_the_whole_file_rules) {
   const fs::path folder = fresh_folder("test-files", "rules");
   // Through a symlink: the file it points to is replaced, the link stays.

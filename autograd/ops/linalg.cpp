@@ -221,10 +221,17 @@ void matmul_backward_bf16(const MatmulPlan& p, const Bf16Copy& a, const Bf16Copy
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   check_same_dtype("matmul", a, b);
+  XGRAD_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "needs operands of at least 1 axis, got shapes ", a.shape(),
+              " and ", b.shape());
   // Vectors as numpy treats them: a row on the left, a column on the right.
   if (a.dim() == 1 || b.dim() == 1) {
     XGRAD_CHECK((a.dim() != 1 || !transpose_a) && (b.dim() != 1 || !transpose_b), "matmul",
                 "a 1-D operand cannot be transposed: shapes ", a.shape(), " and ", b.shape());
+    const Shape &as = a.shape(), &bs = b.shape();
+    const std::size_t k_a = a.dim() == 1 ? as[0] : transpose_a ? as[as.size() - 2] : as.back();
+    const std::size_t k_b = b.dim() == 1 ? bs[0] : transpose_b ? bs.back() : bs[bs.size() - 2];
+    XGRAD_CHECK(k_a == k_b, "matmul", "shapes ", as, (transpose_a ? " (transposed)" : ""), " and ", bs,
+                (transpose_b ? " (transposed)" : ""), " do not match: inner dimensions ", k_a, " and ", k_b);
     const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
     const Tensor b2 = b.dim() == 1 ? unsqueeze(b, -1) : b;
     Tensor out = matmul(a2, b2, transpose_a, transpose_b);

@@ -74,6 +74,7 @@ void check_stdout() {
 namespace {
 
 void die_by_signal(int signal) {
+  if (xgrad::signal_deferred(signal)) return;  // a model's files being renamed into place
   xgrad::remove_unfinished_outputs();
   std::signal(signal, SIG_DFL);
   std::raise(signal);

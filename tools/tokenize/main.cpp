@@ -60,6 +60,7 @@ void on_interrupt(int signal) {
     interrupted = signal;
   } else if (now.tv_sec - first_interrupt.tv_sec >= 2 ||
              (now.tv_sec - first_interrupt.tv_sec == 1 && now.tv_nsec >= first_interrupt.tv_nsec)) {
+    if (xgrad::signal_deferred(signal)) return;
     xgrad::remove_unfinished_outputs();
     std::signal(signal, SIG_DFL);
     std::raise(signal);

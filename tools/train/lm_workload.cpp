@@ -126,7 +126,11 @@ class LanguageWorkload : public Workload {
 
   void add_metadata(Metadata& metadata) const override {
     data_->add_metadata(metadata);
-    if (model_config_) metadata[kModelConfigKey] = models::model_config_json(*model_config_);
+    // As config.json would hold it: the tokenizer's bos and eos ids, the text's bytes
+    // (a resumed run's --save-hf has nothing else to take them from).
+    if (model_config_)
+      metadata[kModelConfigKey] = models::model_config_json(
+          *model_config_, {.tokenizer = data_->tokenizer(), .text_bytes = data_->byte_alphabet()});
   }
 
  private:

@@ -13,7 +13,8 @@ namespace {
 volatile std::sig_atomic_t interrupted = 0;
 
 void on_interrupt(int signal) {
-  if (interrupted) {  // the second: at once, a checkpoint half written removed
+  if (interrupted) {                             // the second: at once, a checkpoint half written removed
+    if (xgrad::signal_deferred(signal)) return;  // a model's files being renamed into place
     xgrad::remove_unfinished_outputs();
     ::_exit(128 + signal);
   }
