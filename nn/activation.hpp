@@ -19,7 +19,7 @@ class ReLU : public Module {
 
 class GELU : public Module {
  public:
-  explicit GELU(bool approximate = false) : approximate(approximate) {}
+  explicit GELU(bool tanh_form = false) : approximate(tanh_form) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   bool approximate;  // the tanh form
@@ -27,7 +27,7 @@ class GELU : public Module {
 
 class Softmax : public Module {
  public:
-  explicit Softmax(int axis = -1) : axis(axis) {}
+  explicit Softmax(int over = -1) : axis(over) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   int axis;
@@ -35,7 +35,7 @@ class Softmax : public Module {
 
 class LogSoftmax : public Module {
  public:
-  explicit LogSoftmax(int axis = -1) : axis(axis) {}
+  explicit LogSoftmax(int over = -1) : axis(over) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   int axis;

@@ -54,6 +54,8 @@ class Module : public Stateful {
   bool is_training() const { return training_; }
 
   // Converts every parameter and buffer in place (handles held by layers stay valid).
+  // Gradients are dropped (PyTorch converts them): call it before backward, not between
+  // backward and the optimizer's step.
   Module& to(DType dtype);
   void zero_grad();
 

@@ -72,7 +72,8 @@ Optimizer::Optimizer(std::string type, const std::vector<ParamGroup>& groups)
 }
 
 void Optimizer::check_group(std::size_t group) const {
-  XGRAD_CHECK(group < num_groups_, type_, "group ", group, " does not exist (", num_groups_, " groups)");
+  XGRAD_CHECK(group < num_groups_, type_, "group ", group, " does not exist (", num_groups_,
+              num_groups_ == 1 ? " group)" : " groups)");
 }
 
 void Optimizer::set_lr(double lr) {
@@ -131,6 +132,10 @@ Tensor& Optimizer::buffer(std::size_t i, const std::string& name, bool* created)
   auto it = buffers.find(name);
   if (created) *created = it == buffers.end();
   if (it == buffers.end()) {
+    // The state dict's keys are state.<parameter>.<buffer>, beside state.<parameter>.step.
+    XGRAD_CHECK(!name.empty() && name.find('.') == std::string::npos && name != "step", type_, "buffer '", name,
+                "' of parameter '", parameters_[i].first, "' cannot be named so: a buffer's name is not empty, has ",
+                "no '.', and is not step (the parameter's update count in the state dict)");
     // Only the buffers the group declares are saved and loaded alike: one it does not
     // declare would make a checkpoint its own load_state_dict refuses.
     const std::vector<std::string> declared = check_settings(group_of_[i], {}).buffers;

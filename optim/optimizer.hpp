@@ -277,10 +277,16 @@ template <class Options>
 OptimizerWith<Options>::OptimizerWith(std::string type, const std::vector<ParamGroup>& groups, const Options& options,
                                       std::span<const Setting<Options>> settings, Check check)
     : Optimizer(std::move(type), groups), settings_(settings), check_(check), options_(options) {
-  for (std::size_t i = 0; i < settings_.size(); ++i)
+  for (std::size_t i = 0; i < settings_.size(); ++i) {
+    // The state dict's keys are group.<g>.<setting>, beside group.<g>.initial_lr.
+    const std::string_view name = settings_[i].name;
+    XGRAD_CHECK(!name.empty() && name.find('.') == std::string_view::npos && name != "initial_lr", this->type(),
+                "the setting '", name, "' cannot be named so: a setting's name is not empty, has no '.', and is ",
+                "not initial_lr (the schedules' base rate, group.<g>.initial_lr in the state dict)");
     for (std::size_t j = 0; j < i; ++j)
-      XGRAD_CHECK(settings_[i].name != std::string_view(settings_[j].name), this->type(), "the setting ",
-                  settings_[i].name, " appears twice in the table");
+      XGRAD_CHECK(name != std::string_view(settings_[j].name), this->type(), "the setting ", name,
+                  " appears twice in the table");
+  }
   XGRAD_CHECK(find_setting("lr"), this->type(), "an optimizer's settings must include lr (schedules set it)");
   // The options first: every group that leaves a bad option unset would repeat it.
   const std::vector<std::string> bad_options = change(options_, {});

@@ -27,7 +27,7 @@ done
 # and the warnings such builds turn into errors.
 compile_alone() {
   echo "#include <$1>" >"$2/$(echo "$1" | tr / _).cpp"
-  "$3" -std=c++20 -fsyntax-only -Wall -Wextra -Wpedantic -Woverloaded-virtual -Werror -I "$4" \
+  "$3" -std=c++20 -fsyntax-only -Wall -Wextra -Wpedantic -Woverloaded-virtual -Wshadow -Werror -I "$4" \
     "$2/$(echo "$1" | tr / _).cpp" 2>&1 | head -n 3
 }
 export -f compile_alone

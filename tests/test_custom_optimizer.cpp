@@ -241,6 +241,11 @@ class OverTable : public optim::OptimizerWith<Beta> {
 
 constexpr optim::Setting<Beta> kWithoutRate[] = {{"beta", &Beta::beta}};
 constexpr optim::Setting<Beta> kNamedTwice[] = {{"lr", &Beta::beta}, {"beta", &Beta::beta}, {"lr", &Beta::beta}};
+// Names the state dict's keys would confuse: group.<g>.initial_lr is the schedules' base
+// rate, and a dot would split the key.
+constexpr optim::Setting<Beta> kNamedInitialLr[] = {{"lr", &Beta::beta}, {"initial_lr", &Beta::beta}};
+constexpr optim::Setting<Beta> kNamedWithADot[] = {{"lr", &Beta::beta}, {"beta.1", &Beta::beta}};
+constexpr optim::Setting<Beta> kNamedEmpty[] = {{"lr", &Beta::beta}, {"", &Beta::beta}};
 
 }  // namespace
 
@@ -268,8 +273,38 @@ BOOST_AUTO_TEST_CASE(a_buffer_the_group_does_not_declare_is_refused) {
               {"Undeclared", "buffer 'velocity' of parameter 'w'", "buffer_names: exp_avg", "could not be loaded"});
 }
 
+// A buffer named as the state dict's keys cannot hold: state.<parameter>.step is the
+// update count (a buffer "step" replaced it, and the checkpoint failed to load), and a
+// dot splits the key (saved, then refused on load).
+class NamedBuffer : public optim::OptimizerWith<LionOptions> {
+ public:
+  NamedBuffer(optim::NamedParameters parameters, std::string name)
+      : OptimizerWith("NamedBuffer", {optim::ParamGroup{std::move(parameters)}}, {}, kLionSettings),
+        name_(std::move(name)) {}
+
+ protected:
+  void update(std::size_t i, const Tensor&, std::int64_t) override { buffer(i, name_); }
+  std::vector<std::string> buffer_names(const LionOptions&) const override { return {name_}; }
+
+ private:
+  std::string name_;
+};
+
+BOOST_AUTO_TEST_CASE(a_buffer_named_as_no_key_can_hold_is_refused) {
+  for (const std::string name : {"step", "exp.avg", ""}) {
+    Tensor w = Tensor::zeros({2}).requires_grad_();
+    NamedBuffer opt({{"w", w}}, name);
+    w.set_grad(Tensor::ones({2}));
+    check_error([&] { opt.step(); }, {"NamedBuffer", "buffer '" + name + "' of parameter 'w'", "cannot be named so"});
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_table_without_lr_or_with_a_name_twice_is_refused) {
   Problem p(1);
   check_error([&] { OverTable(p.model.named_parameters(), kWithoutRate); }, {"OverTable", "must include lr"});
   check_error([&] { OverTable(p.model.named_parameters(), kNamedTwice); }, {"OverTable", "lr appears twice"});
+  check_error([&] { OverTable(p.model.named_parameters(), kNamedInitialLr); },
+              {"OverTable", "the setting 'initial_lr' cannot be named so"});
+  check_error([&] { OverTable(p.model.named_parameters(), kNamedWithADot); }, {"the setting 'beta.1'", "no '.'"});
+  check_error([&] { OverTable(p.model.named_parameters(), kNamedEmpty); }, {"the setting ''", "not empty"});
 }

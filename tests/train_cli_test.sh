@@ -150,6 +150,29 @@ done
 bad "--metrics of a resumed run into a text" "not a metrics file" --resume "$work/base.st" --steps 4 \
   --metrics "$work/notes.txt"
 bad "--plot over a checkpoint" "not a PNG" "${tiny[@]}" --steps 2 --plot "$work/sort.st"
+# A resumed run's metrics file must hold its own lines up to its checkpoint: another run's
+# there (the same steps, other losses) are refused, the file left as it was ...
+sed -E 's/"val_loss": [0-9.]+/"val_loss": 9.5/' "$work/whole.jsonl" >"$work/foreign.jsonl"
+cp "$work/foreign.jsonl" "$work/foreign-before.jsonl"
+bad "--metrics of a resumed run holding another run's lines" \
+  "foreign.jsonl: its lines up to step 40 are not this run's 2 evaluations" \
+  --resume "$work/part.ckpt" --steps 60 --metrics "$work/foreign.jsonl"
+check "... and left as it was" cmp "$work/foreign.jsonl" "$work/foreign-before.jsonl"
+# ... but a run stopped before its first evaluation had written none: resumed, it replaces
+# the other run's lines, as it would have at that evaluation.
+"$train" --task copy --seq-len 6 --vocab 8 --d-model 32 --heads 2 --seed 3 --steps 1000000 --eval-every 1000000 \
+  --metrics "$work/foreign.jsonl" --save "$work/first.ckpt" >"$work/first.out" &
+pid=$!
+sleep 2
+kill -INT $pid
+wait $pid
+stopped=$(grep -o "interrupted at step [0-9]*" "$work/first.out" | grep -o "[0-9]*$")
+check "a run stopped before its first evaluation (at step ${stopped:-?})" test -n "$stopped"
+check "... leaves the other run's metrics file alone" cmp "$work/foreign.jsonl" "$work/foreign-before.jsonl"
+check "... resumes with them" test "$(exit_code "$train" --resume "$work/first.ckpt" --steps $((${stopped:-0} + 1)) \
+  --metrics "$work/foreign.jsonl" --quiet)" -eq 0
+check "... and they are gone: its one evaluation and summary remain ($(head -c 300 "$work/foreign.jsonl"))" \
+  test "$(grep -c '"step"' "$work/foreign.jsonl")" -eq 1 -a "$(grep -c '"final"' "$work/foreign.jsonl")" -eq 1
 check "the text is untouched by them" test "$(cat "$work/notes.txt")" = notes
 "$train" "${tiny[@]}" --steps 2 --metrics "$work/rerun.jsonl" --plot "$work/rerun.png" >/dev/null
 check "a run started again writes over its own metrics and plot" \

@@ -114,9 +114,12 @@ int main(int argc, char** argv) {
   std::ifstream file(argv[1], std::ios::binary);
   std::ostringstream contents;
   const bool read = file && (contents << file.rdbuf());  // false for a directory or an empty file
-  if (!read || contents.str().size() < 20 * (kBlock + 1)) {
-    std::fprintf(stderr, "tiny_gpt: %s: %s (a text needs %zu bytes at least)\n", argv[1],
-                 read ? "too short" : "cannot read it", 20 * (kBlock + 1));
+  if (!read) {
+    std::fprintf(stderr, "tiny_gpt: %s: cannot read it (no such file, a folder, or empty)\n", argv[1]);
+    return 2;
+  }
+  if (contents.str().size() < 20 * (kBlock + 1)) {
+    std::fprintf(stderr, "tiny_gpt: %s: too short (a text needs %zu bytes at least)\n", argv[1], 20 * (kBlock + 1));
     return 2;
   }
   const std::string text = contents.str();

@@ -68,7 +68,8 @@ tools::Settings<ExportOptions> settings_table(std::type_identity<ExportOptions>)
                         "tokenizer)")
                   .required(),
               bind(&O::out, flags::out())
-                  .help("the file or folder to write; refused if it exists, unless ", &O::overwrite)
+                  .help("the file or folder to write; refused if the file exists or the folder holds a model, unless ",
+                        &O::overwrite)
                   .required(),
               choice(&O::format, "format", {"gguf", "onnx", "hf"})
                   .help("gguf: llama.cpp's file, the tokenizer inside; onnx: the forward pass for onnxruntime "

@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -21,7 +22,7 @@ void write_line(std::ofstream& out, const Config& c, const std::string& line) {
     throw UsageError(str(flag(&Config::metrics), " ", c.metrics, ": writing failed (", std::strerror(errno), ")"));
 }
 
-void keep_metrics_up_to(const Config& c, std::int64_t step) {
+void keep_metrics_up_to(const Config& c, std::int64_t step, const std::vector<CurvePoint>& curve) {
   std::error_code error;
   if (!std::filesystem::exists(c.metrics, error)) return;
   const std::string what = str(flag(&Config::metrics), " ", c.metrics);
@@ -29,14 +30,30 @@ void keep_metrics_up_to(const Config& c, std::int64_t step) {
   std::istringstream lines(text);
   std::string line, kept;
   std::int64_t last = -1;
+  std::size_t lines_kept = 0;
+  bool all_this_runs = true;  // each line kept is one of the curve's evaluations, as written
   while (std::getline(lines, line)) {
     const JsonLine entry = JsonLine::parse(line, nullptr, /*allow_exceptions=*/false);
     if (entry.is_discarded() || !entry.is_object() || !entry.contains("step") || entry.contains("final")) continue;
     if (!entry["step"].is_number_integer()) continue;
     const auto at = entry["step"].get<std::int64_t>();
     if (at <= last || at > step) continue;
+    const auto point = std::find_if(curve.begin(), curve.end(), [&](const CurvePoint& p) { return p.step == at; });
+    all_this_runs = all_this_runs && point != curve.end() &&
+                    entry.value("train_loss", JsonLine()) == JsonLine(decimals(point->train_loss, 4)) &&
+                    entry.value("val_loss", JsonLine()) == JsonLine(decimals(point->val_loss, 4));
     kept += line + '\n';
     last = at;
+    ++lines_kept;
+  }
+  const auto evaluated = static_cast<std::size_t>(
+      std::count_if(curve.begin(), curve.end(), [&](const CurvePoint& p) { return p.step <= step; }));
+  if (evaluated == 0) {
+    kept.clear();  // the run wrote no line yet: one there is another run's, which it replaces
+  } else if (lines_kept > 0 && (!all_this_runs || lines_kept != evaluated)) {
+    throw UsageError(str(what, ": its lines up to step ", step, " are not this run's ", evaluated,
+                         (evaluated == 1 ? " evaluation" : " evaluations"),
+                         " (another run wrote the file since): give another file, or move that one away"));
   }
   if (kept != text) xgrad::write_file_atomically(c.metrics, kept, what);
 }

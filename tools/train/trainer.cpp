@@ -383,7 +383,7 @@ int Trainer::run() {
       start_step_ > 0 && !evaluated_here && (start_step_ % c_.eval_every == 0 || start_step_ == c_.steps);
   const bool target_met = progress_.reached_target && progress_.evaluation && meets_target(*progress_.evaluation, c_);
   if (!c_.resume.empty() && !evaluation_due && (start_step_ >= c_.steps || target_met)) return report_finished();
-  if (!c_.resume.empty() && !c_.metrics.empty()) keep_metrics_up_to(c_, start_step_);
+  if (!c_.resume.empty() && !c_.metrics.empty()) keep_metrics_up_to(c_, start_step_, progress_.curve);
   catch_interrupts();
   // Under mpirun a rank's output reaches mpirun's, not the user's, terminal: whether that
   // is one cannot be told here, and a rewritten line would land in logs as is.
