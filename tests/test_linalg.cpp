@@ -262,6 +262,16 @@ BOOST_AUTO_TEST_CASE(matmul_errors_name_the_shapes) {
   check_error([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); }, {"matmul", "[2, 3]", "[4, 5]", "3 and 4"});
   check_error([] { matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 4})); }, {"matmul", "batch", "[2, 2, 3]"});
   check_error([] { matmul(Tensor::zeros({3}), Tensor::zeros({3, 2}), true); }, {"matmul", "1-D"});
+  // 1-D operands are named as given, not as the matrices they become.
+  check_error([] { matmul(Tensor::zeros({3}), Tensor::zeros({4})); },
+              {"matmul", "shapes [3] and [4]", "inner dimensions 3 and 4"});
+  check_error([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({4})); }, {"shapes [2, 3] and [4]", "3 and 4"});
+  check_error([] { matmul(Tensor::zeros({3}), Tensor::zeros({5, 4, 2})); }, {"shapes [3] and [5, 4, 2]", "3 and 4"});
+  check_error(
+      [] {
+        matmul(Tensor::scalar(1.0), Tensor::zeros({3, 1}));
+      },
+      {"matmul", "at least 1 axis", "[] and [3, 1]"});
   check_error(
       [] {
         matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}, DType::float64));
