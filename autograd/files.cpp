@@ -361,22 +361,28 @@ void AtomicFileWriter::commit() {
 }
 
 namespace {
-std::atomic<int> deferring{0};
-volatile std::sig_atomic_t deferred_signal = 0;
+// One word, so that a handler on another thread and the last guard's end never miss each
+// other: the guards alive in the low 16 bits, the signal waiting above them.
+std::atomic<std::uint32_t> deferral{0};
+constexpr std::uint32_t kDepth = 0xffff;
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);  // async-signal-safe
 }  // namespace
 
-SignalsDeferred::SignalsDeferred() noexcept { deferring.fetch_add(1); }
+SignalsDeferred::SignalsDeferred() noexcept { deferral.fetch_add(1); }
 
 SignalsDeferred::~SignalsDeferred() {
-  if (deferring.fetch_sub(1) != 1 || !deferred_signal) return;
-  const int signal = deferred_signal;
-  deferred_signal = 0;
-  ::raise(signal);
+  std::uint32_t word = deferral.load();
+  // The last guard takes the waiting signal with it, in the same exchange.
+  while (!deferral.compare_exchange_weak(word, (word & kDepth) == 1 ? 0 : word - 1)) {
+  }
+  if ((word & kDepth) == 1 && word >> 16) ::raise(static_cast<int>(word >> 16));
 }
 
 bool signal_deferred(int signal) noexcept {
-  if (deferring.load() == 0) return false;
-  deferred_signal = signal;
+  std::uint32_t word = deferral.load();
+  do {
+    if ((word & kDepth) == 0) return false;
+  } while (!deferral.compare_exchange_weak(word, (word & kDepth) | static_cast<std::uint32_t>(signal) << 16));
   return true;
 }
 

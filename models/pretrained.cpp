@@ -203,6 +203,14 @@ std::vector<fs::path> model_files(const fs::path& dir) {
   return found;
 }
 
+// Removes `path` if it is a plain file (a link is left: writing goes through it).
+void remove_plain_file(const fs::path& path, const std::string& source) {
+  std::error_code error;
+  if (!fs::is_regular_file(fs::symlink_status(path, error))) return;
+  fs::remove(path, error);
+  XGRAD_CHECK(!error, source, "cannot remove the old ", path.filename().string(), " (", error.message(), ")");
+}
+
 // Shard names in order, each with the names it holds: greedy in name order.
 std::vector<std::vector<std::string>> plan_shards(const StateDict& tensors, std::size_t max_bytes) {
   std::vector<std::vector<std::string>> shards(1);
@@ -377,6 +385,9 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir, const
                                                          .text_bytes = &text_bytes,
                                                          .torch_dtype = dtype_name(tensors.begin()->second.dtype())}));
     held.emplace();
+    // The old config.json goes first: a folder without one is a model no reader takes, so
+    // a rename that fails half way (a full disk) leaves none that loads, never a mix.
+    remove_plain_file(files.back(), source);
     for (std::size_t i = 0; i + 1 < staged.size(); ++i) staged[i]->commit();
     // The old model's tokenizer goes before the new config.json appears: no reader may
     // take the new model for one with that tokenizer.

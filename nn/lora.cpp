@@ -374,6 +374,12 @@ void save_adapter(const std::string& dir, const Module& model, const LoRAConfig&
   config_out.write(config_text);
   config_out.finish();
   const SignalsDeferred held;
+  // The old config first: a folder without one loads as no adapters, never as a mix.
+  const std::string config_path = join_path(dir, kAdapterConfigFile);
+  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(config_path, error))) {
+    std::filesystem::remove(config_path, error);
+    XGRAD_CHECK(!error, op, "cannot remove the old ", kAdapterConfigFile, " (", error.message(), ")");
+  }
   weights_out.commit();
   config_out.commit();
 }

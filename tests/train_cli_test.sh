@@ -155,9 +155,16 @@ bad "--plot over a checkpoint" "not a PNG" "${tiny[@]}" --steps 2 --plot "$work/
 sed -E 's/"val_loss": [0-9.]+/"val_loss": 9.5/' "$work/whole.jsonl" >"$work/foreign.jsonl"
 cp "$work/foreign.jsonl" "$work/foreign-before.jsonl"
 bad "--metrics of a resumed run holding another run's lines" \
-  "foreign.jsonl: its lines up to step 40 are not this run's 2 evaluations" \
+  "foreign.jsonl: its line at step 20 is not this run's evaluation there" \
   --resume "$work/part.ckpt" --steps 60 --metrics "$work/foreign.jsonl"
 check "... and left as it was" cmp "$work/foreign.jsonl" "$work/foreign-before.jsonl"
+# Evaluations the file lacks (--metrics left out of one resume) are no other run's: it goes on.
+partway=(--task copy --seq-len 6 --vocab 8 --d-model 32 --heads 2 --seed 3 --eval-every 10 --threads 1
+  --target-exact 2 --quiet)
+"$train" "${partway[@]}" --steps 20 --metrics "$work/partway.jsonl" --save "$work/partway.st" >/dev/null
+"$train" --resume "$work/partway.st" --steps 40 --save "$work/partway.st" --quiet >/dev/null
+code=$(exit_code "$train" --resume "$work/partway.st" --steps 50 --metrics "$work/partway.jsonl" --quiet)
+check "a resume with --metrics after one without goes on ($code: $(head -c 200 "$work/err"))" test "$code" -eq 0
 # ... but a run stopped before its first evaluation had written none: resumed, it replaces
 # the other run's lines, as it would have at that evaluation.
 "$train" --task copy --seq-len 6 --vocab 8 --d-model 32 --heads 2 --seed 3 --steps 1000000 --eval-every 1000000 \

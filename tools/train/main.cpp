@@ -184,25 +184,34 @@ int run(int argc, char** argv, distributed::Communicator& communicator) {
   std::unique_ptr<Trainer> trainer;
   std::optional<std::string> error;
   RankRecord record;
+  const std::chrono::milliseconds default_timeout = communicator.timeout();
+  const auto run_timeout = [&] {
+    return c.comm_timeout > 0 ? std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)) : default_timeout;
+  };
   communicator.set_timeout(kSetUpTimeout);
   try {
     trainer = set_up(argc, argv, c, communicator, record);
   } catch (const std::exception& e) {
     error = unbroken(e.what());
   }
-  const std::vector<double> failed = communicator.all_gather({error ? 1.0 : 0.0});
-  if (std::find(failed.begin(), failed.end(), 1.0) != failed.end()) {
-    if (error && (communicator.is_root() || failed[0] == 0.0))
-      std::fprintf(stderr, "xgrad-train: %s%s\n",
-                   communicator.is_root() ? "" : str("rank ", communicator.rank(), ": ").c_str(), error->c_str());
-    return 2;
-  }
-  if (const std::optional<std::string> differs = ranks_disagree(communicator, record)) {
-    if (communicator.is_root()) std::fprintf(stderr, "xgrad-train: %s\n", differs->c_str());
-    return 2;
+  try {
+    const std::vector<double> failed = communicator.all_gather({error ? 1.0 : 0.0});
+    if (std::find(failed.begin(), failed.end(), 1.0) != failed.end()) {
+      if (error && (communicator.is_root() || failed[0] == 0.0))
+        std::fprintf(stderr, "xgrad-train: %s%s\n",
+                     communicator.is_root() ? "" : str("rank ", communicator.rank(), ": ").c_str(), error->c_str());
+      return 2;
+    }
+    if (const std::optional<std::string> differs = ranks_disagree(communicator, record)) {
+      if (communicator.is_root()) std::fprintf(stderr, "xgrad-train: %s\n", differs->c_str());
+      return 2;
+    }
+  } catch (const distributed::CommunicationError&) {
+    communicator.set_timeout(run_timeout());  // the report waits 3 x it for mpirun to end the job
+    throw;
   }
   if (!trainer) return 0;
-  communicator.set_timeout(std::chrono::milliseconds(std::llround(c.comm_timeout * 1000)));
+  communicator.set_timeout(run_timeout());
   set_flush_denormal(!c.keep_denormals);
   // Every forward of the run (training, evaluation, samples) runs on this thread.
   const AutocastGuard precision(c.precision == "bf16" ? Precision::bfloat16 : Precision::float32);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "json.hpp"
@@ -27,11 +28,14 @@ void keep_metrics_up_to(const Config& c, std::int64_t step, const std::vector<Cu
   if (!std::filesystem::exists(c.metrics, error)) return;
   const std::string what = str(flag(&Config::metrics), " ", c.metrics);
   const std::string text = xgrad::read_regular_file(c.metrics, what);
+  // A loss as the line wrote it: 4 decimals, a non-finite one as null.
+  const auto same_loss = [](const JsonLine& written, double loss) {
+    return std::isfinite(loss) ? written == JsonLine(decimals(loss, 4)) : written.is_null();
+  };
   std::istringstream lines(text);
   std::string line, kept;
   std::int64_t last = -1;
-  std::size_t lines_kept = 0;
-  bool all_this_runs = true;  // each line kept is one of the curve's evaluations, as written
+  std::optional<std::int64_t> contradicted;  // the first line's step whose losses the curve's differ from
   while (std::getline(lines, line)) {
     const JsonLine entry = JsonLine::parse(line, nullptr, /*allow_exceptions=*/false);
     if (entry.is_discarded() || !entry.is_object() || !entry.contains("step") || entry.contains("final")) continue;
@@ -39,21 +43,19 @@ void keep_metrics_up_to(const Config& c, std::int64_t step, const std::vector<Cu
     const auto at = entry["step"].get<std::int64_t>();
     if (at <= last || at > step) continue;
     const auto point = std::find_if(curve.begin(), curve.end(), [&](const CurvePoint& p) { return p.step == at; });
-    all_this_runs = all_this_runs && point != curve.end() &&
-                    entry.value("train_loss", JsonLine()) == JsonLine(decimals(point->train_loss, 4)) &&
-                    entry.value("val_loss", JsonLine()) == JsonLine(decimals(point->val_loss, 4));
+    if (point != curve.end() && !contradicted &&
+        !(same_loss(entry.value("train_loss", JsonLine()), point->train_loss) &&
+          same_loss(entry.value("val_loss", JsonLine()), point->val_loss)))
+      contradicted = at;
     kept += line + '\n';
     last = at;
-    ++lines_kept;
   }
-  const auto evaluated = static_cast<std::size_t>(
-      std::count_if(curve.begin(), curve.end(), [&](const CurvePoint& p) { return p.step <= step; }));
-  if (evaluated == 0) {
-    kept.clear();  // the run wrote no line yet: one there is another run's, which it replaces
-  } else if (lines_kept > 0 && (!all_this_runs || lines_kept != evaluated)) {
-    throw UsageError(str(what, ": its lines up to step ", step, " are not this run's ", evaluated,
-                         (evaluated == 1 ? " evaluation" : " evaluations"),
-                         " (another run wrote the file since): give another file, or move that one away"));
+  const bool evaluated = std::any_of(curve.begin(), curve.end(), [&](const CurvePoint& p) { return p.step <= step; });
+  if (!evaluated) {
+    kept.clear();  // the run wrote no line yet: those there are another run's, which it replaces
+  } else if (contradicted) {
+    throw UsageError(str(what, ": its line at step ", *contradicted, " is not this run's evaluation there (",
+                         "another run wrote the file since): give another file, or move that one away"));
   }
   if (kept != text) xgrad::write_file_atomically(c.metrics, kept, what);
 }

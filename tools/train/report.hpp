@@ -29,10 +29,10 @@ void write_line(std::ofstream& out, const Config& c, const std::string& line);
 // The metrics file a resumed run appends to, made what an uninterrupted run would have
 // written by `step`: each evaluation up to it once, in order. A run killed after writing
 // lines past its last checkpoint (or in the middle of a line) left lines its resume writes
-// again; a finished run's summary line is written again at the end. The lines kept must
-// be the run's own, its learning curve's evaluations up to `step` with their losses: a
-// run that had written none yet replaces another run's lines (as it would have at its
-// first evaluation); another run's lines where it had written its own are an error.
+// again; a finished run's summary line is written again at the end. A run that had not
+// evaluated yet replaces the lines up to `step` (another run's: it would have at its first
+// evaluation); a line at a step of its learning curve with other losses is another run's,
+// an error. (Lines at steps the curve lacks stay: --eval-only's.)
 void keep_metrics_up_to(const Config& c, std::int64_t step, const std::vector<CurvePoint>& curve);
 
 // A model's sizes in words: "2 layers, d-model 64, 4 heads".
