@@ -221,16 +221,24 @@ def family(folder):
         names = json.loads(f.read(n))
     weights = "llama" if any(k.startswith("model.layers.") for k in names) else "gpt2"
     return json.load(open(folder + "/config.json"))["model_type"], weights
+def files():  # name -> inode, of the files there now (one may go between the listing and its stat)
+    found = {}
+    for name in os.listdir("signalled-hf"):
+        try:
+            if not name.startswith(".xgrad-"):
+                found[name] = os.stat("signalled-hf/" + name).st_ino
+        except FileNotFoundError:
+            pass
+    return found
 for attempt in range(5):
     shutil.rmtree("signalled-hf", ignore_errors=True)
     shutil.copytree("gpt2-hf", "signalled-hf")
-    before = {name: os.stat("signalled-hf/" + name).st_ino for name in os.listdir("signalled-hf")}
+    before = files()
     p = subprocess.Popen([sys.argv[1], "--from", "llama.st", "--out", "signalled-hf", "--overwrite", "--threads", "1"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while p.poll() is None:
-        now = {name: os.stat("signalled-hf/" + name).st_ino for name in os.listdir("signalled-hf")
-               if not name.startswith(".xgrad-")}
-        if any(before.get(name) != ino for name, ino in now.items()):
+        now = files()
+        if now != before:  # a file replaced, added or gone: the renames have begun
             p.send_signal(signal.SIGINT)
             break
     p.wait()
